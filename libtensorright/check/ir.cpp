@@ -1,0 +1,77 @@
+#include "libtensorright/check/ir.h"
+
+namespace tr {
+
+const char* to_string(DType d) {
+  switch (d) {
+    case DType::Bool: return "bool";
+    case DType::Int: return "int";
+    case DType::Real: return "real";
+  }
+  return "?";
+}
+
+const char* to_string(Verdict v) {
+  switch (v) {
+    case Verdict::Proved: return "proved";
+    case Verdict::Counterexample: return "counterexample";
+    case Verdict::Vacuous: return "vacuous";
+    case Verdict::Timeout: return "timeout";
+    case Verdict::Unknown: return "unknown";
+    case Verdict::Unsupported: return "unsupported";
+  }
+  return "?";
+}
+
+std::optional<Verdict> verdict_from_string(const std::string& s) {
+  for (Verdict v : {Verdict::Proved, Verdict::Counterexample, Verdict::Vacuous, Verdict::Timeout,
+                    Verdict::Unknown, Verdict::Unsupported})
+    if (s == to_string(v)) return v;
+  return std::nullopt;
+}
+
+const char* to_string(Op op) {
+  switch (op) {
+    case Op::Input: return "input";
+    case Op::Literal: return "literal";
+    case Op::ScalarRef: return "scalar";
+    case Op::Const: return "const";
+    case Op::Iota: return "iota";
+    case Op::Neg: return "neg";
+    case Op::Abs: return "abs";
+    case Op::Exp: return "exp";
+    case Op::Not: return "not";
+    case Op::Add: return "add";
+    case Op::Sub: return "sub";
+    case Op::Mul: return "mul";
+    case Op::Div: return "div";
+    case Op::Rem: return "rem";
+    case Op::Max: return "max";
+    case Op::Min: return "min";
+    case Op::And: return "and";
+    case Op::Or: return "or";
+    case Op::Eq: return "eq";
+    case Op::Ne: return "ne";
+    case Op::Lt: return "lt";
+    case Op::Le: return "le";
+    case Op::Gt: return "gt";
+    case Op::Ge: return "ge";
+    case Op::Select: return "select";
+    case Op::Clamp: return "clamp";
+    case Op::Broadcast: return "broadcast";
+    case Op::Sum: return "sum";
+    case Op::Slice: return "slice";
+    case Op::Pad: return "pad";
+    case Op::DynSlice: return "dynslice";
+    case Op::DynUpdate: return "dynupdate";
+    case Op::Concat: return "concat";
+    case Op::Relabel: return "relabel";
+    case Op::Reverse: return "reverse";
+    case Op::Dot: return "dot";
+    case Op::Conv: return "conv";
+    case Op::Degenerate: return "degenerate";
+  }
+  return "?";
+}
+
+}  // namespace tr

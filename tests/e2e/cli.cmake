@@ -1,0 +1,6 @@
+# Shared CLI conventions (docs/cli.md).
+trsplat_e2e(splatc_version OUTPUT "splatc [0-9]+\\.[0-9]+" COMMAND splatc --version)
+trsplat_e2e(splatc_no_args EXIT 2 COMMAND splatc)
+trsplat_e2e(splatc_bad_flag EXIT 2 COMMAND splatc --no-such-flag)
+trsplat_e2e(trverify_version OUTPUT "trverify [0-9]+\\.[0-9]+" COMMAND trverify --version)
+trsplat_e2e(trverify_bad_flag EXIT 2 COMMAND trverify --no-such-flag)

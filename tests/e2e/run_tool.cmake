@@ -1,0 +1,12 @@
+# Runs TOOL with ARGS (a ;-list), checks the exit code and, optionally, a regex on the output.
+execute_process(COMMAND ${TOOL} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("${out}")
+if(err)
+  message("stderr:\n${err}")
+endif()
+if(NOT "${rc}" STREQUAL "${EXPECT_EXIT}")
+  message(FATAL_ERROR "exit code ${rc}, expected ${EXPECT_EXIT}")
+endif()
+if(EXPECT_OUTPUT AND NOT "${out}${err}" MATCHES "${EXPECT_OUTPUT}")
+  message(FATAL_ERROR "output does not match /${EXPECT_OUTPUT}/")
+endif()
