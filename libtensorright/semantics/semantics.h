@@ -1,0 +1,159 @@
+#pragma once
+// The concrete evaluator: the ground truth for the meaning of a checked rule
+// (reference/tensorright.md §2.1-2.3, spec/trverify-language.md). Given concrete ranks, map values,
+// scalars and input elements it computes each side's shape, its validity and its elements.
+//
+// "Undefined" is a value of the evaluator, not an exception: an expression whose operator
+// conditions fail, or an access outside the shape, yields a Point with defined == false and a
+// reason. Exceptions are reserved for malformed input (EvalError: an IR the checker should have
+// rejected, an instance missing a map) and for exact results that leave int64 (EvalOverflow).
+//
+// Differences from TensorRight, on purpose:
+//  * neg(+inf) = -inf (TensorRight's neg keeps an infinity unchanged, which looks like a bug);
+//  * a sum over an empty range is 0 (TensorRight's summand encoding makes such rules vacuous).
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "libtensorright/check/ir.h"
+#include "libtensorright/semantics/rational.h"
+
+namespace tr {
+
+// An IR or instance the evaluator cannot interpret (the message names the node's location).
+struct EvalError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One element value. Int and Real are exact; +-inf and Unknown follow TensorRight's TensorNum
+// (inf + -inf and inf * 0 are Unknown). `inexact` marks values that depend on an approximated exp.
+struct Value {
+  enum class Kind { Bool, Int, Real, PosInf, NegInf, Unknown };
+  Kind kind = Kind::Int;
+  bool b = false;    // Bool
+  int64_t i = 0;     // Int
+  Rational r;        // Real
+  bool inexact = false;
+
+  static Value boolean(bool v);
+  static Value integer(int64_t v);
+  static Value real(Rational v);
+  static Value pos_inf();
+  static Value neg_inf();
+  static Value unknown();
+  static Value zero(DType t);  // false, 0 or 0/1: the default of an unset input element
+
+  bool is_num() const { return kind == Kind::Int || kind == Kind::Real; }
+  bool is_inf() const { return kind == Kind::PosInf || kind == Kind::NegInf; }
+  std::string str() const;  // "true", "-3", "7/2", "inf", "-inf", "unknown" ("~" prefix if inexact)
+};
+
+// The final comparison lhs[i] == rhs[i] of a rule (reference §2.1): same kind and same value;
+// Unknown equals nothing, not even Unknown. Int 3 and Real 3 are equal.
+bool values_equal(const Value& a, const Value& b);
+
+// Per aggregated axis, one entry per axis of its rclass (axis j of key K is (K, j)).
+using AxisValues = std::map<AxisKey, std::vector<int64_t>>;
+using Index = AxisValues;  // a multi-index
+using Shape = AxisValues;  // sizes
+
+// Input elements by multi-index (over the tensor's declared keys). Elements that are not listed
+// are Value::zero of the tensor's dtype: a counterexample lists only the elements it involves.
+struct TensorData {
+  std::map<Index, Value> elems;
+};
+
+struct Instance {
+  DType dtype = DType::Int;            // what `T` means
+  std::map<int, int> rank;             // rclass -> number of axes (>= 1 in verification; 0 allowed)
+  std::map<int, std::vector<int64_t>> maps;  // map id -> one value per axis of its rclass
+  std::map<int, Value> scalars;        // scalar id -> value
+  std::map<int, TensorData> inputs;    // tensor id -> elements
+};
+
+// Checks that the instance gives every rclass a rank, every map a value per axis and every scalar
+// a value (throws EvalError naming what is missing).
+void check_instance_complete(const Rule&, const Instance&);
+
+// The value of an index expression. Outside All/Any a Map reference needs `axis` (the position j
+// within the map's rclass); inside All/Any the quantifier supplies it.
+Value eval_iexpr(const IExpr&, const Instance&, std::optional<int> axis = std::nullopt);
+
+// All preconditions hold (All/Any quantify over the rclass's axes; All over zero axes is true, Any
+// false) and every assumption is true wherever it is defined (reference §2.3: TensorRight's
+// tensorAssumption treats an undefined access as satisfying the assumption).
+bool preconditions_hold(const Rule&, const Instance&);
+
+// The value of one tensor expression at one index.
+struct Point {
+  bool defined = false;
+  std::optional<Value> value;  // set iff defined
+  std::string why;             // when undefined: which condition failed, with the node's location
+};
+
+class Evaluator;
+
+// A tensor expression under an instance: its shape and tensor-level validity computed eagerly,
+// elements lazily. Holds references to the Rule and Instance: keep both alive while using it.
+struct Evaluated {
+  bool defined = false;  // every operator's tensor-level condition holds (sizes, attributes)
+  std::string why;       // when !defined
+  Shape shape;           // meaningful when defined
+  // The element at `idx` (keys and ranks as in `shape`): undefined if the tensor is undefined, idx
+  // is out of range, or a nested access or elementwise condition fails.
+  Point at(const Index& idx) const;
+  // Every index of `shape` in row-major order over (key, axis) (none when a size is 0).
+  std::vector<Index> indices() const;
+
+  std::shared_ptr<Evaluator> ev;
+  NodeP node;
+};
+
+Evaluated eval(const Rule&, const NodeP&, const Instance&);
+
+// Refinement at one index: wherever the left side is defined, the right side is defined, has the
+// same shape and an equal value (reference §3.5).
+struct SideCheck {
+  bool holds = true;
+  std::string reason;  // when !holds: "right side undefined: ...", "shapes differ", "values differ"
+  Point lhs, rhs;
+  bool inexact = false;  // a value involved an approximated exp: treat a failure as inconclusive
+};
+SideCheck check_at(const Rule&, const Instance&, const Index& idx);
+
+// The whole-instance check: preconditions hold, and refinement holds at every index of the left
+// side's shape. `failing` is the first index where it does not.
+struct InstanceCheck {
+  bool pre = false;          // preconditions (and assumptions) hold
+  bool lhs_defined = false;  // left side tensor-level valid
+  bool holds = true;         // refinement at every index (true when !pre)
+  std::optional<Index> failing;
+  SideCheck at;              // the check at `failing`
+};
+InstanceCheck check_instance(const Rule&, const Instance&);
+
+// ---- random testing -----------------------------------------------------------------------------
+struct RandomConfig {
+  int max_rank = 2;        // ranks drawn from 1..max_rank (single rclasses: 1)
+  int64_t map_lo = -2, map_hi = 4;  // free map values (non-negative maps: 0..map_hi)
+  int64_t value_lo = -3, value_hi = 3;  // int elements/scalars; reals are these over 1..3
+  int attempts = 200;      // draws until the preconditions hold
+  int64_t max_elements = 4096;  // skip instances whose input tensors would be bigger
+};
+
+// A random instance of `rule` at dtype `t` satisfying the preconditions (derived maps computed from
+// their definitions), or nullopt if none was found within cfg.attempts draws.
+std::optional<Instance> random_instance(const Rule&, DType t, std::mt19937_64& rng,
+                                        const RandomConfig& cfg = {});
+
+// Human-readable instance: ranks, maps, scalars, and the input elements.
+std::string describe(const Rule&, const Instance&);
+std::string to_string(const Index&, const Rule&);
+
+}  // namespace tr
