@@ -24,8 +24,13 @@ struct AffineRun {
   int64_t start_slope = 0, start_offset = 0;
   int64_t stride = 1;
   int64_t count_slope = 0, count_offset = 0;
+  // Added by the analysis: start and count are (slope*row + offset) / den, the division exact on
+  // every row of the segment. den > 1 only in phase segments (row_stride > 1, den == row_stride),
+  // where a value grows by one per member row (e.g. the ragged edge of a dilated window);
+  // AnalyzeOptions::allow_den = false never produces it. den == 1 is the plain affine form above.
+  int64_t den = 1;
   Run at(int64_t row) const {
-    return {start_slope * row + start_offset, stride, count_slope * row + count_offset};
+    return {(start_slope * row + start_offset) / den, stride, (count_slope * row + count_offset) / den};
   }
   bool operator==(const AffineRun&) const = default;
 };
@@ -43,9 +48,16 @@ struct Segment {
 struct Acsr {
   int64_t seq_len = 0, kv_len = 0;
   std::vector<Segment> segments;    // every row of [0, seq_len) lies in exactly one segment
-  // Runs of row i, sorted by first column, disjoint, empty runs dropped.
+  // Added by the analysis: segment index of every row (int32), filled by index(); when empty,
+  // row() scans the segments. The analysis returns an indexed Acsr.
+  std::vector<int32_t> row_segment;
+  void index();                     // (re)build row_segment after editing segments
+  int64_t segment_of(int64_t i) const;  // -1 when no segment holds row i
+  // Runs of row i, sorted by first column, disjoint, empty runs dropped. Runs of count 1 have
+  // stride 1.
   std::vector<Run> row(int64_t i) const;
   int64_t nnz() const;
+  int64_t max_row_nnz() const;      // W: the widest row
   int64_t metadata_bytes() const;   // bytes to store this ACSR (segments, run families, tables)
 };
 

@@ -1,0 +1,353 @@
+// Problem -> ACSR. Rows are evaluated one at a time (rows.h) and grouped greedily into affine
+// segments; ranges where that leaves only tiny segments are retried one phase class of rows at a
+// time (dilated / strided edges), else stored as per-row tables when that is smaller.
+#include "libsplat/analysis/analysis.h"
+
+#include <algorithm>
+#include <bit>
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "libsplat/analysis/rows.h"
+
+namespace splat {
+
+namespace {
+
+
+// Greedy builder of one affine segment over member rows r0, r0+q, r0+2q, ...
+struct Builder {
+  int64_t r0 = 0, q = 1;
+  bool allow_den = true;
+  int64_t n = 0;  // member rows so far
+  Builder(int64_t first_row, int64_t row_stride, bool den) : r0(first_row), q(row_stride), allow_den(den) {}
+  std::vector<Run> first;
+  std::vector<int64_t> ds, dc, stride;  // per run: start/count step per member row; stride (-1 unknown)
+
+  bool add(const std::vector<Run>& R) {
+    if (n == 0) {
+      first = R;
+      stride.assign(R.size(), -1);
+      for (size_t k = 0; k < R.size(); ++k)
+        if (R[k].count >= 2) stride[k] = R[k].stride;
+      ds.assign(R.size(), 0);
+      dc.assign(R.size(), 0);
+      n = 1;
+      return true;
+    }
+    if (R.size() != first.size()) return false;
+    for (size_t k = 0; k < R.size(); ++k)
+      if (R[k].count >= 2 && stride[k] != -1 && stride[k] != R[k].stride) return false;
+    if (n == 1) {
+      for (size_t k = 0; k < R.size(); ++k) {
+        int64_t a = R[k].start - first[k].start, c = R[k].count - first[k].count;
+        if (!allow_den && q > 1 && (a % q != 0 || c % q != 0)) return false;
+      }
+      for (size_t k = 0; k < R.size(); ++k) {
+        ds[k] = R[k].start - first[k].start;
+        dc[k] = R[k].count - first[k].count;
+      }
+    } else {
+      for (size_t k = 0; k < R.size(); ++k)
+        if (R[k].start != first[k].start + n * ds[k] || R[k].count != first[k].count + n * dc[k]) return false;
+    }
+    for (size_t k = 0; k < R.size(); ++k)
+      if (R[k].count >= 2) stride[k] = R[k].stride;
+    ++n;
+    return true;
+  }
+
+  Segment make() const {
+    Segment s;
+    s.row_begin = r0;
+    s.row_stride = q;
+    s.row_end = r0 + (n - 1) * q + 1;
+    for (size_t k = 0; k < first.size(); ++k) {
+      AffineRun a;
+      a.stride = stride[k] == -1 ? 1 : stride[k];
+      if (ds[k] % q == 0 && dc[k] % q == 0) {
+        a.start_slope = ds[k] / q;
+        a.start_offset = first[k].start - a.start_slope * r0;
+        a.count_slope = dc[k] / q;
+        a.count_offset = first[k].count - a.count_slope * r0;
+      } else {
+        a.den = q;
+        a.start_slope = ds[k];
+        a.start_offset = first[k].start * q - ds[k] * r0;
+        a.count_slope = dc[k];
+        a.count_offset = first[k].count * q - dc[k] * r0;
+      }
+      s.runs.push_back(a);
+    }
+    return s;
+  }
+};
+
+int64_t segment_bytes(const Segment& s) {
+  int64_t b = 16;
+  for (const AffineRun& a : s.runs) b += a.den == 1 ? 20 : 24;
+  if (s.tabulated) b += static_cast<int64_t>(s.row_ptr.size()) * 4 + static_cast<int64_t>(s.table.size()) * 12;
+  return b;
+}
+
+struct Analyzer {
+  const Problem& p;
+  const AnalyzeOptions& o;
+  RowEvaluator ev;
+  int64_t held = 0;  // bytes of metadata held, checked against o.max_metadata_bytes
+
+  Analyzer(const Problem& pr, const AnalyzeOptions& op) : p(pr), o(op), ev(pr) {}
+
+  void charge(int64_t bytes) {
+    held += bytes;
+    if (held > o.max_metadata_bytes)
+      throw Error(p.file, "pattern",
+                  "the analysis needs more than " + std::to_string(o.max_metadata_bytes >> 20) +
+                      " MiB of row metadata (too many distinct runs per row for seq_len " + std::to_string(p.seq_len) + ")");
+  }
+
+  // Greedy segments over rows lo+ph, lo+ph+q, ... < hi for every phase ph < q; stops (returns
+  // false) once more than `budget` segments are needed.
+  bool phases(int64_t lo, int64_t hi, int64_t q, size_t budget, std::vector<Segment>& out) {
+    out.clear();
+    for (int64_t ph = 0; ph < q && lo + ph < hi; ++ph) {
+      Builder b{lo + ph, q, o.allow_den};
+      for (int64_t i = lo + ph; i < hi; i += q) {
+        const std::vector<Run>& R = ev.row(i);
+        if (!b.add(R)) {
+          out.push_back(b.make());
+          if (out.size() > budget) return false;
+          b = Builder{i, q, o.allow_den};
+          b.add(R);
+        }
+      }
+      out.push_back(b.make());
+      if (out.size() > budget) return false;
+    }
+    return true;
+  }
+
+  Segment table(int64_t lo, int64_t hi) {
+    Segment s;
+    s.row_begin = lo;
+    s.row_end = hi;
+    s.tabulated = true;
+    s.row_ptr.reserve(static_cast<size_t>(hi - lo + 1));
+    s.row_ptr.push_back(0);
+    for (int64_t i = lo; i < hi; ++i) {
+      const std::vector<Run>& R = ev.row(i);
+      charge(static_cast<int64_t>(R.size() * sizeof(Run) + sizeof(int64_t)));
+      s.table.insert(s.table.end(), R.begin(), R.end());
+      s.row_ptr.push_back(static_cast<int64_t>(s.table.size()));
+    }
+    return s;
+  }
+
+  Acsr run() {
+    // Pass 1: greedy affine segments over consecutive rows, streaming.
+    std::vector<Segment> segs;
+    Builder b{0, 1, o.allow_den};
+    for (int64_t i = 0; i < p.seq_len; ++i) {
+      const std::vector<Run>& R = ev.row(i);
+      if (!b.add(R)) {
+        segs.push_back(b.make());
+        charge(segment_bytes(segs.back()) + static_cast<int64_t>(sizeof(Segment)));
+        b = Builder{i, 1, o.allow_den};
+        b.add(R);
+      }
+    }
+    segs.push_back(b.make());
+
+    // Pass 2: ranges of tiny segments (<= 2 rows): phase classes, else tables, else keep.
+    std::vector<Segment> out;
+    std::vector<Segment> trial, best;
+    for (size_t a = 0; a < segs.size();) {
+      size_t e = a;
+      while (e < segs.size() && segs[e].rows() <= 2) ++e;
+      if (e - a < 2) {
+        out.push_back(std::move(segs[a]));
+        ++a;
+        continue;
+      }
+      const int64_t lo = segs[a].row_begin, hi = segs[e - 1].row_end;
+      size_t best_n = e - a;
+      bool have_best = false;
+      if (o.phase_segments) {
+        std::map<int64_t, int64_t> strides;  // candidate row strides: the run strides seen here
+        for (size_t k = a; k < e; ++k)
+          for (const AffineRun& r : segs[k].runs)
+            if (r.stride > 1 && 2 * r.stride <= hi - lo) ++strides[r.stride];
+        int tried = 0;
+        for (auto [q, cnt] : strides) {
+          if (++tried > 4) break;
+          if (phases(lo, hi, q, best_n - 1, trial)) {
+            best_n = trial.size();
+            best.swap(trial);
+            have_best = true;
+          }
+        }
+      }
+      if (have_best) {
+        for (Segment& s : best) out.push_back(std::move(s));
+      } else {
+        int64_t affine_bytes = 0, runs = 0;
+        for (size_t k = a; k < e; ++k) {
+          affine_bytes += segment_bytes(segs[k]);
+          runs += static_cast<int64_t>(segs[k].runs.size()) * segs[k].rows();  // upper bound
+        }
+        int64_t table_bytes = 16 + (hi - lo + 1) * 4 + runs * 12;
+        if (o.tabulate && table_bytes < affine_bytes) {
+          out.push_back(table(lo, hi));
+        } else {
+          for (size_t k = a; k < e; ++k) out.push_back(std::move(segs[k]));
+        }
+      }
+      a = e;
+    }
+    std::stable_sort(out.begin(), out.end(), [](const Segment& x, const Segment& y) { return x.row_begin < y.row_begin; });
+    Acsr acsr;
+    acsr.seq_len = p.seq_len;
+    acsr.kv_len = p.kv_len;
+    acsr.segments = std::move(out);
+    acsr.index();
+    return acsr;
+  }
+};
+
+// Runs of row i straight from the segment (no allocation beyond buf's capacity).
+void row_runs(const Acsr& a, int64_t i, std::vector<Run>& buf) {
+  buf.clear();
+  int64_t k = a.segment_of(i);
+  if (k < 0) return;
+  const Segment& s = a.segments[static_cast<size_t>(k)];
+  if (s.tabulated) {
+    int64_t r = (i - s.row_begin) / s.row_stride;
+    for (int64_t x = s.row_ptr[static_cast<size_t>(r)]; x < s.row_ptr[static_cast<size_t>(r) + 1]; ++x)
+      if (s.table[static_cast<size_t>(x)].count > 0) buf.push_back(s.table[static_cast<size_t>(x)]);
+  } else {
+    for (const AffineRun& r : s.runs) {
+      Run x = r.at(i);
+      if (x.count > 0) buf.push_back(x);
+    }
+  }
+}
+
+// Non-empty bs x bs tiles, one row block at a time, with a bitset of key blocks.
+struct TileCounter {
+  int64_t bs, nkb;
+  std::vector<uint64_t> bits;
+  int64_t tiles = 0;
+  TileCounter(int64_t b, int64_t kv) : bs(b), nkb((kv + b - 1) / b), bits(static_cast<size_t>((nkb + 63) / 64), 0) {}
+  void mark_range(int64_t a, int64_t e) {  // blocks [a, e]
+    for (int64_t k = a; k <= e;) {
+      if (k % 64 == 0 && k + 63 <= e) {
+        bits[static_cast<size_t>(k / 64)] = ~uint64_t{0};
+        k += 64;
+      } else {
+        bits[static_cast<size_t>(k / 64)] |= uint64_t{1} << (k % 64);
+        ++k;
+      }
+    }
+  }
+  void add(const Run& r) {
+    int64_t last = r.start + (r.count - 1) * r.stride;
+    if (r.count == 1 || r.stride <= bs) {
+      mark_range(r.start / bs, last / bs);
+    } else {
+      for (int64_t j = r.start; j <= last; j += r.stride) mark_range(j / bs, j / bs);
+    }
+  }
+  void end_block() {
+    for (uint64_t& w : bits) {
+      tiles += std::popcount(w);
+      w = 0;
+    }
+  }
+};
+
+}  // namespace
+
+Acsr analyze(const Problem& p, const AnalyzeOptions& o) {
+  Analyzer a(p, o);
+  Acsr acsr = a.run();
+  if (o.validate) validate(p, acsr);
+  return acsr;
+}
+
+void validate(const Problem& p, const Acsr& a) {
+  if (a.seq_len != p.seq_len || a.kv_len != p.kv_len) throw std::logic_error("ACSR: dimensions differ from the problem");
+  std::vector<char> mark(static_cast<size_t>(p.kv_len));
+  std::vector<Run> runs;
+  for (int64_t i = 0; i < p.seq_len; ++i) {
+    if (a.segment_of(i) < 0) throw std::logic_error("ACSR: row " + std::to_string(i) + " lies in no segment");
+    std::fill(mark.begin(), mark.end(), 0);
+    row_runs(a, i, runs);
+    for (const Run& r : runs) {
+      if (r.stride < 1 && r.count > 1) throw std::logic_error("ACSR: row " + std::to_string(i) + " has a run of stride < 1");
+      for (int64_t k = 0; k < r.count; ++k) {
+        int64_t j = r.start + k * r.stride;
+        if (j < 0 || j >= p.kv_len)
+          throw std::logic_error("ACSR: row " + std::to_string(i) + " holds column " + std::to_string(j) + " outside [0, kv_len)");
+        if (mark[static_cast<size_t>(j)]++)
+          throw std::logic_error("ACSR: row " + std::to_string(i) + " holds column " + std::to_string(j) + " twice");
+      }
+    }
+    for (int64_t j = 0; j < p.kv_len; ++j)
+      if ((mark[static_cast<size_t>(j)] != 0) != kept(p, i, j))
+        throw std::logic_error("ACSR: row " + std::to_string(i) + ", column " + std::to_string(j) + ": ACSR says " +
+                               (mark[static_cast<size_t>(j)] ? "kept" : "dropped") + ", the pattern says the opposite");
+  }
+}
+
+AnalysisStats stats(const Problem& p, const Acsr& a) {
+  AnalysisStats s;
+  s.rows = p.seq_len;
+  s.cols = p.kv_len;
+  TileCounter t64(64, p.kv_len), t128(128, p.kv_len);
+  std::vector<Run> runs;
+  int64_t total_runs = 0;
+  for (int64_t i = 0; i < p.seq_len; ++i) {
+    row_runs(a, i, runs);
+    int64_t n = 0;
+    for (const Run& r : runs) {
+      n += r.count;
+      t64.add(r);
+      t128.add(r);
+    }
+    s.nnz += n;
+    s.nnz_row_max = std::max(s.nnz_row_max, n);
+    s.empty_rows += n == 0;
+    s.runs_max = std::max<int64_t>(s.runs_max, static_cast<int64_t>(runs.size()));
+    total_runs += static_cast<int64_t>(runs.size());
+    if ((i + 1) % 64 == 0 || i + 1 == p.seq_len) t64.end_block();
+    if ((i + 1) % 128 == 0 || i + 1 == p.seq_len) t128.end_block();
+  }
+  s.density = static_cast<double>(s.nnz) / (static_cast<double>(s.rows) * static_cast<double>(s.cols));
+  s.runs_mean = static_cast<double>(total_runs) / static_cast<double>(s.rows);
+  s.segments = static_cast<int64_t>(a.segments.size());
+  for (const Segment& g : a.segments) {
+    if (g.tabulated) {
+      ++s.tabulated_segments;
+      s.tabulated_rows += g.rows();
+    } else {
+      ++s.affine_segments;
+    }
+  }
+  const int64_t rb64 = (p.seq_len + 63) / 64, rb128 = (p.seq_len + 127) / 128;
+  const int64_t kb64 = (p.kv_len + 63) / 64, kb128 = (p.kv_len + 127) / 128;
+  s.blocks64 = t64.tiles;
+  s.blocks128 = t128.tiles;
+  s.block_density64 = static_cast<double>(s.blocks64) / static_cast<double>(rb64 * kb64);
+  s.block_density128 = static_cast<double>(s.blocks128) / static_cast<double>(rb128 * kb128);
+  s.bytes_acsr = a.metadata_bytes();
+  s.bytes_csr = 4 * (s.rows + 1) + 4 * s.nnz;
+  s.bytes_bsr64 = 4 * (rb64 + 1) + 4 * s.blocks64;
+  s.bytes_bsr128 = 4 * (rb128 + 1) + 4 * s.blocks128;
+  // FlexAttention BlockMask (B = H = 1): kv_num_blocks, kv_indices, full_kv_num_blocks,
+  // full_kv_indices, and the transposed q_* versions of all four, int32.
+  s.bytes_blockmask128 = 4 * (2 * rb128 + 2 * kb128 + 4 * rb128 * kb128);
+  return s;
+}
+
+}  // namespace splat

@@ -1,0 +1,108 @@
+#pragma once
+// Problem descriptions for splatc (contract: shared/spec/splatc-patterns.md, reference:
+// docs/splatc-patterns.md): the JSON document parsed and validated into a Problem whose pattern
+// is a term tree. Everything is checked here, before anything size-dependent is allocated.
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace splat {
+
+// Bad input: carries the file (may be empty) and the JSON path of the offending value
+// ("pattern.union[1].window.left"; "" for the document itself). what() is
+// "FILE: PATH: MESSAGE" (parts that are empty are left out), printed once by the app.
+class Error : public std::runtime_error {
+ public:
+  Error(std::string file, std::string json_path, std::string message);
+  const std::string& file() const { return file_; }
+  const std::string& json_path() const { return path_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string file_, path_, message_;
+};
+
+enum class DType { FP32, TF32, FP16, BF16 };
+const char* dtype_name(DType);   // "fp32", "tf32", "fp16", "bf16"
+int dtype_bytes(DType);          // storage bytes per element (tf32 is stored as fp32)
+
+enum class TermKind {
+  Window, Dilated, Strided, Fixed, Blocked, BlockWindow, Global, RandomBlocks, Affine, Coo,
+  Union, Intersect
+};
+const char* term_name(TermKind);  // the JSON key: "window", "block_window", ...
+
+// One pattern term. Only the fields listed for its kind are meaningful:
+//   Window       left, right                 i-left <= j <= i+right
+//   Dilated      left, right, dilation       j = i + k*dilation, k in [-left, right]
+//   Strided      stride, offset              (i-j) mod stride == offset   (0 <= offset < stride)
+//   Fixed        block, summary              i div block == j div block, or j mod block >= block-summary
+//   Blocked      block                       i div block == j div block
+//   BlockWindow  block, left, right          -left <= j div block - i div block <= right
+//   Global       tokens (sorted, unique)     i in tokens or j in tokens
+//   RandomBlocks block, per_row, seed        key blocks random_key_blocks(...) of row block i div block
+//   Affine       slope, offset, stride, count  j = slope*i + offset + k*stride, k in [0, count)
+//   Coo          points (sorted, unique)     exactly the listed (i, j)
+//   Union        children                    any child holds
+//   Intersect    children                    every child holds
+// div/mod are floor-based. Columns outside [0, kv_len) are dropped.
+struct Term {
+  TermKind kind = TermKind::Union;
+  int64_t left = 0, right = 0;
+  int64_t dilation = 1;
+  int64_t stride = 1, offset = 0;
+  int64_t block = 1, summary = 0;
+  int64_t per_row = 0;
+  uint64_t seed = 0;
+  int64_t slope = 0, count = 0;
+  std::vector<int64_t> tokens;
+  std::vector<std::pair<int64_t, int64_t>> points;
+  std::vector<Term> children;
+  std::string path;  // JSON path of this term ("pattern", "pattern.union[0]"), for messages
+};
+
+struct Problem {
+  std::string name;              // "name" or the file stem
+  int64_t seq_len = 0;           // rows (queries)
+  int64_t kv_len = 0;            // columns (keys); seq_len when absent
+  int64_t head_dim = 0;
+  int64_t heads = 1, batch = 1;
+  DType dtype = DType::FP32;
+  double scale = 0;              // 1/sqrt(head_dim) when absent
+  bool causal = false;           // mask intersected with j <= i
+  Term pattern;
+  std::string file;              // source file, "" when parsed from memory
+};
+
+// Limits checked while parsing, before anything of problem size is allocated.
+struct Limits {
+  int64_t max_len = (int64_t{1} << 31) - 1;      // seq_len, kv_len: int32 indices in kernels
+  int64_t max_tensor_bytes = int64_t{128} << 30; // Q, K, V, O together (one H200: ~140 GiB)
+  int64_t max_points = int64_t{1} << 26;         // coo points / global tokens
+};
+
+// Reads, parses and validates a problem file. JSON syntax errors give line:col.
+Problem load_problem(const std::string& path, const Limits& = {});
+// Parses an in-memory document; name_hint is used when "name" is absent, file only for messages.
+Problem parse_problem(const nlohmann::json& doc, const std::string& name_hint,
+                      const std::string& file = "", const Limits& = {});
+Problem parse_problem_text(const std::string& text, const std::string& name_hint,
+                           const std::string& file = "", const Limits& = {});
+
+// Bytes of Q, K, V and O for the problem (batch*heads*(2*seq_len + 2*kv_len)*head_dim*elt).
+int64_t tensor_bytes(const Problem&);
+
+// The key blocks chosen for row block rb by a RandomBlocks term over nkb = ceil(kv_len/block) key
+// blocks: min(per_row, nkb) distinct blocks, sorted ascending (docs/splatc-patterns.md gives
+// the generator: splitmix64 seeded by seed and rb, rejection of repeats).
+std::vector<int64_t> random_key_blocks(const Term& t, int64_t rb, int64_t nkb);
+
+// Ground truth: direct evaluation of the terms at (i, j); false outside the problem's bounds.
+bool kept(const Problem&, int64_t i, int64_t j);
+bool kept(const Term&, const Problem&, int64_t i, int64_t j);  // one term, without causal
+
+}  // namespace splat

@@ -1,0 +1,25 @@
+# splatc analyze / show (docs/splatc-patterns.md). Working directory: the repository root.
+trsplat_e2e(splatc_analyze_window OUTPUT "nnz +2035456.*density 0\\.1213.*row segments +3 "
+            COMMAND splatc analyze patterns/window-4k-bf16.json --validate)
+trsplat_e2e(splatc_analyze_longformer_json OUTPUT "\"kv_len\":4096.*\"metadata_bytes\":\\{\"acsr\":[0-9]+,\"blockmask128\":[0-9]+,\"bsr128\":[0-9]+.*\"nnz\":2158064"
+            COMMAND splatc analyze patterns/longformer-4k-bf16.json --json)
+trsplat_e2e(splatc_analyze_bigbird_validate OUTPUT "validated"
+            COMMAND splatc analyze patterns/bigbird-4k-bf16.json --validate)
+trsplat_e2e(splatc_analyze_ragged OUTPUT "seq_len 333, kv_len 517.*validated"
+            COMMAND splatc analyze tests/splat/data/ragged_causal.json --validate)
+trsplat_e2e(splatc_analyze_bad_negative EXIT 2
+            OUTPUT "bad_negative.json: pattern.union\\[1\\].window.left: expected a non-negative integer, got -3"
+            COMMAND splatc analyze tests/splat/data/bad_negative.json)
+trsplat_e2e(splatc_analyze_bad_syntax EXIT 2 OUTPUT "bad_syntax.json:3:[0-9]+: invalid JSON"
+            COMMAND splatc analyze tests/splat/data/bad_syntax.json)
+trsplat_e2e(splatc_analyze_bad_unknown_field EXIT 2 OUTPUT "pattern.strided.phase: unknown field"
+            COMMAND splatc analyze tests/splat/data/bad_unknown_field.json)
+trsplat_e2e(splatc_analyze_too_large EXIT 2 OUTPUT "seq_len: problem too large"
+            COMMAND splatc analyze tests/splat/data/bad_too_large.json)
+trsplat_e2e(splatc_analyze_missing_file EXIT 2 OUTPUT "cannot read"
+            COMMAND splatc analyze tests/splat/data/no_such_file.json)
+trsplat_e2e(splatc_show_bad_extension EXIT 2 OUTPUT "\\.svg or \\.png"
+            COMMAND splatc show patterns/window-4k-bf16.json -o /tmp/splatc-e2e-show.bmp)
+trsplat_e2e(splatc_show_png COMMAND splatc show patterns/bigbird-4k-bf16.json -o /tmp/splatc-e2e-bigbird.png)
+trsplat_e2e(splatc_show_svg COMMAND splatc show tests/splat/data/ragged_causal.json -o /tmp/splatc-e2e-ragged.svg)
+trsplat_e2e(splatc_analyze_coo COMMAND splatc analyze tests/splat/data/ragged_causal.json --coo /tmp/splatc-e2e-ragged.coo)

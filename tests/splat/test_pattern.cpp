@@ -1,0 +1,204 @@
+// Pattern parsing, validation (a catalogue of bad inputs) and the ground-truth semantics.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "libsplat/pattern/pattern.h"
+
+using namespace splat;
+using json = nlohmann::json;
+
+namespace {
+
+json base(json pattern) {
+  return json{{"seq_len", 64}, {"head_dim", 16}, {"pattern", std::move(pattern)}};
+}
+
+// Parses and expects a splat::Error at `path` whose message contains `msg`.
+void expect_error(const std::string& text, const std::string& path, const std::string& msg) {
+  CAPTURE(text);
+  try {
+    parse_problem_text(text, "t", "bad.json");
+    FAIL("no error for: " << text);
+  } catch (const Error& e) {
+    CHECK(e.json_path() == path);
+    CHECK_MESSAGE(e.message().find(msg) != std::string::npos, e.what());
+    CHECK(std::string(e.what()).find("bad.json") == 0);
+  }
+}
+
+void expect_error(const json& doc, const std::string& path, const std::string& msg) {
+  expect_error(doc.dump(), path, msg);
+}
+
+}  // namespace
+
+TEST_CASE("problem: the spec example parses with its defaults") {
+  const char* text = R"({
+    "name": "longformer-4k", "seq_len": 4096, "head_dim": 64, "heads": 16, "batch": 1, "dtype": "bf16",
+    "causal": false,
+    "pattern": {"union": [{"window": {"left": 256, "right": 256}}, {"global": {"tokens": [0, 1, 2, 3, 4, 5, 6, 7]}}]}
+  })";
+  Problem p = parse_problem_text(text, "hint");
+  CHECK(p.name == "longformer-4k");
+  CHECK(p.seq_len == 4096);
+  CHECK(p.kv_len == 4096);
+  CHECK(p.dtype == DType::BF16);
+  CHECK(p.heads == 16);
+  CHECK(p.scale == doctest::Approx(0.125));
+  CHECK(p.pattern.kind == TermKind::Union);
+  REQUIRE(p.pattern.children.size() == 2);
+  CHECK(p.pattern.children[0].kind == TermKind::Window);
+  CHECK(p.pattern.children[0].left == 256);
+  CHECK(p.pattern.children[1].tokens.size() == 8);
+  CHECK(p.pattern.children[1].path == "pattern.union[1]");
+
+  Problem d = parse_problem(base({{"strided", {{"stride", 4}}}}), "stem");
+  CHECK(d.name == "stem");
+  CHECK(d.kv_len == 64);
+  CHECK(d.dtype == DType::FP32);
+  CHECK(d.heads == 1);
+  CHECK(d.batch == 1);
+  CHECK_FALSE(d.causal);
+  CHECK(d.pattern.offset == 0);
+  CHECK(tensor_bytes(d) == 1 * 1 * (2 * 64 + 2 * 64) * 16 * 4);
+}
+
+TEST_CASE("problem: catalogue of bad inputs, each with its JSON path") {
+  expect_error(json{{"seq_len", 64}, {"head_dim", 16}, {"pattern", {{"window", {{"left", 1}}}}}, {"colour", 1}},
+               "colour", "unknown field");
+  expect_error(base({{"window", {{"left", 1}, {"width", 3}}}}), "pattern.window.width", "unknown field");
+  expect_error(json{{"seq_len", "4096"}, {"head_dim", 16}, {"pattern", {{"window", json::object()}}}}, "seq_len",
+               "expected an integer in [1, 2147483647], got \"4096\"");
+  expect_error(base({{"union", {{{"window", {{"left", 1}}}}, {{"window", {{"left", -3}}}}}}}),
+               "pattern.union[1].window.left", "expected a non-negative integer, got -3");
+  expect_error(base({{"strided", {{"stride", 0}}}}), "pattern.strided.stride", "expected a positive integer, got 0");
+  expect_error(base({{"strided", {{"stride", 8}, {"offset", 8}}}}), "pattern.strided.offset", "[0, 8)");
+  expect_error(base({{"global", {{"tokens", {0, 64}}}}}), "pattern.global.tokens[1]", "token position in [0, 64)");
+  expect_error(base({{"union", json::array()}}), "pattern.union", "non-empty array");
+  expect_error(base({{"intersect", json::array()}}), "pattern.intersect", "non-empty array");
+  expect_error(json{{"seq_len", 2000000000}, {"head_dim", 128}, {"heads", 16}, {"pattern", {{"window", json::object()}}}},
+               "seq_len", "too large");
+  expect_error(base({{"sliding", {{"left", 1}}}}), "pattern.sliding", "unknown pattern term");
+  expect_error(base({{"window", {{"left", 1}}}, {"blocked", {{"block", 2}}}}), "pattern", "exactly one key");
+  expect_error(json{{"seq_len", 64}, {"head_dim", 16}}, "pattern", "missing");
+  expect_error(json{{"head_dim", 16}, {"pattern", {{"window", json::object()}}}}, "seq_len", "missing");
+  expect_error(json{{"seq_len", 0}, {"head_dim", 16}, {"pattern", {{"window", json::object()}}}}, "seq_len", "got 0");
+  expect_error(json{{"seq_len", 64}, {"head_dim", 16}, {"dtype", "fp64"}, {"pattern", {{"window", json::object()}}}},
+               "dtype", "expected one of");
+  expect_error(json{{"seq_len", 64}, {"head_dim", 16}, {"causal", "yes"}, {"pattern", {{"window", json::object()}}}},
+               "causal", "true or false");
+  expect_error(json{{"seq_len", 64}, {"head_dim", 16}, {"scale", -1.0}, {"pattern", {{"window", json::object()}}}},
+               "scale", "positive finite number");
+  expect_error(base({{"window", {{"left", 2.5}}}}), "pattern.window.left", "got 2.5");
+  expect_error(base({{"dilated", {{"left", 2}, {"right", 2}, {"dilation", 0}}}}), "pattern.dilated.dilation", "positive");
+  expect_error(base({{"fixed", {{"block", 8}, {"summary", 9}}}}), "pattern.fixed.summary", "[0, block]");
+  expect_error(base({{"blocked", {{"block", 0}}}}), "pattern.blocked.block", "positive");
+  expect_error(base({{"random_blocks", {{"block", 16}, {"per_row", 5}}}}), "pattern.random_blocks.per_row",
+               "[1, key blocks] = [1, 4]");
+  expect_error(base({{"random_blocks", {{"block", 16}, {"per_row", 1}, {"seed", -1}}}}), "pattern.random_blocks.seed",
+               "non-negative");
+  expect_error(base({{"coo", {{1, 2}, {3, 64}}}}), "pattern.coo[1][1]", "column in [0, kv_len)");
+  expect_error(base({{"coo", {{1, 2}, {3}}}}), "pattern.coo[1]", "pair");
+  expect_error(base({{"affine", {{"slope", 1}}}}), "pattern.affine.count", "missing");
+  expect_error(base({{"global", {{"tokens", json::array()}}}}), "pattern.global.tokens", "non-empty");
+  expect_error(base({{"union", {{{"window", {{"left", 1}}}}, 3}}}), "pattern.union[1]", "pattern term");
+  expect_error(json{{"seq_len", 64}, {"kv_len", -5}, {"head_dim", 16}, {"pattern", {{"window", json::object()}}}},
+               "kv_len", "got -5");
+}
+
+TEST_CASE("problem: JSON syntax errors give line and column") {
+  try {
+    parse_problem_text("{\n  \"seq_len\": 64,\n  \"head_dim\" 16\n}", "t", "p.json");
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.file() == "p.json:3:15");
+    CHECK(e.message().find("invalid JSON") == 0);
+    CHECK(std::string(e.what()).find("p.json:3:15: invalid JSON") == 0);
+  }
+  CHECK_THROWS_AS(load_problem("/nonexistent/x.json"), Error);
+}
+
+TEST_CASE("problem: every default pattern loads") {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(TRSPLAT_SOURCE_DIR) + "/patterns")) {
+    if (e.path().extension() != ".json") continue;
+    CAPTURE(e.path().string());
+    Problem p = load_problem(e.path().string());
+    CHECK(p.name == e.path().stem().string());
+    CHECK(p.head_dim == 64);
+    CHECK(p.heads == 16);
+    ++n;
+  }
+  CHECK(n >= 30);
+}
+
+TEST_CASE("kept: term semantics on hand-picked positions") {
+  Problem p = parse_problem(json{{"seq_len", 20}, {"kv_len", 30}, {"head_dim", 8}, {"pattern", {{"window", json::object()}}}}, "t");
+  auto term = [&](json t) {
+    p.pattern = parse_problem(json{{"seq_len", 20}, {"kv_len", 30}, {"head_dim", 8}, {"pattern", t}}, "t").pattern;
+  };
+  term({{"window", {{"left", 2}, {"right", 1}}}});
+  CHECK(kept(p, 5, 3));
+  CHECK_FALSE(kept(p, 5, 2));
+  CHECK(kept(p, 5, 6));
+  CHECK_FALSE(kept(p, 5, 7));
+  CHECK(kept(p, 19, 20));       // kv_len > seq_len: column 20 exists
+  CHECK_FALSE(kept(p, 20, 20));  // row 20 does not
+  term({{"strided", {{"stride", 4}, {"offset", 1}}}});
+  CHECK(kept(p, 2, 1));          // (2-1) mod 4 == 1
+  CHECK(kept(p, 2, 5));          // (2-5) = -3, floor mod 4 == 1
+  CHECK_FALSE(kept(p, 2, 3));
+  term({{"dilated", {{"left", 1}, {"right", 2}, {"dilation", 3}}}});
+  CHECK(kept(p, 10, 7));
+  CHECK_FALSE(kept(p, 10, 4));
+  CHECK(kept(p, 10, 16));
+  CHECK_FALSE(kept(p, 10, 19));
+  CHECK_FALSE(kept(p, 10, 11));
+  term({{"fixed", {{"block", 4}, {"summary", 1}}}});
+  CHECK(kept(p, 5, 4));
+  CHECK(kept(p, 5, 7));
+  CHECK(kept(p, 5, 23));         // 23 mod 4 == 3: a summary column
+  CHECK_FALSE(kept(p, 5, 22));
+  term({{"block_window", {{"block", 4}, {"left", 1}, {"right", 0}}}});
+  CHECK(kept(p, 9, 4));
+  CHECK(kept(p, 9, 11));
+  CHECK_FALSE(kept(p, 9, 12));
+  CHECK_FALSE(kept(p, 9, 3));
+  term({{"global", {{"tokens", {3, 25}}}}});
+  CHECK(kept(p, 3, 29));         // global row
+  CHECK(kept(p, 7, 25));         // global column beyond seq_len
+  CHECK_FALSE(kept(p, 7, 24));
+  term({{"affine", {{"slope", 2}, {"offset", -1}, {"stride", 3}, {"count", 2}}}});
+  CHECK(kept(p, 4, 7));
+  CHECK(kept(p, 4, 10));
+  CHECK_FALSE(kept(p, 4, 13));
+  CHECK_FALSE(kept(p, 4, 8));
+  term({{"intersect", {{{"window", {{"left", 4}, {"right", 4}}}}, {{"strided", {{"stride", 2}}}}}}});
+  CHECK(kept(p, 6, 2));
+  CHECK_FALSE(kept(p, 6, 3));
+  CHECK_FALSE(kept(p, 6, 0));
+  p.causal = true;
+  CHECK(kept(p, 6, 4));
+  CHECK_FALSE(kept(p, 6, 8));
+}
+
+TEST_CASE("random_blocks: the documented splitmix64 generator") {
+  Term t;
+  t.kind = TermKind::RandomBlocks;
+  t.block = 64;
+  t.per_row = 3;
+  t.seed = 0;
+  // Values from an independent implementation of the generator in docs/splatc-patterns.md.
+  CHECK(random_key_blocks(t, 0, 64) == std::vector<int64_t>{15, 47, 52});
+  CHECK(random_key_blocks(t, 1, 64) == std::vector<int64_t>{18, 47, 50});
+  CHECK(random_key_blocks(t, 2, 64) == std::vector<int64_t>{4, 33, 36});
+  t.seed = 12345;
+  t.per_row = 5;
+  CHECK(random_key_blocks(t, 7, 256) == std::vector<int64_t>{1, 54, 60, 67, 108});
+  // All blocks when per_row == number of key blocks.
+  t.per_row = 4;
+  CHECK(random_key_blocks(t, 3, 4) == std::vector<int64_t>{0, 1, 2, 3});
+}
