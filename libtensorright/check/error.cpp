@@ -7,6 +7,7 @@ namespace tr {
 namespace {
 std::string default_rendering(const std::string& message, const SourceLoc& loc) {
   if (loc.file.empty() && loc.line == 0) return message;
+  if (loc.line == 0) return loc.file + ": error: " + message;
   return loc.str() + ": error: " + message;
 }
 }  // namespace
@@ -19,8 +20,8 @@ Error::Error(std::string message, SourceLoc loc, std::string rendered)
 
 std::string render_diagnostic(const SourceLoc& loc, const std::string& message,
                               const std::string& source, const char* severity) {
+  if (loc.line <= 0) return (loc.file.empty() ? "" : loc.file + ": ") + severity + ": " + message;
   std::string out = loc.str() + ": " + severity + ": " + message;
-  if (loc.line <= 0) return out;
   // Find the line (1-based).
   size_t start = 0;
   for (int l = 1; l < loc.line; ++l) {

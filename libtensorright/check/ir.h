@@ -103,6 +103,16 @@ const char* to_string(Op);
 
 // Binary and elementwise operands either have the node's shape or are scalars (empty shape,
 // splatted). Scalar literals are exact: an integer, a rational num/den, a bool, or +-inf.
+// Facts the checker guarantees (check/check.cpp):
+// - An elementwise node's shape is the sizes of its first non-scalar operand; the other operands
+//   have the same keys, but their sizes may differ (that they are equal is a validity condition).
+// - A Literal of kind Int may carry etype Real (or T): an integer literal used as a real.
+// - Eq / Ne may compare Bool operands; Lt..Ge and arithmetic only numeric ones.
+// - `pow(A, k)` (extension) never reaches the IR: it is desugared into Mul nodes, or into
+//   Const(1, shape of A) for k = 0.
+// - Broadcast's args[0] may be a scalar; Dot may have an empty sum_index (outer product); a
+//   Degenerate node always has attrs["add"] (possibly empty); Conv keeps its per-spatial-key
+//   attributes in attrs "stride", "low", "high", "lhs_dilation", "rhs_dilation".
 struct Literal {
   enum class Kind { Int, Real, Bool, PosInf, NegInf } kind = Kind::Int;
   int64_t num = 0, den = 1;  // Int: num; Real: num/den in lowest terms; Bool: num 0/1

@@ -1,0 +1,539 @@
+// Lexer and recursive-descent parser of the rule language. Purely syntactic: names are resolved
+// by the checker. Items start with a keyword, so the grammar needs no statement separators.
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <unordered_set>
+
+#include "libtensorright/syntax/syntax.h"
+
+namespace tr::syntax {
+
+namespace {
+
+const std::unordered_set<std::string>& keywords() {
+  static const std::unordered_set<std::string> k = {
+      // structure and declarations
+      "rule", "rclass", "single", "map", "tensor", "scalar", "let", "pre", "assume", "match",
+      "expect", "lhs", "rhs",
+      // types and dtype sets
+      "any", "num", "bool", "int", "real", "T",
+      // literals and condition words
+      "inf", "true", "false", "div", "mod", "all", "ite",
+      // built-in functions
+      "max", "min", "abs", "exp", "select", "clamp", "const", "iota", "broadcast", "sum", "slice",
+      "pad", "dynslice", "dynupdate", "concat", "relabel", "reverse", "dot", "conv", "degenerate",
+      "pow"};
+  return k;
+}
+
+// Keywords that may be called like functions in expressions.
+bool is_function_keyword(const std::string& w) {
+  static const std::unordered_set<std::string> f = {
+      "max", "min", "abs", "exp", "select", "clamp", "const", "iota", "broadcast", "sum", "slice",
+      "pad", "dynslice", "dynupdate", "concat", "relabel", "reverse", "dot", "conv", "degenerate",
+      "pow", "all", "any", "ite"};
+  return f.count(w) > 0;
+}
+
+enum class TK { Ident, Int, Decimal, String, Punct, End };
+
+struct Token {
+  TK kind = TK::End;
+  std::string text;  // identifier, punctuation, literal text, or the unescaped string
+  int64_t ival = 0;
+  SourceLoc loc;
+};
+
+class Lexer {
+ public:
+  Lexer(const std::string& text, const std::string& path, const std::string* source)
+      : s_(text), path_(path), source_(source) {}
+
+  std::vector<Token> run() {
+    std::vector<Token> out;
+    for (;;) {
+      skip_space();
+      Token t;
+      t.loc = here();
+      if (i_ >= s_.size()) {
+        t.kind = TK::End;
+        out.push_back(t);
+        return out;
+      }
+      char c = s_[i_];
+      if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+        size_t b = i_;
+        while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_' || s_[i_] == '\''))
+          advance();
+        t.kind = TK::Ident;
+        t.text = s_.substr(b, i_ - b);
+      } else if (std::isdigit(static_cast<unsigned char>(c))) {
+        size_t b = i_;
+        while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) advance();
+        if (i_ + 1 < s_.size() && s_[i_] == '.' && std::isdigit(static_cast<unsigned char>(s_[i_ + 1]))) {
+          advance();
+          while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) advance();
+          t.kind = TK::Decimal;
+          t.text = s_.substr(b, i_ - b);
+        } else {
+          t.kind = TK::Int;
+          t.text = s_.substr(b, i_ - b);
+          int64_t v = 0;
+          for (char d : t.text) {
+            if (v > (std::numeric_limits<int64_t>::max() - (d - '0')) / 10)
+              fail(t.loc, "integer literal '" + t.text + "' is too large");
+            v = v * 10 + (d - '0');
+          }
+          t.ival = v;
+        }
+        if (i_ < s_.size() && (std::isalpha(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_'))
+          fail(here(), "unexpected character '" + std::string(1, s_[i_]) + "' after a number");
+      } else if (c == '"') {
+        advance();
+        t.kind = TK::String;
+        for (;;) {
+          if (i_ >= s_.size() || s_[i_] == '\n') fail(t.loc, "unterminated string");
+          char d = s_[i_];
+          if (d == '"') {
+            advance();
+            break;
+          }
+          if (d == '\\') {
+            advance();
+            if (i_ >= s_.size() || (s_[i_] != '"' && s_[i_] != '\\'))
+              fail(here(), "unknown escape in string (only \\\" and \\\\ are allowed)");
+            d = s_[i_];
+          }
+          t.text += d;
+          advance();
+        }
+      } else {
+        static const char* two[] = {"==", "!=", "<=", ">=", "&&", "||", "->"};
+        t.kind = TK::Punct;
+        bool found = false;
+        for (const char* p : two) {
+          if (s_.compare(i_, 2, p) == 0) {
+            t.text = p;
+            advance();
+            advance();
+            found = true;
+            break;
+          }
+        }
+        if (!found) {
+          static const std::string one = "{}(),:=<>+-*/%!@";
+          if (one.find(c) == std::string::npos) {
+            if (c == '&' || c == '|')
+              fail(t.loc, std::string("unexpected character '") + c + "' (did you mean '" + c + c + "'?)");
+            fail(t.loc, std::string("unexpected character '") + c + "'");
+          }
+          t.text = std::string(1, c);
+          advance();
+        }
+      }
+      out.push_back(std::move(t));
+    }
+  }
+
+ private:
+  SourceLoc here() const { return SourceLoc{path_, line_, col_}; }
+  void advance() {
+    if (s_[i_] == '\n') {
+      ++line_;
+      col_ = 1;
+    } else {
+      ++col_;
+    }
+    ++i_;
+  }
+  void skip_space() {
+    while (i_ < s_.size()) {
+      char c = s_[i_];
+      if (c == '#') {
+        while (i_ < s_.size() && s_[i_] != '\n') advance();
+      } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        advance();
+      } else {
+        break;
+      }
+    }
+  }
+  [[noreturn]] void fail(const SourceLoc& loc, const std::string& msg) const {
+    throw Error(msg, loc, render_diagnostic(loc, msg, *source_));
+  }
+
+  const std::string& s_;
+  std::string path_;
+  const std::string* source_;
+  size_t i_ = 0;
+  int line_ = 1, col_ = 1;
+};
+
+class Parser {
+ public:
+  Parser(std::vector<Token> toks, const std::string* source) : t_(std::move(toks)), source_(source) {}
+
+  std::vector<Rule> file() {
+    std::vector<Rule> rules;
+    while (peek().kind != TK::End) rules.push_back(rule());
+    return rules;
+  }
+
+ private:
+  // ---- token helpers ----
+  const Token& peek(size_t k = 0) const { return t_[std::min(p_ + k, t_.size() - 1)]; }
+  const Token& next() {
+    const Token& t = t_[p_];
+    if (p_ + 1 < t_.size()) ++p_;
+    return t;
+  }
+  bool is_punct(const char* p, size_t k = 0) const { return peek(k).kind == TK::Punct && peek(k).text == p; }
+  bool is_word(const char* w, size_t k = 0) const { return peek(k).kind == TK::Ident && peek(k).text == w; }
+  bool accept(const char* p) {
+    if (!is_punct(p)) return false;
+    next();
+    return true;
+  }
+  static std::string describe(const Token& t) {
+    switch (t.kind) {
+      case TK::End: return "end of file";
+      case TK::String: return "a string";
+      case TK::Ident: return (is_keyword(t.text) ? "keyword '" : "'") + t.text + "'";
+      default: return "'" + t.text + "'";
+    }
+  }
+  [[noreturn]] void fail(const SourceLoc& loc, const std::string& msg) const {
+    throw Error(msg, loc, render_diagnostic(loc, msg, *source_));
+  }
+  [[noreturn]] void fail_expected(const std::string& what) const {
+    fail(peek().loc, "expected " + what + ", found " + describe(peek()));
+  }
+  const Token& expect(const char* p) {
+    if (!is_punct(p)) fail_expected(std::string("'") + p + "'");
+    return next();
+  }
+  void expect_word(const char* w) {
+    if (!is_word(w)) fail_expected(std::string("'") + w + "'");
+    next();
+  }
+  // A user name (not a keyword).
+  Ident name(const char* what) {
+    const Token& t = peek();
+    if (t.kind != TK::Ident) fail_expected(what);
+    if (is_keyword(t.text))
+      fail(t.loc, "'" + t.text + "' is a keyword and cannot be used as " + std::string(what));
+    next();
+    return Ident{t.text, t.loc};
+  }
+  // Any identifier, keywords included (dtype words, verdicts, element types).
+  Ident word(const char* what) {
+    const Token& t = peek();
+    if (t.kind != TK::Ident) fail_expected(what);
+    next();
+    return Ident{t.text, t.loc};
+  }
+  std::vector<Ident> name_list(const char* what) {
+    std::vector<Ident> v{name(what)};
+    while (accept(",")) v.push_back(name(what));
+    return v;
+  }
+
+  // ---- rules and items ----
+  Rule rule() {
+    Rule r;
+    if (!is_word("rule")) fail_expected("'rule'");
+    r.loc = next().loc;
+    r.name = name("a rule name");
+    if (peek().kind == TK::String) r.title = next().text;
+    expect(":");
+    r.dtypes.push_back(word("a dtype set (any, num, or a list of bool, int, real)"));
+    while (accept(",")) r.dtypes.push_back(word("a dtype (bool, int, real)"));
+    expect("{");
+    while (!is_punct("}")) {
+      if (peek().kind == TK::End) fail(peek().loc, "unexpected end of file inside rule '" + r.name.name + "' (missing '}')");
+      r.items.push_back(item());
+    }
+    next();
+    return r;
+  }
+
+  Item item() {
+    const Token& kw = peek();
+    if (kw.kind != TK::Ident) fail_expected("a rule item (rclass, map, tensor, scalar, let, pre, assume, match, expect, lhs, rhs)");
+    Item it;
+    it.loc = kw.loc;
+    const std::string w = kw.text;
+    if (w == "rclass") {
+      next();
+      it.kind = ItemKind::RClass;
+      it.names = name_list("an rclass name");
+      if (is_word("single")) {
+        next();
+        it.single = true;
+      }
+    } else if (w == "map") {
+      next();
+      it.kind = ItemKind::Map;
+      it.names = name_list("a map name");
+      expect(":");
+      it.rclass = name("an rclass name");
+      if (is_punct(">=")) {
+        next();
+        if (peek().kind != TK::Int || peek().ival != 0) fail_expected("'0' (the only bound a map declaration takes is '>= 0')");
+        next();
+        it.nonneg = true;
+      } else if (is_punct("=")) {
+        next();
+        if (it.names.size() != 1) fail(it.names[1].loc, "a derived map ('= EXPR') declares exactly one name");
+        it.expr = expr();
+      }
+    } else if (w == "tensor") {
+      next();
+      it.kind = ItemKind::Tensor;
+      it.names = name_list("a tensor name");
+      expect(":");
+      if (peek().kind == TK::Ident) it.etype = word("an element type");
+      if (!is_punct("{")) fail_expected("a shape '{R: size, ...}'");
+      it.expr = braces();
+    } else if (w == "scalar") {
+      next();
+      it.kind = ItemKind::Scalar;
+      it.names = name_list("a scalar name");
+      if (accept(":")) it.etype = word("an element type (bool, int, real, T)");
+    } else if (w == "let") {
+      next();
+      it.kind = ItemKind::Let;
+      it.names.push_back(name("a name"));
+      expect("=");
+      it.expr = expr();
+    } else if (w == "pre" || w == "assume" || w == "lhs" || w == "rhs") {
+      next();
+      it.kind = w == "pre" ? ItemKind::Pre : w == "assume" ? ItemKind::Assume : w == "lhs" ? ItemKind::Lhs : ItemKind::Rhs;
+      it.expr = expr();
+    } else if (w == "match") {
+      next();
+      it.kind = ItemKind::Match;
+      do {
+        Ident a = name("a summation-index map");
+        expect("==");
+        Ident b = name("a summation-index map");
+        it.pairs.emplace_back(a, b);
+      } while (accept(","));
+    } else if (w == "expect") {
+      next();
+      it.kind = ItemKind::Expect;
+      it.verdict = word("a verdict");
+    } else {
+      fail(kw.loc, "expected a rule item (rclass, map, tensor, scalar, let, pre, assume, match, expect, lhs, rhs), found " + describe(kw));
+    }
+    return it;
+  }
+
+  // ---- expressions ----
+  static ExprP binary(const Token& op, ExprP a, ExprP b) {
+    auto e = std::make_shared<Expr>();
+    e->kind = EK::Binary;
+    e->loc = op.loc;
+    e->text = op.text;
+    e->args = {std::move(a), std::move(b)};
+    return e;
+  }
+
+  ExprP expr() { return or_expr(); }
+  ExprP or_expr() {
+    ExprP e = and_expr();
+    while (is_punct("||")) {
+      const Token& op = next();
+      e = binary(op, e, and_expr());
+    }
+    return e;
+  }
+  ExprP and_expr() {
+    ExprP e = cmp_expr();
+    while (is_punct("&&")) {
+      const Token& op = next();
+      e = binary(op, e, cmp_expr());
+    }
+    return e;
+  }
+  bool at_cmp() const {
+    for (const char* p : {"==", "!=", "<", "<=", ">", ">="})
+      if (is_punct(p)) return true;
+    return false;
+  }
+  ExprP cmp_expr() {
+    ExprP e = add_expr();
+    if (at_cmp()) {
+      const Token& op = next();
+      e = binary(op, e, add_expr());
+      if (at_cmp()) fail(peek().loc, "comparisons do not chain; use '&&' or parentheses");
+    }
+    return e;
+  }
+  ExprP add_expr() {
+    ExprP e = mul_expr();
+    while (is_punct("+") || is_punct("-")) {
+      const Token& op = next();
+      e = binary(op, e, mul_expr());
+    }
+    return e;
+  }
+  ExprP mul_expr() {
+    ExprP e = unary_expr();
+    while (is_punct("*") || is_punct("/") || is_punct("%") || is_word("div") || is_word("mod")) {
+      const Token& op = next();
+      e = binary(op, e, unary_expr());
+    }
+    return e;
+  }
+  ExprP unary_expr() {
+    if (is_punct("-") || is_punct("!")) {
+      const Token& op = next();
+      auto e = std::make_shared<Expr>();
+      e->kind = EK::Unary;
+      e->loc = op.loc;
+      e->text = op.text;
+      e->args = {unary_expr()};
+      return e;
+    }
+    return primary();
+  }
+
+  KeyRef key_ref() {
+    Ident r = name("an rclass name");
+    KeyRef k{r.name, "", r.loc};
+    if (accept("@")) k.label = name("a label").name;
+    return k;
+  }
+
+  ExprP braces() {
+    auto e = std::make_shared<Expr>();
+    e->kind = EK::Braces;
+    e->loc = expect("{").loc;
+    if (!is_punct("}")) {
+      do {
+        BraceEntry be;
+        be.key = key_ref();
+        if (accept(":")) {
+          // A trailing `@label` after a brace value labels the key (`{R: s @b}`), not the value.
+          bool saved = in_brace_value_;
+          in_brace_value_ = true;
+          be.value = expr();
+          in_brace_value_ = saved;
+          if (is_punct("@")) {
+            const Token& at = next();
+            Ident lbl = name("a label");
+            if (!be.key.label.empty()) fail(at.loc, "axis '" + be.key.str() + "' is already labelled");
+            be.key.label = lbl.name;
+          }
+        } else if (accept("->")) {
+          be.to = key_ref();
+        }
+        e->entries.push_back(std::move(be));
+      } while (accept(","));
+    }
+    expect("}");
+    return e;
+  }
+
+  ExprP primary() {
+    const Token& t = peek();
+    auto e = std::make_shared<Expr>();
+    e->loc = t.loc;
+    switch (t.kind) {
+      case TK::Int:
+        next();
+        e->kind = EK::Int;
+        e->ival = t.ival;
+        e->text = t.text;
+        return e;
+      case TK::Decimal:
+        next();
+        e->kind = EK::Decimal;
+        e->text = t.text;
+        return e;
+      case TK::Punct:
+        if (t.text == "(") {
+          next();
+          ExprP inner = expr();
+          expect(")");
+          return inner;
+        }
+        if (t.text == "{") return braces();
+        fail_expected("an expression");
+      case TK::Ident: {
+        const std::string w = t.text;
+        if (is_punct("(", 1)) {
+          if (!is_keyword(w)) fail(t.loc, "'" + w + "' is not a function");
+          if (!is_function_keyword(w)) fail(t.loc, "keyword '" + w + "' cannot be used here");
+          next();
+          next();
+          e->kind = EK::Call;
+          e->text = w;
+          if (!is_punct(")")) {
+            do {
+              if (peek().kind == TK::Ident && is_punct("=", 1)) {
+                const Token& n = next();
+                next();
+                NamedArg na{n.text, n.loc, expr()};
+                for (const auto& prev : e->named)
+                  if (prev.name == na.name) fail(na.loc, "attribute '" + na.name + "' given twice");
+                e->named.push_back(std::move(na));
+              } else {
+                if (!e->named.empty()) fail(peek().loc, "positional argument after a named attribute");
+                e->args.push_back(expr());
+              }
+            } while (accept(","));
+          }
+          expect(")");
+          return e;
+        }
+        if (is_keyword(w) && w != "inf" && w != "true" && w != "false") {
+          if (is_function_keyword(w)) fail(t.loc, "'" + w + "' needs arguments in parentheses");
+          fail(t.loc, "keyword '" + w + "' cannot be used here");
+        }
+        next();
+        e->kind = EK::Name;
+        e->text = w;
+        if (!in_brace_value_ && is_punct("@") && peek(1).kind == TK::Ident) {
+          next();
+          e->label = name("a label").name;
+        }
+        return e;
+      }
+      case TK::String: fail(t.loc, "unexpected string");
+      case TK::End: fail_expected("an expression");
+    }
+    fail_expected("an expression");
+  }
+
+  std::vector<Token> t_;
+  const std::string* source_;
+  size_t p_ = 0;
+  bool in_brace_value_ = false;
+};
+
+}  // namespace
+
+bool is_keyword(const std::string& word) { return keywords().count(word) > 0; }
+
+File parse(const std::string& text, const std::string& path) {
+  File f;
+  f.path = path;
+  f.source = std::make_shared<const std::string>(text);
+  Lexer lx(*f.source, path, f.source.get());
+  Parser ps(lx.run(), f.source.get());
+  f.rules = ps.file();
+  return f;
+}
+
+File parse_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot read rule file '" + path + "'", SourceLoc{path, 0, 0});
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path);
+}
+
+}  // namespace tr::syntax
