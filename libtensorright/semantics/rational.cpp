@@ -7,19 +7,19 @@
 namespace tr {
 
 namespace {
-constexpr __int128 kMax = std::numeric_limits<int64_t>::max();
-constexpr __int128 kMin = std::numeric_limits<int64_t>::min();
+constexpr i128 kMax = std::numeric_limits<int64_t>::max();
+constexpr i128 kMin = std::numeric_limits<int64_t>::min();
 
-int64_t fit(__int128 v, const char* what) {
+int64_t fit(i128 v, const char* what) {
   if (v > kMax || v < kMin) throw EvalOverflow(std::string("integer overflow in ") + what);
   return static_cast<int64_t>(v);
 }
 
-__int128 gcd128(__int128 a, __int128 b) {
+i128 gcd128(i128 a, i128 b) {
   if (a < 0) a = -a;
   if (b < 0) b = -b;
   while (b != 0) {
-    __int128 t = a % b;
+    i128 t = a % b;
     a = b;
     b = t;
   }
@@ -27,21 +27,21 @@ __int128 gcd128(__int128 a, __int128 b) {
 }
 }  // namespace
 
-int64_t checked_add(int64_t a, int64_t b) { return fit(static_cast<__int128>(a) + b, "addition"); }
-int64_t checked_sub(int64_t a, int64_t b) { return fit(static_cast<__int128>(a) - b, "subtraction"); }
+int64_t checked_add(int64_t a, int64_t b) { return fit(static_cast<i128>(a) + b, "addition"); }
+int64_t checked_sub(int64_t a, int64_t b) { return fit(static_cast<i128>(a) - b, "subtraction"); }
 int64_t checked_mul(int64_t a, int64_t b) {
-  return fit(static_cast<__int128>(a) * b, "multiplication");
+  return fit(static_cast<i128>(a) * b, "multiplication");
 }
-int64_t checked_neg(int64_t a) { return fit(-static_cast<__int128>(a), "negation"); }
+int64_t checked_neg(int64_t a) { return fit(-static_cast<i128>(a), "negation"); }
 
 int64_t floor_div(int64_t a, int64_t b) {
-  __int128 q = static_cast<__int128>(a) / b, r = static_cast<__int128>(a) % b;
+  i128 q = static_cast<i128>(a) / b, r = static_cast<i128>(a) % b;
   if (r != 0 && ((r < 0) != (b < 0))) --q;  // C++ truncates; floor rounds toward -inf
   return fit(q, "division");
 }
 
 int64_t floor_mod(int64_t a, int64_t b) {
-  __int128 r = static_cast<__int128>(a) % b;
+  i128 r = static_cast<i128>(a) % b;
   if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return static_cast<int64_t>(r);
 }
@@ -51,12 +51,12 @@ Rational::Rational(int64_t n, int64_t d) {
   *this = make(n, d);
 }
 
-Rational Rational::make(__int128 n, __int128 d) {
+Rational Rational::make(i128 n, i128 d) {
   if (d < 0) {
     n = -n;
     d = -d;
   }
-  __int128 g = gcd128(n, d);
+  i128 g = gcd128(n, d);
   if (g > 1) {
     n /= g;
     d /= g;
@@ -68,32 +68,32 @@ Rational Rational::make(__int128 n, __int128 d) {
 }
 
 Rational Rational::operator+(const Rational& o) const {
-  return make(static_cast<__int128>(num_) * o.den_ + static_cast<__int128>(o.num_) * den_,
-              static_cast<__int128>(den_) * o.den_);
+  return make(static_cast<i128>(num_) * o.den_ + static_cast<i128>(o.num_) * den_,
+              static_cast<i128>(den_) * o.den_);
 }
 Rational Rational::operator-(const Rational& o) const { return *this + (-o); }
 Rational Rational::operator*(const Rational& o) const {
-  return make(static_cast<__int128>(num_) * o.num_, static_cast<__int128>(den_) * o.den_);
+  return make(static_cast<i128>(num_) * o.num_, static_cast<i128>(den_) * o.den_);
 }
 Rational Rational::operator/(const Rational& o) const {
   if (o.num_ == 0) throw std::domain_error("rational division by zero");
-  return make(static_cast<__int128>(num_) * o.den_, static_cast<__int128>(den_) * o.num_);
+  return make(static_cast<i128>(num_) * o.den_, static_cast<i128>(den_) * o.num_);
 }
-Rational Rational::operator-() const { return make(-static_cast<__int128>(num_), den_); }
+Rational Rational::operator-() const { return make(-static_cast<i128>(num_), den_); }
 bool Rational::operator<(const Rational& o) const {
-  return static_cast<__int128>(num_) * o.den_ < static_cast<__int128>(o.num_) * den_;
+  return static_cast<i128>(num_) * o.den_ < static_cast<i128>(o.num_) * den_;
 }
 
 Rational Rational::approximate(double x, int64_t max_den) {
   if (!std::isfinite(x) || std::fabs(x) > 9.0e18) throw EvalOverflow("real value out of range");
   // Continued-fraction convergents p/q of x, stopping before q exceeds max_den.
-  __int128 p0 = 0, q0 = 1, p1 = 1, q1 = 0;
+  i128 p0 = 0, q0 = 1, p1 = 1, q1 = 0;
   double rest = x;
   for (int step = 0; step < 64; ++step) {
     double a = std::floor(rest);
     if (std::fabs(a) > 9.0e18) break;
-    __int128 ai = static_cast<__int128>(a);
-    __int128 p2 = ai * p1 + p0, q2 = ai * q1 + q0;
+    i128 ai = static_cast<i128>(a);
+    i128 p2 = ai * p1 + p0, q2 = ai * q1 + q0;
     if (q2 > max_den || p2 > kMax || p2 < kMin) break;
     p0 = p1;
     q0 = q1;

@@ -8,6 +8,9 @@
 
 namespace tr {
 
+// 128-bit intermediate for checked arithmetic (__extension__ keeps -Wpedantic quiet).
+__extension__ typedef __int128 i128;
+
 // Thrown when an exact Int or Real result does not fit in 64 bits.
 struct EvalOverflow : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -51,7 +54,7 @@ class Rational {
   std::string str() const;  // "n" or "n/d"
 
  private:
-  static Rational make(__int128 n, __int128 d);  // reduce, normalise the sign, check the range
+  static Rational make(i128 n, i128 d);  // reduce, normalise the sign, check the range
   int64_t num_ = 0, den_ = 1;
 };
 

@@ -10,7 +10,23 @@
 //
 // Differences from TensorRight, on purpose:
 //  * neg(+inf) = -inf (TensorRight's neg keeps an infinity unchanged, which looks like a bug);
-//  * a sum over an empty range is 0 (TensorRight's summand encoding makes such rules vacuous).
+//  * a sum over an empty range is 0 (TensorRight's summand encoding makes such rules vacuous);
+//  * dynslice/dynupdate never clamp the start (the contract; TensorRight's code clamps).
+//
+// Element rules (TensorRight's TensorNum): x / y and x % y with an infinite or Unknown operand are
+// Unknown; max/min with Unknown are Unknown; a comparison (==, <, ...) with Unknown makes the access
+// undefined; exp(-inf) = 0, exp(+inf) = +inf; `select` accesses only the chosen branch, `pad` and
+// `concat` only the operand the index falls in; every other operator accesses all its operands.
+//
+// Conditions the contract leaves implicit, as implemented here (the encoder must agree):
+//  * every operand of a node must be defined at the tensor level;
+//  * elementwise operands of equal key sets must have equal sizes (scalars are splatted);
+//  * conv: stride > 0, lhs/rhs dilation >= 1, padded input size >= 0, feature sizes equal, and the
+//    output spatial size (padIN - padW + stride) div stride >= 0;
+//  * degenerate: removed axes have size 1, added axes are given size 1;
+//  * dot: the common (contracted and batch) axes have equal sizes in both operands;
+//  * concat: all non-concat axes have equal sizes; iota/concat axes have exactly one axis;
+//  * an assumption constrains only the indices where it is defined (reference §2.3).
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -145,12 +161,26 @@ struct RandomConfig {
   int64_t value_lo = -3, value_hi = 3;  // int elements/scalars; reals are these over 1..3
   int attempts = 200;      // draws until the preconditions hold
   int64_t max_elements = 4096;  // skip instances whose input tensors would be bigger
+  int64_t max_checked = 256;    // random_test: skip instances whose left side has more elements
 };
 
 // A random instance of `rule` at dtype `t` satisfying the preconditions (derived maps computed from
 // their definitions), or nullopt if none was found within cfg.attempts draws.
 std::optional<Instance> random_instance(const Rule&, DType t, std::mt19937_64& rng,
                                         const RandomConfig& cfg = {});
+
+// Random testing of a rule over all its dtypes: per dtype, random instances until `trials` of them
+// have a defined left side (at most 20 * trials draws; instances whose exact values overflow int64
+// are skipped). Stops at the first instance where refinement fails,
+// unless the failure involves an approximated exp (counted in `inexact`).
+struct RandomTestResult {
+  int instances = 0;     // instances drawn that satisfy the preconditions
+  int lhs_defined = 0;   // ... on which the left side is defined
+  int inexact = 0;       // failures set aside because they depend on an approximated exp
+  std::optional<Instance> failing;
+  InstanceCheck check;   // the failing check
+};
+RandomTestResult random_test(const Rule&, int trials, uint64_t seed, const RandomConfig& cfg = {});
 
 // Human-readable instance: ranks, maps, scalars, and the input elements.
 std::string describe(const Rule&, const Instance&);
