@@ -1,0 +1,218 @@
+#pragma once
+// Symbolic evaluation of a checked rule at one rank vector into cvc5 terms (docs/verifier.md).
+//
+// Per rank vector every (map, axis) and every output axis is a free Int constant, every named
+// scalar a constant of its sort, and every input tensor ONE uninterpreted function with one Int
+// argument per axis. Each side evaluates to a tensor-level validity and, at the symbolic output
+// index, an element (definedness, value). Sums are kept as summands over summation-index
+// constants and compared under `match` (docs/verifier.md, "Sums").
+//
+// Every condition that ranges over the axes of an rclass is built by one helper (agg), which
+// records it; the rank bound (bound/bound.h) walks the rank-1 query and counts these.
+#include <cvc5/cvc5.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "libtensorright/check/ir.h"
+
+namespace tr::enc {
+
+using cvc5::Term;
+
+// A form this version cannot encode soundly: the verdict becomes `unsupported` with this reason.
+struct Unsupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Term construction with constant folding (no flattening of nested And/Or: the rank bound needs
+// the per-rclass conditions to stay whole terms).
+class Builder {
+ public:
+  explicit Builder(cvc5::Solver& s);
+  cvc5::Solver& s;
+  cvc5::Sort Int, Real, Bool;
+  Term T, F, zero;
+
+  Term integer(int64_t v) const;
+  Term real(int64_t num, int64_t den = 1) const;
+  static std::optional<int64_t> int_value(const Term& t);  // an Int literal fitting int64
+  static bool is_true(const Term& t);
+  static bool is_false(const Term& t);
+  bool is_real(const Term& t) const { return t.getSort() == Real; }
+  Term to_real(const Term& t) const;
+
+  Term and_(std::vector<Term> xs) const;
+  Term or_(std::vector<Term> xs) const;
+  Term not_(const Term& a) const;
+  Term implies(const Term& a, const Term& b) const;
+  Term iff(const Term& a, const Term& b) const;
+  Term ite(const Term& c, const Term& a, const Term& b) const;
+  Term eq(Term a, Term b) const;
+  Term lt(Term a, Term b) const;
+  Term le(Term a, Term b) const;
+  Term add(Term a, Term b) const;
+  Term sub(Term a, Term b) const;
+  Term mul(Term a, Term b) const;
+  Term neg(const Term& a) const;
+  Term abs(const Term& a) const;
+  Term min(Term a, Term b) const;
+  Term max(Term a, Term b) const;
+  // Euclidean division/modulus (SMT-LIB), total: x div 0 = 0, x mod 0 = x.
+  Term ediv(const Term& a, const Term& b) const;
+  Term emod(const Term& a, const Term& b) const;
+  // Floor division (x / 0 = 0) and truncated remainder (sign of the dividend, x % 0 = x).
+  Term floor_div(const Term& a, const Term& b) const;
+  Term trunc_rem(const Term& a, const Term& b) const;
+  // Real division with x / 0 = 0; real truncated remainder x - y * trunc(x / y), x % 0 = x.
+  Term real_div(const Term& a, const Term& b) const;
+  Term real_rem(const Term& a, const Term& b) const;
+  Term inverse(const Term& c) const;  // 1 / c, 0 for c = 0
+
+  // Remainders with a symbolic divisor built so far (dividend, divisor, result), and the
+  // shift lemma instances over them (see builder.cpp).
+  struct Rem {
+    Term a, c, r;
+  };
+  mutable std::vector<Rem> rems;
+  std::vector<Term> rem_lemmas() const;
+
+ private:
+  void unify(Term& a, Term& b) const;
+};
+
+// An element value: v is Bool/Int/Real. tag is null when the value is certainly finite, otherwise
+// an Int term: 0 finite, 1 +inf, -1 -inf, 2 Unknown (reference §2.1).
+struct Val {
+  Term v;
+  Term tag;
+};
+
+// One summation-index constant of a sum: axis j of SI map `map`, ranging over [0, size).
+struct BoxEntry {
+  int map = -1;
+  int rclass = -1;
+  int j = 0;
+  Term si;
+  Term size;
+};
+// The sum over a box of summands f (never unrolled). defs: (cond, sub-box) pairs meaning
+// "cond holds at every point of the sub-box": the definedness of the sum.
+struct SumVal {
+  Val f;
+  std::vector<BoxEntry> box;
+  std::vector<std::pair<Term, std::vector<BoxEntry>>> defs;
+};
+
+// An element of a tensor at one index: defined-ness (excluding the index range, which the caller
+// checks) and the value, or a sum.
+struct Elem {
+  Term def;
+  Val val;
+  std::shared_ptr<const SumVal> sum;
+};
+
+// One uninterpreted-function application (input element read) in the query.
+struct Access {
+  int tensor = -1;
+  Term app;
+  std::vector<Term> args;  // in the order of the tensor's declared keys and axes
+};
+
+// The refinement query of one task (docs/verifier.md):
+//   hyp ∧ lhs_access ∧ ¬(goal_0 ∧ ... ∧ goal_n)   (the last goal is eq_goal).
+struct Query {
+  Term hyp;                 // pre ∧ assumption instances ∧ validL ∧ lhs-sum definedness
+  Term lhs_access;          // output index in range of the lhs ∧ lhs element defined
+  std::vector<Term> goals;  // parts of validR and of "shapes equal", then eq_goal
+  Term eq_goal;             // the element part: defR ∧ lhs = rhs (with sums: range checks)
+  Term query;               // hyp ∧ lhs_access ∧ ¬(∧ goals)
+  Term vacuity;             // hyp ∧ lhs_access
+  bool has_sums = false;    // a match abstracts sums: a non-replaying model is inconclusive
+};
+
+class Encoder {
+ public:
+  // ranks: per rclass, the number of axes (>= 1; single rclasses must be 1).
+  Encoder(cvc5::Solver& s, const Rule& rule, DType dtype, std::vector<int> ranks);
+  Query build();  // throws Unsupported
+
+  Builder b;
+  const Rule& rule;
+  DType dtype;
+  std::vector<int> ranks;
+
+  // Symbols, for reading a model.
+  std::vector<std::vector<Term>> map_consts;  // [map id][axis]
+  std::vector<Term> scalar_consts;            // [scalar id]
+  std::vector<Term> tensor_fns;               // [tensor id]
+  std::map<AxisKey, std::vector<Term>> index; // the output index (keys of the lhs)
+  std::vector<Access> accesses;               // every UF application in the query
+  std::vector<bool> si_free;                  // [map id]: an SI constant that is free (matched)
+  Val lhs_val, rhs_val;                       // the compared values (sums: their summands)
+  Term lhs_def, rhs_def, lhs_valid, rhs_valid;
+
+  // Per-rclass conditions built by agg(): term -> (rclass, forall?) entries.
+  struct Agg {
+    int rclass;
+    bool forall;
+  };
+  std::unordered_map<Term, std::vector<Agg>> registry;
+  std::unordered_map<Term, int> axis_const_rclass;  // constants tied to an axis -> rclass
+  std::unordered_map<Term, int> uf_tensor;          // tensor function -> tensor id
+
+  // A condition over all (forall) or some (exists) axes of rclass r.
+  template <class F>
+  Term agg(int r, bool forall, F body) {
+    std::vector<Term> xs;
+    for (int j = 0; j < ranks[r]; ++j) xs.push_back(body(j));
+    Term t = forall ? b.and_(xs) : b.or_(xs);
+    if (t.getKind() != cvc5::Kind::CONST_BOOLEAN) registry[t].push_back({r, forall});
+    return t;
+  }
+
+  using Index = std::map<AxisKey, std::vector<Term>>;
+  Term size(const Node& n, const AxisKey& k, int j);
+  Term iexpr(const IExpr& e, int j);  // j: the current axis (-1 outside a per-axis context)
+  Term valid(const Node& n);
+  Elem at(const Node& n, const Index& idx);
+
+ private:
+  Term map_const(int id, int j);
+  Val literal(const Node& n);
+  Val num_op(Op op, const Val& a, const Val& b, const Node& n, Term& def);
+  Term cmp_op(Op op, const Val& a, const Val& b, Term& def);
+  Term values_equal(const Val& a, const Val& b);
+  Term in_range(const Node& n, const Index& idx);
+  Term shapes_equal(const Node& a, const Node& b);
+  Term same_sizes(const Node& x, const Node& n);  // x's sizes equal n's on x's keys
+  void collect_sums(const Node& n, std::vector<int>& out);
+  Elem at_uncached(const Node& n, const Index& idx);
+  Elem arith(Op op, const Node& n, const Elem& x, const Elem& y);
+  Term box_cond(const std::vector<BoxEntry>& box);
+  Term box_empty(const std::vector<BoxEntry>& box);
+  Term box_unit(const std::vector<BoxEntry>& box);
+  void collect_accesses(const Term& t, std::unordered_set<Term>& seen);
+  std::vector<Term> assumption_instances();
+  std::vector<Term> exp_lemmas(const std::vector<Term>& roots);
+  Term sort_for(DType t) const;
+
+  std::map<std::pair<const IExpr*, int>, Term> iexpr_cache_;
+  std::unordered_map<const Node*, Term> valid_cache_;
+  std::map<std::pair<const Node*, std::vector<uint64_t>>, Elem> at_cache_;
+  std::map<int, std::vector<uint64_t>> sum_use_;  // SI map -> index it was used at
+  std::vector<std::vector<Term>> si_consts_;
+  bool inf_ = false;                              // the rule can produce infinities
+  std::vector<Term> hyp_extra_;                   // lhs-sum definedness instances
+};
+
+// Sort of the element type t.
+cvc5::Sort sort_of(const Builder& b, DType t);
+
+}  // namespace tr::enc
