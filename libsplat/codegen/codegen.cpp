@@ -1,0 +1,393 @@
+#include "libsplat/codegen/codegen.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+
+#include "libsplat/codegen/device_code.h"
+#include "trsplat/version.h"
+
+namespace splat {
+namespace {
+
+std::string f32_literal(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9ef", x);
+  return buf;
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+void print_term(std::ostream& o, const Term& t) {
+  o << term_name(t.kind);
+  switch (t.kind) {
+    case TermKind::Window: o << "(left " << t.left << ", right " << t.right << ")"; break;
+    case TermKind::Dilated: o << "(left " << t.left << ", right " << t.right << ", dilation " << t.dilation << ")"; break;
+    case TermKind::Strided: o << "(stride " << t.stride << ", offset " << t.offset << ")"; break;
+    case TermKind::Fixed: o << "(block " << t.block << ", summary " << t.summary << ")"; break;
+    case TermKind::Blocked: o << "(block " << t.block << ")"; break;
+    case TermKind::BlockWindow: o << "(block " << t.block << ", left " << t.left << ", right " << t.right << ")"; break;
+    case TermKind::Global: o << "(" << t.tokens.size() << " tokens)"; break;
+    case TermKind::RandomBlocks: o << "(block " << t.block << ", per_row " << t.per_row << ", seed " << t.seed << ")"; break;
+    case TermKind::Affine:
+      o << "(slope " << t.slope << ", offset " << t.offset << ", stride " << t.stride << ", count " << t.count << ")";
+      break;
+    case TermKind::Coo: o << "(" << t.points.size() << " points)"; break;
+    case TermKind::Union:
+    case TermKind::Intersect:
+      o << "(";
+      for (size_t k = 0; k < t.children.size(); ++k) {
+        if (k) o << ", ";
+        print_term(o, t.children[k]);
+      }
+      o << ")";
+      break;
+  }
+}
+
+std::string canonical_acsr(const Problem& p, const Acsr& a) {
+  std::ostringstream o;
+  o << "seq " << a.seq_len << " kv " << a.kv_len << " d " << p.head_dim << " dtype " << dtype_name(p.dtype)
+    << " scale " << f32_literal(p.scale) << "\n";
+  for (const Segment& s : a.segments) {
+    o << "seg " << s.row_begin << " " << s.row_end << " " << s.row_stride << " " << s.tabulated << "\n";
+    for (const AffineRun& r : s.runs)
+      o << " run " << r.start_slope << " " << r.start_offset << " " << r.stride << " " << r.count_slope << " "
+        << r.count_offset << " " << r.den << "\n";
+    for (int64_t x : s.row_ptr) o << " p" << x;
+    for (const Run& r : s.table) o << " t" << r.start << "," << r.stride << "," << r.count;
+    o << "\n";
+  }
+  return o.str();
+}
+
+const char* elt_type(DType t) {
+  switch (t) {
+    case DType::FP32:
+    case DType::TF32: return "float";
+    case DType::FP16: return "f16_t";
+    case DType::BF16: return "bf16_t";
+  }
+  return "float";
+}
+
+}  // namespace
+
+const char* kernel_kind_name(KernelKind k) { return k == KernelKind::Fused ? "fused" : "pipeline"; }
+
+const std::vector<ParamDesc>& kernel_params() {
+  static const std::vector<ParamDesc> params = {
+      {"q", "const void*", "queries [batch, heads, seq_len, head_dim], row-major, problem dtype"},
+      {"k", "const void*", "keys [batch, heads, kv_len, head_dim]"},
+      {"v", "const void*", "values [batch, heads, kv_len, head_dim]"},
+      {"o", "void*", "output [batch, heads, seq_len, head_dim]; rows with no kept key are zero"},
+      {"ws", "float*", "fused multi-pass workspace: batch*heads*workspace_floats_per_bh floats (null if 0)"},
+      {"scores", "float*", "pipeline compressed scores/probabilities: batch*heads*nnz floats (null for fused)"},
+      {"table", "const int*", "device table (table.bin, int32 words; null when table_words is 0)"},
+  };
+  return params;
+}
+
+GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOptions& opt) {
+  if (acsr.seq_len != p.seq_len || acsr.kv_len != p.kv_len)
+    throw std::invalid_argument("ACSR and problem sizes differ");
+  const int64_t HD = p.head_dim;
+  GeneratedModule mod;
+  mod.name = p.name;
+  mod.tensor_cores = (p.dtype == DType::BF16 || p.dtype == DType::FP16) && HD % 16 == 0 && HD <= 128;
+  // Row tiles of 64 rows: 4 warps x 16 rows on tensor cores, 16 x 8 threads x 4 rows on CUDA cores
+  // (128-row tiles measured slower: heavier global-row tiles, fewer blocks per SM).
+  mod.plan = make_plan(acsr, opt.tile);
+  const Plan& plan = mod.plan;
+  mod.nnz = plan.nnz;
+  mod.table = plan.table;
+  const bool fused_ok = mod.tensor_cores || (HD % 32 == 0 && HD <= 128);
+  if (opt.fused && !fused_ok)
+    throw Error(p.file, "head_dim",
+                "the fused kernel needs head_dim <= 128, a multiple of 16 for bf16/fp16 and of 32 for fp32/tf32");
+  if (opt.pipeline && HD % 4 != 0) throw Error(p.file, "head_dim", "the pipeline needs head_dim a multiple of 4");
+
+  // Pipeline: compressed row offsets (int64, 8-byte aligned in the table), runs per row.
+  std::vector<int64_t> offsets(static_cast<size_t>(p.seq_len) + 1, 0);
+  for (int64_t i = 0; i < p.seq_len; ++i) {
+    std::vector<Run> runs = acsr.row(i);
+    mod.max_row_runs = std::max<int64_t>(mod.max_row_runs, static_cast<int64_t>(runs.size()));
+    int64_t n = 0;
+    for (const Run& r : runs) n += r.count;
+    offsets[static_cast<size_t>(i) + 1] = offsets[static_cast<size_t>(i)] + n;
+  }
+  int64_t off_word = -1;
+  if (opt.pipeline) {
+    if (mod.max_row_runs > 32) throw Error(p.file, "pattern", "the pipeline supports at most 32 runs per row");
+    if (mod.table.size() % 2) mod.table.push_back(0);
+    off_word = static_cast<int64_t>(mod.table.size());
+    for (int64_t x : offsets) {
+      mod.table.push_back(static_cast<int32_t>(static_cast<uint64_t>(x) & 0xffffffffu));
+      mod.table.push_back(static_cast<int32_t>(static_cast<uint64_t>(x) >> 32));
+    }
+  }
+  mod.scores_floats_per_bh = opt.pipeline ? plan.nnz : 0;
+  int max_slots = 0;
+  for (const PlanPass& pass : plan.passes) max_slots = std::max(max_slots, pass.slots);
+  // Workspace: the state handed from pass to pass [seq_len][HD + 2], then split-KV partials.
+  mod.workspace_floats_per_bh =
+      (opt.fused && (plan.passes.size() > 1 || max_slots > 0)) ? (p.seq_len + int64_t{64} * max_slots) * (HD + 2) : 0;
+  std::ostringstream hx;
+  hx << "fnv1a64:" << std::hex;
+  hx.width(16);
+  hx.fill('0');
+  hx << fnv1a(canonical_acsr(p, acsr));
+  mod.pattern_hash = hx.str();
+
+  std::ostringstream s;
+  // ---- header comment: the pattern and the facts the code relies on ----
+  s << "// Generated by splatc " << TRSPLAT_VERSION << " for pattern \"" << p.name << "\". Do not edit.\n"
+    << "// Problem: seq_len " << p.seq_len << ", kv_len " << p.kv_len << ", head_dim " << HD << ", dtype "
+    << dtype_name(p.dtype) << ", scale " << p.scale << (p.causal ? ", causal" : "") << "\n// Pattern: ";
+  print_term(s, p.pattern);
+  s << "\n// Pattern hash (shape + ACSR): " << mod.pattern_hash << "\n"
+    << "// Analysis: nnz " << plan.nnz << " (density " << double(plan.nnz) / double(p.seq_len) / double(p.kv_len)
+    << "), " << acsr.segments.size() << " segments, widest row " << acsr.max_row_nnz() << " keys, at most "
+    << mod.max_row_runs << " runs per row.\n"
+    << "// Facts relied on: every row lies in exactly one segment; a segment's runs are disjoint; an affine\n"
+    << "// run's start and count are (slope*i + offset)/den, exact on the segment's rows; runs lie in [0, kv_len).\n"
+    << "//\n// Fused kernel plan (" << (mod.tensor_cores ? "tensor cores, mma.sync m16n8k16" : "CUDA cores, fp32 FMA")
+    << ", fp32 accumulation and online softmax):\n";
+  {
+    std::istringstream d(describe(plan));
+    std::string line;
+    while (std::getline(d, line)) s << "//   " << line << "\n";
+  }
+  s << "//   Keys visited per head " << plan.key_slots << " for " << plan.nnz << " kept (tile fill " << plan.tile_fill()
+    << ").\n//\n"
+    << "// Entry points: grid (grid_x, batch*heads), block as in the manifest; parameters\n"
+    << "//   (const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table)\n\n";
+  s << "#define SPLAT_SEQ " << p.seq_len << "\n#define SPLAT_KV " << p.kv_len << "\n#define SPLAT_HD " << HD << "\n";
+  s << device_code();
+
+  // ---- pattern tables ----
+  s << "\n// ------------------------------------------------------------------------------------------------\n"
+    << "// Pattern tables (compile-time constants)\n"
+    << "// ------------------------------------------------------------------------------------------------\n";
+  s << "// Items: {row_begin, row_end, row_stride, start_slope, start_offset, stride, count_slope, count_offset, den,\n"
+    << "//         tabulated, tab_row_ptr, tab_runs}: keys of row i are start + k*stride, k < count, with\n"
+    << "//         start = (start_slope*i + start_offset)/den and count = (count_slope*i + count_offset)/den.\n";
+  s << "__device__ const Item kItems[] = {\n";
+  for (size_t k = 0; k < plan.items.size(); ++k) {
+    const PlanItem& it = plan.items[k];
+    const AffineRun& a = it.run;
+    s << "  {" << it.row_begin << ", " << it.row_end << ", " << it.row_stride << ", " << a.start_slope << ", "
+      << a.start_offset << ", " << a.stride << ", " << a.count_slope << ", " << a.count_offset << ", " << a.den
+      << ", " << (it.tabulated ? 1 : 0) << ", " << it.tab_row_ptr << ", " << it.tab_runs << "},  // item " << k
+      << (it.tabulated ? " (tabulated segment " + std::to_string(it.segment) + ")" : "") << "\n";
+  }
+  if (plan.items.empty()) s << "  {0, 0, 1, 0, 0, 1, 0, 0, 1, 0, -1, -1},  // (no items)\n";
+  s << "};\n";
+  const double scale_log2 = p.scale * 1.4426950408889634;
+  const char* T = elt_type(p.dtype);
+  for (size_t pi = 0; pi < plan.passes.size() && opt.fused; ++pi) {
+    const PlanPass& pass = plan.passes[pi];
+    std::ostringstream tiles, groups, walks, gitems, grbeg, gpmax;
+    int64_t ng = 0, nw = 0, ni = 0;
+    for (const PlanTile& t : pass.tiles) {
+      tiles << "  {" << t.phase << ", " << t.m_begin << ", " << t.m_end << ", " << ng << ", " << t.groups.size() << ", "
+            << t.split_slot << ", " << (t.split_lead ? 1 : 0) << "},\n";
+      for (const PlanGroup& g : t.groups) {
+        groups << "  {" << nw << ", " << g.walks.size() << ", " << ni << ", " << g.items.size() << ", "
+               << (g.tabulated ? 1 : 0) << "},\n";
+        for (const KeyWalk& w : g.walks) walks << "{" << w.base << ", " << w.step << ", " << w.count << "}, ";
+        // Sorted by first row, with the running max of row ends: rows find their items by
+        // binary search (a lattice group can hold one item per row block).
+        std::vector<int> sorted = g.items;
+        std::stable_sort(sorted.begin(), sorted.end(), [&](int a, int b) {
+          return plan.items[static_cast<size_t>(a)].row_begin < plan.items[static_cast<size_t>(b)].row_begin;
+        });
+        int64_t pm = -1;
+        for (int it : sorted) {
+          const PlanItem& pit = plan.items[static_cast<size_t>(it)];
+          pm = std::max(pm, pit.row_end);
+          gitems << it << ", ";
+          grbeg << pit.row_begin << ", ";
+          gpmax << pm << ", ";
+        }
+        nw += static_cast<int64_t>(g.walks.size());
+        ni += static_cast<int64_t>(g.items.size());
+        ++ng;
+      }
+      walks << "\n";
+    }
+    if (ng == 0) groups << "  {0, 0, 0, 0, 0},\n";
+    if (nw == 0) walks << "{0, 1, 0}";
+    if (ni == 0) gitems << "0", grbeg << "0", gpmax << "0";
+    s << "\n// Pass " << pi << ": rows grouped by i mod " << pass.period << ", " << pass.tiles.size()
+      << " row tiles (longest first).\n"
+      << "// Tiles {phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead}: rows phase + " << pass.period
+      << "*m, m in [m_begin, m_end).\n"
+      << "__device__ const TileD kTiles" << pi << "[] = {\n" << tiles.str() << "};\n"
+      << "// Groups {walk_begin, walk_count, item_begin, item_count, tabulated}: items walked together.\n"
+      << "__device__ const GroupD kGroups" << pi << "[] = {\n" << groups.str() << "};\n"
+      << "// Walks {base, step, count}: keys base + u*step, gathered 64 at a time (one line per tile).\n"
+      << "__device__ const WalkD kWalks" << pi << "[] = {\n" << walks.str() << "};\n"
+      << "__device__ const int kGroupItems" << pi << "[] = {" << gitems.str() << "};\n"
+      << "__device__ const int kGroupRowBegin" << pi << "[] = {" << grbeg.str() << "};\n"
+      << "__device__ const int kGroupRowEndMax" << pi << "[] = {" << gpmax.str() << "};\n";
+    if (!pass.splits.empty()) {
+      s << "// Split-KV tiles {phase, m_begin, m_end, slot_begin, slot_count}: chunks run in parallel, then combine.\n"
+        << "__device__ const SplitD kSplits" << pi << "[] = {\n";
+      for (const PlanSplit& sp : pass.splits)
+        s << "  {" << sp.phase << ", " << sp.m_begin << ", " << sp.m_end << ", " << sp.slot_begin << ", " << sp.slot_count
+          << "},\n";
+      s << "};\n";
+    }
+    const bool first = pi == 0, last = pi + 1 == plan.passes.size();
+    KernelDesc kd;
+    kd.name = "splat_fused_p" + std::to_string(pi);
+    kd.role = "fused pass " + std::to_string(pi + 1) + "/" + std::to_string(plan.passes.size()) +
+              " (rows grouped by i mod " + std::to_string(pass.period) + ")";
+    kd.grid_x = static_cast<int64_t>(pass.tiles.size());
+    kd.block = 128;
+    kd.smem_dynamic = mod.tensor_cores ? 2 * 2 * 64 * (HD + 8) * 2
+                                       : (HD * 68 + HD * 68 + 64 * HD + 64 * 68) * 4;
+    mod.fused.push_back(kd);
+    const std::string engine = std::string(mod.tensor_cores ? "MmaEngine" : "SimtEngine") + "<" + T +
+                               ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV>";
+    // Tensor-core tiles: cap registers so that 4 blocks (16 warps) share an SM.
+    // (more runs per row need more registers: 3 blocks then).
+    s << "extern \"C\" __global__ void __launch_bounds__(" << (mod.tensor_cores ? (pass.max_runs <= 2 ? "128, 4" : "128, 3") : "128")
+      << ") " << kd.name
+      << "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table) {\n"
+      << "  (void)scores;\n"
+      << "  fused_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << pass.max_runs << ", "
+      << pass.slots << ", " << (first ? "true" : "false") << ", " << (last ? "true" : "false") << ">(kItems, kTiles" << pi << ", kGroups"
+      << pi << ", kWalks" << pi << ", kGroupItems" << pi << ", kGroupRowBegin" << pi << ", kGroupRowEndMax" << pi
+      << ", " << f32_literal(scale_log2) << ", static_cast<const "
+      << T << "*>(q), static_cast<const " << T << "*>(k), static_cast<const " << T << "*>(v), static_cast<" << T
+      << "*>(o), ws, table);\n}\n";
+    if (!pass.splits.empty()) {
+      KernelDesc cd;
+      cd.name = kd.name + "_combine";
+      cd.role = "combine of pass " + std::to_string(pi + 1) + "'s split-KV chunks";
+      cd.grid_x = static_cast<int64_t>(pass.splits.size());
+      mod.fused.push_back(cd);
+      s << "extern \"C\" __global__ void __launch_bounds__(128) " << cd.name
+        << "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table) {\n"
+        << "  (void)q; (void)k; (void)v; (void)scores; (void)table;\n"
+        << "  fused_combine<" << T << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << pass.slots << ", "
+        << (last ? "true" : "false") << ">(kSplits" << pi << ", static_cast<" << T << "*>(o), ws);\n}\n";
+    }
+  }
+
+  if (opt.pipeline) {
+    s << "\n// Pipeline: segments {row_begin, row_stride, first_block, run_begin, run_count (<0: tabulated item -n-1)}\n";
+    std::ostringstream segs, runs;
+    int64_t first_block = 0, nruns = 0, nseg = 0;
+    for (size_t si = 0; si < acsr.segments.size(); ++si) {
+      const Segment& sg = acsr.segments[si];
+      if (sg.rows() == 0) continue;
+      int64_t run_count = static_cast<int64_t>(sg.runs.size()), run_begin = nruns;
+      if (sg.tabulated) {
+        run_count = 0;
+        for (size_t k = 0; k < plan.items.size(); ++k)
+          if (plan.items[k].tabulated && plan.items[k].segment == static_cast<int>(si)) run_count = -static_cast<int64_t>(k) - 1;
+      } else {
+        for (const AffineRun& a : sg.runs) {
+          runs << "  {" << a.start_slope << ", " << a.start_offset << ", " << a.stride << ", " << a.count_slope << ", "
+               << a.count_offset << ", " << a.den << "},\n";
+          ++nruns;
+        }
+      }
+      segs << "  {" << sg.row_begin << ", " << sg.row_stride << ", " << first_block << ", " << run_begin << ", "
+           << run_count << "},  // segment " << si << ": " << sg.rows() << " rows\n";
+      first_block += sg.rows();
+      ++nseg;
+    }
+    if (first_block != p.seq_len) throw std::invalid_argument("ACSR segments do not cover every row exactly once");
+    if (nruns == 0) runs << "  {0, 0, 1, 0, 0, 1},\n";
+    s << "__device__ const Seg kSegs[] = {\n" << segs.str() << "};\n";
+    s << "__device__ const SegRun kSegRuns[] = {\n" << runs.str() << "};\n";
+    const std::string seg_args = "kSegs, " + std::to_string(nseg);
+    const std::string off = std::to_string(off_word) + "ll, " + std::to_string(plan.nnz) + "ll";
+    s << "extern \"C\" __global__ void __launch_bounds__(128) splat_sddmm(const void* q, const void* k, const void* v, "
+         "void* o, float* ws, float* scores, const int* table) {\n"
+      << "  (void)v; (void)o; (void)ws;\n"
+      << "  sddmm_row<" << T << ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV>(" << seg_args << ", kSegRuns, kItems, table, " << off
+      << ", " << f32_literal(p.scale) << ", static_cast<const " << T << "*>(q), static_cast<const " << T
+      << "*>(k), scores);\n}\n";
+    s << "extern \"C\" __global__ void __launch_bounds__(128) splat_softmax(const void* q, const void* k, const void* v, "
+         "void* o, float* ws, float* scores, const int* table) {\n"
+      << "  (void)q; (void)k; (void)v; (void)o; (void)ws;\n"
+      << "  softmax_row<SPLAT_SEQ>(" << seg_args << ", table, " << off << ", scores);\n}\n";
+    s << "extern \"C\" __global__ void __launch_bounds__(128) splat_spmm(const void* q, const void* k, const void* v, "
+         "void* o, float* ws, float* scores, const int* table) {\n"
+      << "  (void)q; (void)k; (void)ws;\n"
+      << "  spmm_row<" << T << ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV>(" << seg_args << ", kSegRuns, kItems, table, " << off
+      << ", scores, static_cast<const " << T << "*>(v), static_cast<" << T << "*>(o));\n}\n";
+    for (const char* n : {"splat_sddmm", "splat_softmax", "splat_spmm"}) {
+      KernelDesc kd;
+      kd.name = n;
+      kd.role = std::string(n) == "splat_sddmm" ? "r-sddmm: scaled Q.K^T at kept positions, compressed"
+                : std::string(n) == "splat_softmax" ? "r-softmax: per row over its slots, in place"
+                                                     : "r-spmm: O = P.V from the compressed probabilities";
+      kd.grid_x = p.seq_len;
+      mod.pipeline.push_back(kd);
+    }
+  }
+  mod.source = s.str();
+  return mod;
+}
+
+nlohmann::json manifest(const Problem& p, const GeneratedModule& mod, const std::string& target, const std::string& arch,
+                        const std::vector<std::string>& files) {
+  using nlohmann::json;
+  auto kernels = [&](const std::vector<KernelDesc>& ks) {
+    json a = json::array();
+    for (const KernelDesc& k : ks)
+      a.push_back({{"name", k.name},
+                   {"role", k.role},
+                   {"grid", {k.grid_x, "batch*heads", 1}},
+                   {"block", {k.block, 1, 1}},
+                   {"shared_memory_dynamic_bytes", k.smem_dynamic}});
+    return a;
+  };
+  json params = json::array();
+  for (size_t i = 0; i < kernel_params().size(); ++i) {
+    const ParamDesc& d = kernel_params()[i];
+    params.push_back({{"index", i}, {"name", d.name}, {"type", d.type}, {"bytes", 8}, {"description", d.description}});
+  }
+  return json{{"generator", std::string("splatc ") + TRSPLAT_VERSION},
+              {"name", mod.name},
+              {"pattern_hash", mod.pattern_hash},
+              {"target", target},
+              {"arch", arch},
+              {"files", files},
+              {"problem",
+               {{"seq_len", p.seq_len},
+                {"kv_len", p.kv_len},
+                {"head_dim", p.head_dim},
+                {"heads", p.heads},
+                {"batch", p.batch},
+                {"dtype", dtype_name(p.dtype)},
+                {"scale", p.scale},
+                {"causal", p.causal},
+                {"nnz", mod.nnz}}},
+              {"layout", "q, o: [batch, heads, seq_len, head_dim]; k, v: [batch, heads, kv_len, head_dim]; row-major"},
+              {"parameters", params},
+              {"kernels", {{"fused", kernels(mod.fused)}, {"pipeline", kernels(mod.pipeline)}}},
+              {"launch_order", "fused: every fused entry in order (passes hand state over through ws); pipeline: "
+                               "splat_sddmm, splat_softmax, splat_spmm"},
+              {"workspace_floats_per_bh", mod.workspace_floats_per_bh},
+              {"scores_floats_per_bh", mod.scores_floats_per_bh},
+              {"table_words", mod.table.size()},
+              {"tensor_cores", mod.tensor_cores},
+              {"tile", {{"rows", mod.plan.shape.br}, {"keys", mod.plan.shape.bc}, {"fill", mod.plan.tile_fill()}}}};
+}
+
+}  // namespace splat

@@ -1,0 +1,69 @@
+#pragma once
+// CUDA code generation: Problem + ACSR -> one self-contained CUDA C++ translation unit (no
+// #include, so NVRTC needs no header path) holding the fused kernel (one entry point per pass)
+// and the three-kernel SPLAT pipeline, specialised to the pattern: sizes, scale, run families
+// and row classes are compile-time constants; only tabulated segments and the pipeline's
+// compressed row offsets live in a device table.
+//
+// Every entry point takes the same parameters (see kernel_params()):
+//   (const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table)
+// with q, o [batch, heads, seq_len, head_dim] and k, v [batch, heads, kv_len, head_dim], row-major,
+// in the problem's dtype (tf32: fp32 storage). Launch: grid (grid_x, batch*heads), block `block`.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "libsplat/analysis/acsr.h"
+#include "libsplat/codegen/plan.h"
+#include "libsplat/pattern/pattern.h"
+
+namespace splat {
+
+enum class KernelKind { Fused, Pipeline };
+const char* kernel_kind_name(KernelKind);  // "fused", "pipeline"
+
+struct CodegenOptions {
+  TileShape tile;
+  bool fused = true;
+  bool pipeline = true;
+};
+
+struct KernelDesc {
+  std::string name;          // extern "C" entry point
+  std::string role;          // "fused pass 1/2 (rows grouped by i mod 64)", "r-sddmm", ...
+  int64_t grid_x = 0;        // grid.y = batch*heads
+  int block = 128;           // threads
+  int64_t smem_dynamic = 0;  // bytes of dynamic shared memory (the static part is in the binary)
+};
+
+struct ParamDesc {
+  std::string name, type, description;
+};
+
+struct GeneratedModule {
+  std::string name;                    // problem name (file stem of emitted files)
+  std::string source;                  // CUDA C++
+  std::vector<KernelDesc> fused;       // launch order
+  std::vector<KernelDesc> pipeline;    // sddmm, softmax, spmm
+  std::vector<int32_t> table;          // device table (int32 words; empty when none is needed)
+  int64_t workspace_floats_per_bh = 0; // fused state hand-over between passes (0: single pass)
+  int64_t scores_floats_per_bh = 0;    // pipeline compressed scores (= nnz)
+  int64_t nnz = 0;
+  bool tensor_cores = false;           // fused kernel uses mma.sync
+  std::string pattern_hash;            // "fnv1a64:<16 hex>" of the shape and the ACSR
+  Plan plan;
+  int64_t max_row_runs = 0;
+};
+
+GeneratedModule generate(const Problem& problem, const Acsr& acsr, const CodegenOptions& = {});
+
+// The parameter layout shared by all entry points.
+const std::vector<ParamDesc>& kernel_params();
+
+// manifest.json content. target: "cuda" or "ptx"; arch e.g. "sm_90"; files: emitted file names.
+nlohmann::json manifest(const Problem& problem, const GeneratedModule& mod, const std::string& target,
+                        const std::string& arch, const std::vector<std::string>& files);
+
+}  // namespace splat

@@ -1,0 +1,168 @@
+#include "libsplat/codegen/cpu_model.h"
+
+#include <cmath>
+#include <limits>
+
+namespace splat {
+namespace {
+
+bool in_run(const Run& r, int64_t j) {
+  int64_t d = j - r.start;
+  return d >= 0 && d % r.stride == 0 && d / r.stride < r.count;
+}
+
+// Calls key_tile(tile, rows, keys, kept) for every key tile of BC keys in the kernel's order
+// (pass, tile, group, walk, key tile), end(tile, rows, pass) after each row tile and
+// pass_end(pass) after each pass.
+template <class KeyTile, class End, class PassEnd>
+void walk(const Plan& plan, KeyTile&& key_tile, End&& end, PassEnd&& pass_end) {
+  const int br = plan.shape.br, bc = plan.shape.bc;
+  std::vector<int64_t> keys(static_cast<size_t>(bc));
+  std::vector<char> kept(static_cast<size_t>(br) * static_cast<size_t>(bc));
+  for (size_t p = 0; p < plan.passes.size(); ++p) {
+    const PlanPass& pass = plan.passes[p];
+    for (const PlanTile& tile : pass.tiles) {
+      std::vector<int64_t> rows = tile_rows(plan, pass, tile);
+      for (const PlanGroup& g : tile.groups) {
+        std::vector<std::vector<Run>> row_runs(static_cast<size_t>(br));
+        for (int r = 0; r < br; ++r) row_runs[static_cast<size_t>(r)] = group_row_runs(plan, g, rows[static_cast<size_t>(r)]);
+        for (const KeyWalk& w : g.walks) {
+          for (int64_t u0 = 0; u0 < w.count; u0 += bc) {
+            for (int c = 0; c < bc; ++c) {
+              int64_t u = u0 + c, j = w.base + u * w.step;
+              keys[static_cast<size_t>(c)] = (u < w.count && j >= 0 && j < plan.kv_len) ? j : -1;
+            }
+            for (int r = 0; r < br; ++r)
+              for (int c = 0; c < bc; ++c) {
+                int64_t j = keys[static_cast<size_t>(c)];
+                bool k = false;
+                if (j >= 0)
+                  for (const Run& run : row_runs[static_cast<size_t>(r)]) k = k || in_run(run, j);
+                kept[static_cast<size_t>(r) * static_cast<size_t>(bc) + static_cast<size_t>(c)] = k;
+              }
+            key_tile(tile, rows, keys, kept);
+          }
+        }
+      }
+      end(tile, rows, p);
+    }
+    pass_end(p);
+  }
+}
+
+}  // namespace
+
+std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scale, const std::vector<double>& q,
+                                        const std::vector<double>& k, const std::vector<double>& v) {
+  const size_t L = static_cast<size_t>(plan.seq_len), D = static_cast<size_t>(d);
+  const int br = plan.shape.br, bc = plan.shape.bc;
+  const double ninf = -std::numeric_limits<double>::infinity();
+  // Softmax state of a set of rows: m, l, unnormalised O. `main` is the state handed from pass to
+  // pass (the kernel's workspace); split chunks have their own, merged after the pass (combine).
+  struct State {
+    std::vector<double> m, l, acc;
+    void init(size_t n, size_t dd) {
+      m.assign(n, -std::numeric_limits<double>::infinity());
+      l.assign(n, 0.0);
+      acc.assign(n * dd, 0.0);
+    }
+  };
+  State main;
+  main.init(L, D);
+  std::vector<State> slots;
+  std::vector<double> o(L * D, 0.0), s(static_cast<size_t>(bc));
+  size_t cur_pass = 0;
+  auto slot_state = [&](const PlanTile& t) -> State& {
+    State& st = slots[static_cast<size_t>(t.split_slot)];
+    if (st.m.empty()) {
+      st.init(L, D);
+      if (t.split_lead) st = main;  // the lead chunk continues the handed-over state
+    }
+    return st;
+  };
+  if (!plan.passes.empty()) slots.resize(static_cast<size_t>(plan.passes[0].slots));
+  walk(
+      plan,
+      [&](const PlanTile& tile, const std::vector<int64_t>& rows, const std::vector<int64_t>& keys,
+          const std::vector<char>& kept) {
+        State& st = tile.split_slot >= 0 ? slot_state(tile) : main;
+        for (int r = 0; r < br; ++r) {
+          int64_t i = rows[static_cast<size_t>(r)];
+          if (i < 0) continue;
+          size_t ri = static_cast<size_t>(i);
+          double mx = ninf;
+          for (int c = 0; c < bc; ++c) {
+            s[static_cast<size_t>(c)] = ninf;
+            if (!kept[static_cast<size_t>(r) * static_cast<size_t>(bc) + static_cast<size_t>(c)]) continue;
+            size_t j = static_cast<size_t>(keys[static_cast<size_t>(c)]);
+            double dot = 0;
+            for (size_t x = 0; x < D; ++x) dot += q[ri * D + x] * k[j * D + x];
+            s[static_cast<size_t>(c)] = dot * scale;
+            mx = std::max(mx, s[static_cast<size_t>(c)]);
+          }
+          double m_new = std::max(st.m[ri], mx);
+          double ref = m_new == ninf ? 0.0 : m_new;
+          double alpha = st.m[ri] == ninf ? 0.0 : std::exp(st.m[ri] - ref);
+          st.l[ri] *= alpha;
+          for (size_t x = 0; x < D; ++x) st.acc[ri * D + x] *= alpha;
+          for (int c = 0; c < bc; ++c) {
+            if (s[static_cast<size_t>(c)] == ninf) continue;
+            double p = std::exp(s[static_cast<size_t>(c)] - ref);
+            st.l[ri] += p;
+            size_t j = static_cast<size_t>(keys[static_cast<size_t>(c)]);
+            for (size_t x = 0; x < D; ++x) st.acc[ri * D + x] += p * v[j * D + x];
+          }
+          st.m[ri] = m_new;
+        }
+      },
+      [&](const PlanTile&, const std::vector<int64_t>&, size_t) {},
+      [&](size_t p) {
+        const PlanPass& pass = plan.passes[p];
+        // Combine: merge the chunks of each split tile into the handed-over state.
+        for (const PlanSplit& sp : pass.splits) {
+          for (int64_t m = sp.m_begin; m < sp.m_end; ++m) {
+            size_t ri = static_cast<size_t>(sp.phase + pass.period * m);
+            double M = ninf;
+            for (int x = 0; x < sp.slot_count; ++x) M = std::max(M, slots[static_cast<size_t>(sp.slot_begin + x)].m[ri]);
+            double ref = M == ninf ? 0.0 : M, l = 0;
+            std::vector<double> acc(D, 0.0);
+            for (int x = 0; x < sp.slot_count; ++x) {
+              const State& st = slots[static_cast<size_t>(sp.slot_begin + x)];
+              double w = st.m[ri] == ninf ? 0.0 : std::exp(st.m[ri] - ref);
+              l += st.l[ri] * w;
+              for (size_t y = 0; y < D; ++y) acc[y] += st.acc[ri * D + y] * w;
+            }
+            main.m[ri] = M;
+            main.l[ri] = l;
+            for (size_t y = 0; y < D; ++y) main.acc[ri * D + y] = acc[y];
+          }
+        }
+        cur_pass = p + 1;
+        if (cur_pass < plan.passes.size()) {
+          slots.assign(static_cast<size_t>(plan.passes[cur_pass].slots), State());
+        } else {
+          for (size_t ri = 0; ri < L; ++ri)
+            for (size_t y = 0; y < D; ++y) o[ri * D + y] = main.l[ri] > 0 ? main.acc[ri * D + y] / main.l[ri] : 0.0;
+        }
+      });
+  return o;
+}
+
+std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan) {
+  std::vector<std::vector<int64_t>> visits(static_cast<size_t>(plan.seq_len));
+  const int br = plan.shape.br, bc = plan.shape.bc;
+  walk(
+      plan,
+      [&](const PlanTile&, const std::vector<int64_t>& rows, const std::vector<int64_t>& keys,
+          const std::vector<char>& kept) {
+        for (int r = 0; r < br; ++r)
+          for (int c = 0; c < bc; ++c)
+            if (rows[static_cast<size_t>(r)] >= 0 &&
+                kept[static_cast<size_t>(r) * static_cast<size_t>(bc) + static_cast<size_t>(c)])
+              visits[static_cast<size_t>(rows[static_cast<size_t>(r)])].push_back(keys[static_cast<size_t>(c)]);
+      },
+      [](const PlanTile&, const std::vector<int64_t>&, size_t) {}, [](size_t) {});
+  return visits;
+}
+
+}  // namespace splat

@@ -1,0 +1,21 @@
+#pragma once
+// CPU model of the fused kernel: walks the same plan (passes, row tiles, items, key tiles of BC
+// keys) and applies the online softmax in the same order, in float64. Tests compare it with
+// brute-force attention to check that the plan covers every kept (row, key) exactly once.
+#include <cstdint>
+#include <vector>
+
+#include "libsplat/codegen/plan.h"
+
+namespace splat {
+
+// One head: q [seq_len][d], k and v [kv_len][d], row-major; returns o [seq_len][d]
+// (rows with no kept key are zero). scale multiplies q.k before the softmax.
+std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scale,
+                                        const std::vector<double>& q, const std::vector<double>& k,
+                                        const std::vector<double>& v);
+
+// The per-row kept keys the plan visits, in visiting order (for coverage tests).
+std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan);
+
+}  // namespace splat

@@ -1,0 +1,424 @@
+#include "libsplat/codegen/plan.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+
+namespace splat {
+namespace {
+
+constexpr int kMaxPasses = 4;
+
+
+// den > 1 only where the numerators are not all multiples of it; dividing out a common den makes
+// equal closed forms compare equal across segments.
+AffineRun normalise(AffineRun r) {
+  if (r.den > 1 && r.start_slope % r.den == 0 && r.start_offset % r.den == 0 &&
+      r.count_slope % r.den == 0 && r.count_offset % r.den == 0) {
+    r.start_slope /= r.den;
+    r.start_offset /= r.den;
+    r.count_slope /= r.den;
+    r.count_offset /= r.den;
+    r.den = 1;
+  }
+  if (r.den < 1) throw std::invalid_argument("ACSR run with den < 1");
+  return r;
+}
+
+int64_t abs64(int64_t x) { return x < 0 ? -x : x; }
+
+// Smallest row period P (a multiple of the item's row stride) over which the run start moves by
+// a multiple of the run stride, so that rows i and i+P share the key lattice.
+int64_t preferred_period(const PlanItem& it) {
+  if (it.tabulated || it.run.stride <= 1) return it.row_stride;
+  // start(i + row_stride) - start(i) = start_slope*row_stride/den (exact: den divides row_stride
+  // in phase segments, den == 1 elsewhere).
+  int64_t step = it.run.start_slope * it.row_stride / it.run.den;
+  int64_t st = it.run.stride;
+  int64_t q = st / std::gcd(st, abs64(step) % st);
+  return it.row_stride * q;
+}
+
+void check_int32(int64_t v, const char* what) {
+  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+    throw std::invalid_argument(std::string("plan value out of int32 range: ") + what);
+}
+
+// Items from segments, merging affine families with equal closed forms whose rows together form
+// one progression.
+std::vector<PlanItem> build_items(const Acsr& acsr) {
+  std::vector<PlanItem> items;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>, std::vector<size_t>> by_form;
+  for (size_t s = 0; s < acsr.segments.size(); ++s) {
+    const Segment& seg = acsr.segments[s];
+    if (seg.rows() == 0) continue;
+    if (seg.row_stride < 1) throw std::invalid_argument("ACSR segment with row_stride < 1");
+    if (seg.tabulated) {
+      PlanItem it;
+      it.row_begin = seg.row_begin;
+      it.row_end = seg.row_end;
+      it.row_stride = seg.row_stride;
+      it.tabulated = true;
+      it.segment = static_cast<int>(s);
+      items.push_back(it);
+      continue;
+    }
+    for (size_t r = 0; r < seg.runs.size(); ++r) {
+      PlanItem it;
+      it.row_begin = seg.row_begin;
+      it.row_end = seg.row_begin + (seg.rows() - 1) * seg.row_stride + 1;
+      it.row_stride = seg.row_stride;
+      it.run = normalise(seg.runs[r]);
+      if (it.run.stride < 1) throw std::invalid_argument("ACSR run with stride < 1");
+      it.segment = static_cast<int>(s);
+      it.run_index = static_cast<int>(r);
+      const AffineRun& a = it.run;
+      by_form[{a.start_slope, a.start_offset, a.stride, a.count_slope, a.count_offset, a.den}].push_back(
+          items.size());
+      items.push_back(it);
+    }
+  }
+  std::vector<bool> drop(items.size(), false);
+  for (auto& [form, idx] : by_form) {
+    if (idx.size() < 2) continue;
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min(), n = 0;
+    int64_t g = 0;
+    for (size_t k : idx) {
+      const PlanItem& it = items[k];
+      lo = std::min(lo, it.row_begin);
+      hi = std::max(hi, it.row_end - 1);
+      n += (it.row_end - it.row_begin + it.row_stride - 1) / it.row_stride;
+    }
+    for (size_t k : idx) {
+      const PlanItem& it = items[k];
+      g = std::gcd(g, it.row_begin - lo);
+      if (it.row_end - it.row_begin > 1) g = std::gcd(g, it.row_stride);
+    }
+    if (g == 0) g = 1;
+    // Segments partition the rows, so the union is the progression lo + g*m iff it has as many
+    // rows as that progression.
+    if ((hi - lo) / g + 1 != n) continue;
+    PlanItem& first = items[idx.front()];
+    first.row_begin = lo;
+    first.row_end = hi + 1;
+    first.row_stride = g;
+    first.merged = static_cast<int>(idx.size());
+    for (size_t k = 1; k < idx.size(); ++k) drop[idx[k]] = true;
+  }
+  std::vector<PlanItem> out;
+  for (size_t k = 0; k < items.size(); ++k)
+    if (!drop[k]) out.push_back(items[k]);
+  return out;
+}
+
+// Tabulated segment rows/runs into the table.
+void table_rows(const Acsr& acsr, PlanItem& it, std::vector<int32_t>& table) {
+  const Segment& seg = acsr.segments[static_cast<size_t>(it.segment)];
+  int64_t rows = seg.rows();
+  if (static_cast<int64_t>(seg.row_ptr.size()) != rows + 1)
+    throw std::invalid_argument("tabulated ACSR segment with a row_ptr of the wrong size");
+  it.tab_row_ptr = static_cast<int64_t>(table.size());
+  for (int64_t p : seg.row_ptr) {
+    check_int32(p, "row_ptr");
+    table.push_back(static_cast<int32_t>(p));
+  }
+  it.tab_runs = static_cast<int64_t>(table.size());
+  for (const Run& r : seg.table) {
+    check_int32(r.start, "run start");
+    check_int32(r.stride, "run stride");
+    check_int32(r.count, "run count");
+    table.push_back(static_cast<int32_t>(r.start));
+    table.push_back(static_cast<int32_t>(r.stride));
+    table.push_back(static_cast<int32_t>(r.count));
+  }
+}
+
+
+// Walks covering a set of runs: one lattice when all runs share stride and phase, else stride 1;
+// intervals merged where that does not add key tiles.
+std::vector<KeyWalk> walks_for(const std::vector<Run>& runs, int bc) {
+  std::vector<KeyWalk> out;
+  if (runs.empty()) return out;
+  int64_t st = runs.front().stride, phase = ((runs.front().start % st) + st) % st;
+  bool lattice = st > 1;
+  for (const Run& r : runs)
+    if (r.stride != st || ((r.start % st) + st) % st != phase) lattice = false;
+  if (!lattice) st = 1, phase = 0;
+  std::vector<std::pair<int64_t, int64_t>> iv;  // [lo, hi) in walk units
+  for (const Run& r : runs) {
+    int64_t lo, hi;
+    if (lattice) {
+      lo = (r.start - phase) / st;
+      hi = lo + r.count;
+    } else {
+      lo = r.start;
+      hi = r.start + (r.count - 1) * r.stride + 1;
+    }
+    iv.push_back({lo, hi});
+  }
+  std::sort(iv.begin(), iv.end());
+  auto tiles = [bc](int64_t n) { return (n + bc - 1) / bc; };
+  std::vector<std::pair<int64_t, int64_t>> merged;
+  for (auto& x : iv) {
+    if (!merged.empty()) {
+      auto& m = merged.back();
+      if (x.first <= m.second) {
+        m.second = std::max(m.second, x.second);
+        continue;
+      }
+      if (tiles(std::max(m.second, x.second) - m.first) <= tiles(m.second - m.first) + tiles(x.second - x.first)) {
+        m.second = std::max(m.second, x.second);
+        continue;
+      }
+    }
+    merged.push_back(x);
+  }
+  for (auto& m : merged) out.push_back({phase + m.first * st, st, m.second - m.first});
+  return out;
+}
+
+// Cuts tiles with many more key tiles than the average into chunks of about the average (at
+// least 4 key tiles), so that a few global rows do not become the critical path.
+void split_heavy_tiles(PlanPass& pass, int bc) {
+  int64_t total = 0, n = 0;
+  for (const PlanTile& t : pass.tiles)
+    if (t.key_tiles > 0) total += t.key_tiles, ++n;
+  if (n == 0) return;
+  const int64_t mean = (total + n - 1) / n;
+  const int64_t chunk = std::max<int64_t>(4, mean);
+  const int64_t threshold = std::max<int64_t>(8, 2 * mean);
+  std::vector<PlanTile> out;
+  for (PlanTile& t : pass.tiles) {
+    if (t.key_tiles <= threshold) {
+      out.push_back(std::move(t));
+      continue;
+    }
+    PlanSplit sp;
+    sp.phase = t.phase;
+    sp.m_begin = t.m_begin;
+    sp.m_end = t.m_end;
+    sp.slot_begin = pass.slots;
+    // Walk the tile's (group, walk, key tile) sequence and cut every `chunk` key tiles.
+    PlanTile cur;
+    auto flush = [&]() {
+      if (cur.key_tiles == 0) return;
+      cur.phase = t.phase;
+      cur.m_begin = t.m_begin;
+      cur.m_end = t.m_end;
+      cur.split_slot = pass.slots++;
+      cur.split_lead = sp.slot_count == 0;
+      ++sp.slot_count;
+      std::erase_if(cur.groups, [](const PlanGroup& g) { return g.walks.empty(); });
+      out.push_back(std::move(cur));
+      cur = PlanTile();
+    };
+    for (const PlanGroup& g : t.groups) {
+      for (const KeyWalk& w : g.walks) {
+        for (int64_t u0 = 0; u0 < w.count;) {
+          if (cur.groups.empty() || cur.groups.back().items != g.items || cur.groups.back().tabulated != g.tabulated) {
+            PlanGroup ng;
+            ng.tabulated = g.tabulated;
+            ng.items = g.items;
+            cur.groups.push_back(std::move(ng));
+          }
+          int64_t room = (chunk - cur.key_tiles) * bc;
+          int64_t take = std::min(room, w.count - u0);
+          cur.groups.back().walks.push_back({w.base + u0 * w.step, w.step, take});
+          cur.key_tiles += (take + bc - 1) / bc;
+          u0 += take;
+          if (cur.key_tiles >= chunk) flush();
+        }
+      }
+    }
+    flush();
+    pass.splits.push_back(sp);
+  }
+  pass.tiles = std::move(out);
+}
+
+}  // namespace
+
+bool item_run(const PlanItem& it, int64_t i, Run& out) {
+  if (it.tabulated || !it.has_row(i)) return false;
+  int64_t start = (it.run.start_slope * i + it.run.start_offset) / it.run.den;
+  int64_t count = (it.run.count_slope * i + it.run.count_offset) / it.run.den;
+  if (count <= 0) return false;
+  out = {start, it.run.stride, count};
+  return true;
+}
+
+std::vector<Run> tab_row_runs(const Plan& plan, const PlanItem& it, int64_t i) {
+  std::vector<Run> out;
+  if (!it.tabulated || !it.has_row(i)) return out;
+  int64_t m = (i - it.row_begin) / it.row_stride;
+  int64_t b = plan.table[static_cast<size_t>(it.tab_row_ptr + m)];
+  int64_t e = plan.table[static_cast<size_t>(it.tab_row_ptr + m + 1)];
+  for (int64_t k = b; k < e; ++k) {
+    size_t w = static_cast<size_t>(it.tab_runs + 3 * k);
+    if (plan.table[w + 2] > 0) out.push_back({plan.table[w], plan.table[w + 1], plan.table[w + 2]});
+  }
+  return out;
+}
+
+std::vector<Run> group_row_runs(const Plan& plan, const PlanGroup& g, int64_t i) {
+  std::vector<Run> out;
+  if (i < 0) return out;
+  for (int k : g.items) {
+    const PlanItem& it = plan.items[static_cast<size_t>(k)];
+    if (it.tabulated) {
+      for (const Run& r : tab_row_runs(plan, it, i)) out.push_back(r);
+    } else {
+      Run r;
+      if (item_run(it, i, r)) out.push_back(r);
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> tile_rows(const Plan& plan, const PlanPass& pass, const PlanTile& tile) {
+  std::vector<int64_t> rows(static_cast<size_t>(plan.shape.br), -1);
+  for (int r = 0; r < plan.shape.br; ++r) {
+    int64_t m = tile.m_begin + r;
+    if (m < tile.m_end) rows[static_cast<size_t>(r)] = tile.phase + pass.period * m;
+  }
+  return rows;
+}
+
+Plan make_plan(const Acsr& acsr, const TileShape& shape) {
+  if ((shape.br != 64 && shape.br != 128) || shape.bc != 64) throw std::invalid_argument("tile shape must be 64x64 or 128x64");
+  Plan plan;
+  plan.seq_len = acsr.seq_len;
+  plan.kv_len = acsr.kv_len;
+  plan.shape = shape;
+  check_int32(acsr.seq_len, "seq_len");
+  check_int32(acsr.kv_len, "kv_len");
+  plan.items = build_items(acsr);
+  for (PlanItem& it : plan.items) {
+    it.period = preferred_period(it);
+    if (it.tabulated) table_rows(acsr, it, plan.table);
+  }
+  // Passes: one per distinct period; too many periods fall back to one natural-order pass.
+  std::vector<int64_t> periods;
+  for (const PlanItem& it : plan.items) periods.push_back(it.period);
+  std::sort(periods.begin(), periods.end());
+  periods.erase(std::unique(periods.begin(), periods.end()), periods.end());
+  if (periods.empty()) periods.push_back(1);
+  if (static_cast<int>(periods.size()) > kMaxPasses) {
+    periods.assign(1, 1);
+    for (PlanItem& it : plan.items) it.period = 1;
+  }
+  const int br = shape.br, bc = shape.bc;
+  for (int64_t period : periods) {
+    PlanPass pass;
+    pass.period = period;
+    std::vector<int> members;
+    for (size_t k = 0; k < plan.items.size(); ++k)
+      if (plan.items[k].period == period) members.push_back(static_cast<int>(k));
+    const int64_t phases = std::min(period, plan.seq_len);
+    for (int64_t c = 0; c < phases; ++c) {
+      const int64_t M = (plan.seq_len - c + period - 1) / period;
+      for (int64_t m0 = 0; m0 < M; m0 += br) {
+        PlanTile tile;
+        tile.phase = c;
+        tile.m_begin = m0;
+        tile.m_end = std::min(M, m0 + br);
+        const int64_t first = c + period * m0, last = c + period * (tile.m_end - 1);
+        std::vector<int64_t> rows = tile_rows(plan, pass, tile);
+        int64_t valid = tile.m_end - tile.m_begin;
+        // Items with a row here, grouped by run stride (tabulated items alone).
+        std::map<int64_t, PlanGroup> affine;
+        std::vector<PlanGroup> tab;
+        for (int k : members) {
+          const PlanItem& it = plan.items[static_cast<size_t>(k)];
+          if (it.row_end <= first || it.row_begin > last) continue;
+          bool any = false;
+          for (int64_t i : rows) any = any || (i >= 0 && it.has_row(i));
+          if (!any) continue;
+          if (it.tabulated) {
+            PlanGroup g;
+            g.tabulated = true;
+            g.items.push_back(k);
+            tab.push_back(g);
+          } else {
+            affine[it.run.stride].items.push_back(k);
+          }
+        }
+        for (auto& [stride, g] : affine) tile.groups.push_back(std::move(g));
+        for (PlanGroup& g : tab) tile.groups.push_back(std::move(g));
+        for (PlanGroup& g : tile.groups) {
+          std::vector<Run> runs;
+          for (int64_t i : rows) {
+            std::vector<Run> rr = group_row_runs(plan, g, i);
+            if (!g.tabulated) pass.max_runs = std::max(pass.max_runs, static_cast<int>(rr.size()));
+            runs.insert(runs.end(), rr.begin(), rr.end());
+          }
+          g.walks = walks_for(runs, bc);
+          for (const KeyWalk& w : g.walks) {
+            int64_t kt = (w.count + bc - 1) / bc;
+            tile.key_tiles += kt;
+            plan.key_slots += kt * bc * valid;
+          }
+        }
+        std::erase_if(tile.groups, [](const PlanGroup& g) { return g.walks.empty(); });
+        pass.tiles.push_back(std::move(tile));
+      }
+    }
+    split_heavy_tiles(pass, bc);
+    // Longest tiles first, so that heavy tiles (global rows) do not finish last.
+    std::stable_sort(pass.tiles.begin(), pass.tiles.end(),
+                     [](const PlanTile& a, const PlanTile& b) { return a.key_tiles > b.key_tiles; });
+    check_int32(static_cast<int64_t>(pass.tiles.size()), "tiles per pass");
+    plan.passes.push_back(std::move(pass));
+  }
+  check_int32(static_cast<int64_t>(plan.table.size()), "table size");
+  plan.nnz = acsr.nnz();
+  return plan;
+}
+
+std::string describe(const Plan& plan) {
+  std::ostringstream o;
+  o << "tile " << plan.shape.br << "x" << plan.shape.bc << ", " << plan.items.size() << " items, "
+    << plan.passes.size() << " pass(es), tile fill " << plan.tile_fill() << "\n";
+  const size_t shown = 24;
+  for (size_t k = 0; k < plan.items.size() && k < shown; ++k) {
+    const PlanItem& it = plan.items[k];
+    o << "  item " << k << ": rows [" << it.row_begin << ", " << it.row_end << ") step " << it.row_stride;
+    if (it.tabulated) {
+      o << ", tabulated (segment " << it.segment << ")";
+    } else {
+      const AffineRun& a = it.run;
+      o << ", keys start (" << a.start_slope << "*i + " << a.start_offset << ")/" << a.den << ", stride "
+        << a.stride << ", count (" << a.count_slope << "*i + " << a.count_offset << ")/" << a.den
+        << " (segment " << it.segment << " run " << it.run_index;
+      if (it.merged > 1) o << ", merged from " << it.merged << " segments";
+      o << ")";
+    }
+    o << ", period " << it.period << "\n";
+  }
+  if (plan.items.size() > shown) o << "  ... " << plan.items.size() - shown << " more items (tables below)\n";
+  for (size_t p = 0; p < plan.passes.size(); ++p) {
+    const PlanPass& pass = plan.passes[p];
+    int64_t kt = 0, lattice = 0, walks = 0;
+    for (const PlanTile& t : pass.tiles) {
+      kt += t.key_tiles;
+      for (const PlanGroup& g : t.groups)
+        for (const KeyWalk& w : g.walks) {
+          ++walks;
+          lattice += w.step > 1;
+        }
+    }
+    o << "  pass " << p << ": rows grouped by i mod " << pass.period << ", " << pass.tiles.size() << " row tiles, "
+      << kt << " key tiles, " << walks << " walks (" << lattice << " gathered with stride > 1), up to "
+      << pass.max_runs << " runs per row and group";
+    if (!pass.splits.empty())
+      o << ", " << pass.splits.size() << " heavy tile(s) split into " << pass.slots << " chunks (split-KV)";
+    o << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace splat

@@ -1,0 +1,109 @@
+#pragma once
+// Tile plan: how the fused kernel (and the CPU model that mirrors it) walks an ACSR.
+//
+// The ACSR's run families become *items*: one run family (closed form) over a progression of rows
+// (a segment's rows, or the union of several segments' rows when their families have the same
+// closed form), or one tabulated segment. Each item has a row *period* P: rows i and i+P start
+// their runs on the same key lattice (start(i+P) - start(i) divisible by the run stride), so a
+// row tile of rows {c + P*m} can gather one lattice of keys and its key tiles hold only kept keys
+// (this is the phase regrouping of strided and dilated patterns).
+//
+// Items with the same period form a *pass*. A pass tiles every phase class c of rows
+// {c + P*m} by BR rows. In each tile the items with rows there are put into *groups* (affine items
+// of one run stride; each tabulated item alone); a group's keys are covered by *walks* (base,
+// step, count): the union of the member rows' runs, merged and split where gaps exceed a key tile,
+// gathered with step = run stride when the rows share the lattice. The kernel loads each walk in
+// key tiles of BC keys, masks each row with its own runs (closed forms; tabulated rows from the
+// table) and updates an online softmax. Since a row's runs are disjoint and each run belongs to
+// one group, every kept (row, key) is visited exactly once. Several passes (window + strided
+// lattice) hand the softmax state (m, l, unnormalised O) over through a workspace; the last pass
+// writes O. Walks and groups are computed at generation time and baked into the source.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "libsplat/analysis/acsr.h"
+
+namespace splat {
+
+struct TileShape {
+  int br = 64;  // rows per tile
+  int bc = 64;  // keys per key tile
+};
+
+struct PlanItem {
+  int64_t row_begin = 0, row_end = 0, row_stride = 1;  // member rows
+  bool tabulated = false;
+  AffineRun run;                 // affine items: the closed form (den divides exactly on members)
+  int segment = -1;              // source segment (first one when merged)
+  int run_index = -1;            // source family in that segment (-1 for tabulated)
+  int merged = 1;                // number of source segments merged into this item
+  int64_t period = 1;            // row period of its pass
+  // Tabulated: offsets (in int32 words) of its row_ptr and runs arrays in the table.
+  int64_t tab_row_ptr = -1, tab_runs = -1;
+  bool has_row(int64_t i) const {
+    return i >= row_begin && i < row_end && (i - row_begin) % row_stride == 0;
+  }
+};
+
+struct KeyWalk {
+  int64_t base = 0, step = 1, count = 0;  // keys base + u*step, u in [0, count)
+};
+
+struct PlanGroup {
+  bool tabulated = false;
+  std::vector<int> items;        // plan-wide item indices
+  std::vector<KeyWalk> walks;    // disjoint key ranges
+};
+
+struct PlanTile {
+  int64_t phase = 0, m_begin = 0, m_end = 0;  // rows phase + period*m, m in [m_begin, m_end)
+  std::vector<PlanGroup> groups;
+  int64_t key_tiles = 0;         // key tiles of BC keys over all walks (work estimate)
+  // Split-KV: a tile with far more key tiles than the others (global rows) is cut into chunks
+  // that run in parallel, each writing a partial softmax state to slot split_slot; a combine
+  // kernel merges them. The lead chunk starts from the state handed over by earlier passes.
+  int split_slot = -1;
+  bool split_lead = false;
+};
+
+struct PlanSplit {                // rows of one split tile and its chunks' slots
+  int64_t phase = 0, m_begin = 0, m_end = 0;
+  int slot_begin = 0, slot_count = 0;
+};
+
+struct PlanPass {
+  int64_t period = 1;
+  std::vector<PlanTile> tiles;   // longest first
+  std::vector<PlanSplit> splits;
+  int slots = 0;                 // split chunks in this pass
+  int max_runs = 1;              // most runs a row has in one affine group (kernel register arrays)
+};
+
+struct Plan {
+  int64_t seq_len = 0, kv_len = 0;
+  TileShape shape;
+  std::vector<PlanItem> items;
+  std::vector<PlanPass> passes;
+  std::vector<int32_t> table;    // tabulated items' row_ptr and runs (int32 words)
+  int64_t key_slots = 0;         // (row, key) pairs visited, tile padding included, one head
+  int64_t nnz = 0;
+  double tile_fill() const { return key_slots ? double(nnz) / double(key_slots) : 1.0; }
+};
+
+// Throws std::invalid_argument on an ACSR that breaks the contract.
+Plan make_plan(const Acsr& acsr, const TileShape& shape = {});
+
+// Run of row i in an affine item (false when i is not a member or its count is <= 0).
+bool item_run(const PlanItem& item, int64_t i, Run& out);
+// Runs of a member row of a tabulated item, read from the table.
+std::vector<Run> tab_row_runs(const Plan& plan, const PlanItem& item, int64_t i);
+// Runs of row i in a group (all its items).
+std::vector<Run> group_row_runs(const Plan& plan, const PlanGroup& g, int64_t i);
+// Rows of a tile (size br; -1 marks padding past the phase class).
+std::vector<int64_t> tile_rows(const Plan& plan, const PlanPass& pass, const PlanTile& tile);
+
+// One line per item and pass, for logs and the emitted source's header comment.
+std::string describe(const Plan& plan);
+
+}  // namespace splat

@@ -1,0 +1,33 @@
+#pragma once
+// NVRTC: CUDA C++ -> PTX or CUBIN for a given architecture. Needs no GPU and no driver.
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace splat {
+
+// Compilation failed; what() holds the NVRTC log (file:line: error ...).
+class CompileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class CompileTarget { Ptx, Cubin };
+
+struct CompileResult {
+  std::string image;  // PTX text or CUBIN bytes
+  std::string log;    // NVRTC log (warnings)
+  double seconds = 0;
+};
+
+// arch: "sm_80", "sm_90", "sm_90a", ... (PTX is generated for the matching compute_XX).
+// name: the program name used in diagnostics (e.g. "window-4k.cu").
+CompileResult nvrtc_compile(const std::string& source, const std::string& name, const std::string& arch,
+                            CompileTarget target);
+
+// Checks an "sm_XY" string (throws std::invalid_argument otherwise); returns XY.
+int parse_arch(const std::string& arch);
+
+std::string nvrtc_version();
+
+}  // namespace splat

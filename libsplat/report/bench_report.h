@@ -1,0 +1,58 @@
+#pragma once
+// Timing reports of `splatc bench`: per problem and kernel kind, the time (median/min/max of N
+// CUDA-event timings after warm-up, L2 flushed before each run), useful TFLOP/s (4*B*H*nnz*d),
+// GB/s of the minimal traffic (Q, K, V read once, O written once), the share of the memory and
+// compute floors, and the error against a float64 reference.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace splat {
+
+// Ceilings used for floors: measured on an H200 (docs/performance.md; h200 peer timings).
+struct Ceilings {
+  double bandwidth = 4.23e12;  // bytes/s, device-to-device copy (read + write)
+  double bf16 = 686e12, fp16 = 686e12, tf32 = 355e12, fp32 = 51e12;  // FLOP/s, matrix products
+};
+
+struct KernelResult {
+  std::string kind;            // "fused" or "pipeline"
+  bool ran = false;
+  std::string note;            // why it did not run, or what went wrong
+  double ms_median = 0, ms_min = 0, ms_max = 0;
+  int repeats = 0;
+  double tflops = 0;           // useful FLOP / median time
+  double gbps = 0;             // minimal bytes / median time
+  double pct_memory_floor = 0, pct_compute_floor = 0;  // floor time / median time, in %
+  double max_abs_err = 0, rel_err = 0;  // rel = max|o - ref| / max|ref|
+  double tolerance = 0;
+  bool deterministic = true;   // the last timed run reproduced the checked output bit for bit
+  bool pass = false;
+};
+
+struct ProblemResult {
+  std::string name, file, dtype;
+  int64_t seq_len = 0, kv_len = 0, head_dim = 0, heads = 0, batch = 0;
+  int64_t nnz = 0;             // per head
+  double density = 0;
+  double flops = 0;            // useful FLOP, all heads
+  double bytes = 0;            // minimal bytes
+  double floor_memory_us = 0, floor_compute_us = 0;
+  std::string reference;       // "host float64" or "gpu float64"
+  std::string pattern_hash;
+  int passes = 0;
+  double tile_fill = 0;
+  bool tensor_cores = false;
+  double compile_seconds = 0;
+  std::vector<KernelResult> kernels;
+  bool pass() const;
+};
+
+double floor_us(const ProblemResult& r);  // max(memory, compute)
+
+std::string format_bench_table(const std::vector<ProblemResult>& results, const std::string& device);
+nlohmann::json bench_json(const std::vector<ProblemResult>& results, const std::string& device);
+
+}  // namespace splat

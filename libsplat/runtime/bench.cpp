@@ -1,0 +1,433 @@
+#include "libsplat/runtime/bench.h"
+
+#include <cuda_runtime_api.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <future>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "libsplat/analysis/analysis.h"
+#include "libsplat/codegen/codegen.h"
+#include "libsplat/codegen/device_code.h"
+#include "libsplat/compile/nvrtc.h"
+#include "libsplat/runtime/kernel.h"
+#include "libsplat/runtime/runtime.h"
+
+namespace splat {
+namespace {
+
+const char* elt(DType t) {
+  switch (t) {
+    case DType::FP16: return "f16_t";
+    case DType::BF16: return "bf16_t";
+    default: return "float";
+  }
+}
+
+// Input generation, conversion and the float64 reference: not pattern-specific, one module per
+// (dtype, head_dim). The reference walks each row's kept keys (ACSR rows, uploaded as runs) in
+// float64 with a two-sweep softmax: a plain masked attention with no tiling.
+std::string support_source(DType t, int64_t hd) {
+  std::string s = "#define SPLAT_HD " + std::to_string(hd) + "\n";
+  s += device_code();
+  s += "typedef " + std::string(elt(t)) + " T;\n";
+  s += R"CUDA(
+__device__ __forceinline__ unsigned long long splitmix(unsigned long long x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+// Standard normal values (Box-Muller on two hashed uniforms), rounded to T.
+extern "C" __global__ void splat_fill(void* out, long long n, unsigned long long seed) {
+  for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x) {
+    unsigned long long h = splitmix(seed ^ splitmix((unsigned long long)x));
+    double u1 = ((h >> 11) + 1.0) * (1.0 / 9007199254740993.0);
+    double u2 = (splitmix(h) >> 11) * (1.0 / 9007199254740992.0);
+    double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    static_cast<T*>(out)[x] = from_f<T>((float)z);
+  }
+}
+extern "C" __global__ void splat_to_double(const void* in, double* out, long long n) {
+  for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x)
+    out[x] = (double)to_f(static_cast<const T*>(in)[x]);
+}
+// One block per (row, batch*head).
+extern "C" __global__ void __launch_bounds__(128) splat_reference(const void* qv, const void* kv, const void* vv,
+    double* out, const long long* row_ptr, const int* runs, long long seq, long long kvl, double scale) {
+  const T* q = static_cast<const T*>(qv);
+  const T* k = static_cast<const T*>(kv);
+  const T* v = static_cast<const T*>(vv);
+  __shared__ double qs[SPLAT_HD];
+  __shared__ double ps[128];
+  __shared__ long long js[128];
+  __shared__ double red[4];
+  const long long row = blockIdx.x, bh = blockIdx.y;
+  for (int x = threadIdx.x; x < SPLAT_HD; x += 128) qs[x] = (double)to_f(q[(bh * seq + row) * SPLAT_HD + x]);
+  __syncthreads();
+  const long long rb = row_ptr[row], re = row_ptr[row + 1];
+  double mx = -1.0 / 0.0;
+  for (long long r = rb; r < re; ++r) {
+    const int* run = runs + 3 * r;
+    for (long long t = threadIdx.x; t < run[2]; t += 128) {
+      const long long j = run[0] + t * (long long)run[1];
+      double dot = 0.0;
+      for (int x = 0; x < SPLAT_HD; ++x) dot += qs[x] * (double)to_f(k[(bh * kvl + j) * SPLAT_HD + x]);
+      mx = fmax(mx, dot * scale);
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = mx;
+  __syncthreads();
+  mx = fmax(fmax(red[0], red[1]), fmax(red[2], red[3]));
+  constexpr int NA = (SPLAT_HD + 127) / 128;
+  double acc[NA];
+  for (int a = 0; a < NA; ++a) acc[a] = 0.0;
+  double l = 0.0;
+  for (long long r = rb; r < re; ++r) {
+    const int* run = runs + 3 * r;
+    for (long long t0 = 0; t0 < run[2]; t0 += 128) {
+      const long long t = t0 + threadIdx.x;
+      __syncthreads();
+      if (t < run[2]) {
+        const long long j = run[0] + t * (long long)run[1];
+        double dot = 0.0;
+        for (int x = 0; x < SPLAT_HD; ++x) dot += qs[x] * (double)to_f(k[(bh * kvl + j) * SPLAT_HD + x]);
+        ps[threadIdx.x] = exp(dot * scale - mx);
+        js[threadIdx.x] = j;
+      } else {
+        ps[threadIdx.x] = 0.0;
+        js[threadIdx.x] = -1;
+      }
+      __syncthreads();
+      const int nc = (int)min((long long)128, run[2] - t0);
+      for (int c = 0; c < nc; ++c) {
+        l += ps[c];
+        for (int a = 0; a < NA; ++a) {
+          const int d = threadIdx.x + 128 * a;
+          if (d < SPLAT_HD) acc[a] += ps[c] * (double)to_f(v[(bh * kvl + js[c]) * SPLAT_HD + d]);
+        }
+      }
+    }
+  }
+  for (int a = 0; a < NA; ++a) {
+    const int d = threadIdx.x + 128 * a;
+    if (d < SPLAT_HD) out[(bh * seq + row) * SPLAT_HD + d] = l > 0.0 ? acc[a] / l : 0.0;
+  }
+}
+)CUDA";
+  return s;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+double tolerance(DType t) { return t == DType::FP32 ? 1e-5 : 2e-2; }
+
+double compute_rate(const Ceilings& c, DType t) {
+  switch (t) {
+    case DType::FP32: return c.fp32;
+    case DType::TF32: return c.tf32;
+    case DType::FP16: return c.fp16;
+    case DType::BF16: return c.bf16;
+  }
+  return c.fp32;
+}
+
+struct Event {
+  cudaEvent_t e = nullptr;
+  Event() { cuda_check(cudaEventCreate(&e), "cudaEventCreate"); }
+  ~Event() { cudaEventDestroy(e); }
+};
+
+struct Support {
+  std::shared_ptr<Module> mod;
+  const void *fill, *to_double, *reference;
+};
+
+void launch1d(const void* fn, int64_t n, void** args) {
+  int64_t blocks = std::min<int64_t>((n + 255) / 256, 65535 * 16);
+  launch_kernel(fn, std::max<int64_t>(blocks, 1), 1, 256, 0, args, nullptr);
+}
+
+// Host float64 reference over the pattern's own mask (kept()), independent of the analysis.
+std::vector<double> host_reference(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
+                                   const std::vector<double>& v) {
+  const int64_t L = p.seq_len, KV = p.kv_len, D = p.head_dim, BH = p.batch * p.heads;
+  std::vector<std::vector<int64_t>> keys(static_cast<size_t>(L));
+  for (int64_t i = 0; i < L; ++i)
+    for (int64_t j = 0; j < KV; ++j)
+      if (kept(p, i, j)) keys[static_cast<size_t>(i)].push_back(j);
+  std::vector<double> o(static_cast<size_t>(BH * L * D), 0.0), s;
+  for (int64_t b = 0; b < BH; ++b)
+    for (int64_t i = 0; i < L; ++i) {
+      const auto& ks = keys[static_cast<size_t>(i)];
+      if (ks.empty()) continue;
+      s.assign(ks.size(), 0.0);
+      double mx = -INFINITY;
+      for (size_t c = 0; c < ks.size(); ++c) {
+        double dot = 0;
+        for (int64_t x = 0; x < D; ++x)
+          dot += q[static_cast<size_t>((b * L + i) * D + x)] * k[static_cast<size_t>((b * KV + ks[c]) * D + x)];
+        s[c] = dot * p.scale;
+        mx = std::max(mx, s[c]);
+      }
+      double l = 0;
+      double* out = &o[static_cast<size_t>((b * L + i) * D)];
+      for (size_t c = 0; c < ks.size(); ++c) {
+        double e = std::exp(s[c] - mx);
+        l += e;
+        for (int64_t x = 0; x < D; ++x) out[x] += e * v[static_cast<size_t>((b * KV + ks[c]) * D + x)];
+      }
+      for (int64_t x = 0; x < D; ++x) out[x] /= l;
+    }
+  return o;
+}
+
+struct Prepared {
+  Problem problem;
+  Acsr acsr;
+  std::shared_ptr<GeneratedModule> gen;
+  std::future<CompileResult> cubin;
+  std::string support_key;
+};
+
+}  // namespace
+
+std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const BenchOptions& opt,
+                                 std::string& device_description,
+                                 const std::function<void(const ProblemResult&)>& progress) {
+  DeviceInfo dev = device_info();
+  const std::string arch = dev.arch();
+  device_description = dev.name + " (" + arch + ", " + std::to_string(dev.sms) + " SMs, " +
+                       std::to_string(dev.memory >> 20) + " MiB, driver " + std::to_string(dev.driver_version) +
+                       ", runtime " + std::to_string(dev.runtime_version) + ", NVRTC " + nvrtc_version() + ")";
+
+  // Analyse and generate on this thread, compile every module in parallel (NVRTC is the slow part).
+  std::vector<Prepared> prep;
+  std::map<std::string, std::future<CompileResult>> support_cubins;
+  for (const Problem& p : problems) {
+    Prepared x;
+    x.problem = p;
+    x.acsr = analyze(p);
+    CodegenOptions co;
+    co.fused = opt.fused;
+    co.pipeline = opt.pipeline;
+    x.gen = std::make_shared<GeneratedModule>(generate(p, x.acsr, co));
+    std::string src = x.gen->source, name = p.name + ".cu";
+    x.cubin = std::async(std::launch::async, [src, name, arch] {
+      return nvrtc_compile(src, name, arch, CompileTarget::Cubin);
+    });
+    x.support_key = std::string(dtype_name(p.dtype)) + "/" + std::to_string(p.head_dim);
+    if (!support_cubins.count(x.support_key)) {
+      std::string ssrc = support_source(p.dtype, p.head_dim);
+      support_cubins[x.support_key] = std::async(std::launch::async, [ssrc, arch] {
+        return nvrtc_compile(ssrc, "splat_support.cu", arch, CompileTarget::Cubin);
+      });
+    }
+    prep.push_back(std::move(x));
+  }
+  std::map<std::string, Support> supports;
+  for (auto& [key, fut] : support_cubins) {
+    Support s;
+    s.mod = std::make_shared<Module>(fut.get().image);
+    s.fill = s.mod->kernel("splat_fill");
+    s.to_double = s.mod->kernel("splat_to_double");
+    s.reference = s.mod->kernel("splat_reference");
+    supports[key] = s;
+  }
+  // L2 flush buffer: written before every timed run so that each run starts from HBM.
+  DeviceBuffer flush(std::max<size_t>(size_t{256} << 20, 4 * dev.l2_bytes));
+
+  std::vector<ProblemResult> results;
+  for (Prepared& x : prep) {
+    const Problem& p = x.problem;
+    const GeneratedModule& gen = *x.gen;
+    ProblemResult r;
+    r.name = p.name;
+    r.file = p.file;
+    r.dtype = dtype_name(p.dtype);
+    r.seq_len = p.seq_len;
+    r.kv_len = p.kv_len;
+    r.head_dim = p.head_dim;
+    r.heads = p.heads;
+    r.batch = p.batch;
+    r.nnz = gen.nnz;
+    r.density = double(gen.nnz) / double(p.seq_len) / double(p.kv_len);
+    const int64_t BH = p.batch * p.heads, D = p.head_dim;
+    r.flops = 4.0 * double(BH) * double(gen.nnz) * double(D);
+    const size_t esz = static_cast<size_t>(dtype_bytes(p.dtype));
+    r.bytes = double(BH) * double(2 * p.seq_len + 2 * p.kv_len) * double(D) * double(esz);
+    r.floor_memory_us = r.bytes / opt.ceilings.bandwidth * 1e6;
+    r.floor_compute_us = r.flops / compute_rate(opt.ceilings, p.dtype) * 1e6;
+    r.pattern_hash = gen.pattern_hash;
+    r.passes = static_cast<int>(gen.plan.passes.size());
+    r.tile_fill = gen.plan.tile_fill();
+    r.tensor_cores = gen.tensor_cores;
+    CompileResult cr = x.cubin.get();
+    r.compile_seconds = cr.seconds;
+    auto mod = std::make_shared<Module>(cr.image);
+    const Support& sup = supports.at(x.support_key);
+
+    // Inputs.
+    const int64_t nq = BH * p.seq_len * D, nk = BH * p.kv_len * D;
+    DeviceBuffer q(static_cast<size_t>(nq) * esz), k(static_cast<size_t>(nk) * esz), v(static_cast<size_t>(nk) * esz),
+        o(static_cast<size_t>(nq) * esz);
+    {
+      void* ptr;
+      long long n;
+      unsigned long long seed;
+      void* args[] = {&ptr, &n, &seed};
+      ptr = q.get(), n = nq, seed = opt.seed * 3 + 0;
+      launch1d(sup.fill, n, args);
+      ptr = k.get(), n = nk, seed = opt.seed * 3 + 1;
+      launch1d(sup.fill, n, args);
+      ptr = v.get(), n = nk, seed = opt.seed * 3 + 2;
+      launch1d(sup.fill, n, args);
+      cuda_check(cudaDeviceSynchronize(), "input generation");
+    }
+    // Reference in float64.
+    std::vector<double> ref(static_cast<size_t>(nq));
+    if (p.seq_len * p.kv_len <= opt.host_reference_max_cells) {
+      r.reference = "host float64 (brute force over the pattern)";
+      auto to_host = [&](const DeviceBuffer& b, int64_t n) {
+        DeviceBuffer d(static_cast<size_t>(n) * sizeof(double));
+        const void* in = b.get();
+        double* out = static_cast<double*>(d.get());
+        long long nn = n;
+        void* args[] = {&in, &out, &nn};
+        launch1d(sup.to_double, n, args);
+        std::vector<double> h(static_cast<size_t>(n));
+        d.download(h.data(), h.size() * sizeof(double));
+        return h;
+      };
+      ref = host_reference(p, to_host(q, nq), to_host(k, nk), to_host(v, nk));
+    } else {
+      r.reference = "gpu float64 (masked rows from the ACSR)";
+      std::vector<long long> row_ptr(static_cast<size_t>(p.seq_len) + 1, 0);
+      std::vector<int32_t> runs;
+      for (int64_t i = 0; i < p.seq_len; ++i) {
+        for (const Run& run : x.acsr.row(i)) {
+          runs.push_back(static_cast<int32_t>(run.start));
+          runs.push_back(static_cast<int32_t>(run.stride));
+          runs.push_back(static_cast<int32_t>(run.count));
+        }
+        row_ptr[static_cast<size_t>(i) + 1] = static_cast<long long>(runs.size() / 3);
+      }
+      if (runs.empty()) runs.assign(3, 0);
+      DeviceBuffer drp(row_ptr.size() * sizeof(long long)), druns(runs.size() * sizeof(int32_t)),
+          dref(static_cast<size_t>(nq) * sizeof(double));
+      drp.upload(row_ptr.data(), drp.size());
+      druns.upload(runs.data(), druns.size());
+      const void *qp = q.get(), *kp = k.get(), *vp = v.get(), *rp = drp.get(), *up = druns.get();
+      double* op = static_cast<double*>(dref.get());
+      long long seq = p.seq_len, kvl = p.kv_len;
+      double scale = p.scale;
+      void* args[] = {&qp, &kp, &vp, &op, &rp, &up, &seq, &kvl, &scale};
+      launch_kernel(sup.reference, p.seq_len, BH, 128, 0, args, nullptr);
+      cuda_check(cudaDeviceSynchronize(), "reference kernel");
+      dref.download(ref.data(), ref.size() * sizeof(double));
+    }
+    double ref_max = 0;
+    for (double x2 : ref) ref_max = std::max(ref_max, std::fabs(x2));
+
+    auto gen_ptr = std::shared_ptr<const GeneratedModule>(x.gen);
+    for (KernelKind kind : {KernelKind::Fused, KernelKind::Pipeline}) {
+      if ((kind == KernelKind::Fused && !opt.fused) || (kind == KernelKind::Pipeline && !opt.pipeline)) continue;
+      KernelResult kr;
+      kr.kind = kernel_kind_name(kind);
+      kr.tolerance = tolerance(p.dtype);
+      try {
+        Kernel kern(gen_ptr, mod, kind, BH);
+        auto poison = [&] { cuda_check(cudaMemsetAsync(o.get(), 0xff, o.size(), nullptr), "poison output"); };
+        auto read_out = [&] {
+          std::vector<double> h(static_cast<size_t>(nq));
+          DeviceBuffer d(static_cast<size_t>(nq) * sizeof(double));
+          const void* in = o.get();
+          double* out = static_cast<double*>(d.get());
+          long long nn = nq;
+          void* args[] = {&in, &out, &nn};
+          launch1d(sup.to_double, nq, args);
+          d.download(h.data(), h.size() * sizeof(double));
+          return h;
+        };
+        poison();
+        kern.launch(q.get(), k.get(), v.get(), o.get());
+        cuda_check(cudaGetLastError(), "kernel launch");
+        cuda_check(cudaDeviceSynchronize(), "kernel run");
+        std::vector<double> out = read_out();
+        double max_abs = 0;
+        bool nan = false;
+        for (size_t e = 0; e < out.size(); ++e) {
+          double d = std::fabs(out[e] - ref[e]);
+          if (!(d == d)) nan = true;
+          else max_abs = std::max(max_abs, d);
+        }
+        kr.max_abs_err = nan ? NAN : max_abs;
+        kr.rel_err = nan ? NAN : (ref_max > 0 ? max_abs / ref_max : max_abs);
+        kr.pass = !nan && kr.rel_err <= kr.tolerance;
+        if (nan) kr.note = "output has NaN (unwritten or invalid elements)";
+        // Timing: warm-up, then each run after an L2 flush and a poison, between two events.
+        for (int w = 0; w < opt.warmup; ++w) kern.launch(q.get(), k.get(), v.get(), o.get());
+        Event e0, e1;
+        std::vector<double> ms;
+        for (int it = 0; it < opt.repeat; ++it) {
+          cuda_check(cudaMemsetAsync(flush.get(), it & 0xff, flush.size(), nullptr), "L2 flush");
+          poison();
+          cuda_check(cudaEventRecord(e0.e, nullptr), "cudaEventRecord");
+          kern.launch(q.get(), k.get(), v.get(), o.get());
+          cuda_check(cudaEventRecord(e1.e, nullptr), "cudaEventRecord");
+          cuda_check(cudaEventSynchronize(e1.e), "timed run");
+          float t = 0;
+          cuda_check(cudaEventElapsedTime(&t, e0.e, e1.e), "cudaEventElapsedTime");
+          ms.push_back(t);
+        }
+        std::vector<double> again = read_out();
+        kr.deterministic = std::memcmp(again.data(), out.data(), out.size() * sizeof(double)) == 0 || nan;
+        if (!kr.deterministic) {
+          kr.pass = false;
+          kr.note = "the output changed between runs (race)";
+        }
+        kr.ran = true;
+        kr.repeats = opt.repeat;
+        kr.ms_median = median(ms);
+        kr.ms_min = ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end());
+        kr.ms_max = ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end());
+        double sec = kr.ms_median * 1e-3;
+        if (sec > 0) {
+          kr.tflops = r.flops / sec / 1e12;
+          kr.gbps = r.bytes / sec / 1e9;
+          kr.pct_memory_floor = r.floor_memory_us * 1e-6 / sec * 100;
+          kr.pct_compute_floor = r.floor_compute_us * 1e-6 / sec * 100;
+        }
+      } catch (const CudaError& e) {
+        kr.ran = false;
+        kr.pass = false;
+        kr.note = e.what();
+        cudaGetLastError();
+        // A sticky error (illegal address) poisons the context: nothing after it can run.
+        if (cudaDeviceSynchronize() != cudaSuccess) {
+          r.kernels.push_back(kr);
+          results.push_back(r);
+          if (progress) progress(r);
+          throw;
+        }
+      }
+      r.kernels.push_back(kr);
+    }
+    results.push_back(r);
+    if (progress) progress(r);
+  }
+  return results;
+}
+
+}  // namespace splat

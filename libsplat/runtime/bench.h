@@ -1,0 +1,30 @@
+#pragma once
+// `splatc bench`: runs the generated kernels on the GPU with seeded random inputs, checks them
+// against float64 (host brute force over the pattern for small problems, a plain masked GPU
+// reference in float64 for large ones) and times them.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "libsplat/pattern/pattern.h"
+#include "libsplat/report/bench_report.h"
+
+namespace splat {
+
+struct BenchOptions {
+  bool fused = true, pipeline = true;
+  int repeat = 20;                       // timed runs (median/min/max)
+  int warmup = 3;
+  uint64_t seed = 20261129;
+  int64_t host_reference_max_cells = int64_t{1} << 22;  // seq_len*kv_len up to this: host float64
+  Ceilings ceilings;
+};
+
+// Benchmarks each problem in turn (all modules are compiled first, in parallel). progress is
+// called with each finished result. Throws NoGpuError when no GPU is usable.
+std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const BenchOptions& opt,
+                                 std::string& device_description,
+                                 const std::function<void(const ProblemResult&)>& progress = {});
+
+}  // namespace splat

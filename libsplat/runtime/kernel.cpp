@@ -1,0 +1,51 @@
+#include "libsplat/runtime/kernel.h"
+
+#include "libsplat/analysis/analysis.h"
+#include "libsplat/compile/nvrtc.h"
+
+namespace splat {
+
+Kernel::Kernel(std::shared_ptr<const GeneratedModule> gen, std::shared_ptr<Module> mod, KernelKind kind,
+               int64_t batch_heads)
+    : gen_(std::move(gen)), mod_(std::move(mod)), kind_(kind), bh_(batch_heads) {
+  const std::vector<KernelDesc>& ks = kind == KernelKind::Fused ? gen_->fused : gen_->pipeline;
+  if (ks.empty()) throw std::invalid_argument(std::string("module has no ") + kernel_kind_name(kind) + " kernel");
+  for (const KernelDesc& d : ks)
+    launches_.push_back({mod_->kernel(d.name, static_cast<size_t>(d.smem_dynamic)), d.grid_x, d.block,
+                         static_cast<size_t>(d.smem_dynamic)});
+  if (!gen_->table.empty()) {
+    table_ = std::make_shared<DeviceBuffer>(gen_->table.size() * sizeof(int32_t));
+    table_->upload(gen_->table.data(), gen_->table.size() * sizeof(int32_t));
+  }
+  const size_t bh = static_cast<size_t>(bh_);
+  if (kind == KernelKind::Fused && gen_->workspace_floats_per_bh > 0)
+    ws_ = std::make_shared<DeviceBuffer>(bh * static_cast<size_t>(gen_->workspace_floats_per_bh) * sizeof(float));
+  if (kind == KernelKind::Pipeline && gen_->scores_floats_per_bh > 0)
+    scores_ = std::make_shared<DeviceBuffer>(bh * static_cast<size_t>(gen_->scores_floats_per_bh) * sizeof(float));
+}
+
+void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* stream) const {
+  void* ws = ws_ ? ws_->get() : nullptr;
+  void* scores = scores_ ? scores_->get() : nullptr;
+  const void* table = table_ ? table_->get() : nullptr;
+  void* args[] = {&q, &k, &v, &o, &ws, &scores, &table};
+  for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, bh_, l.block, l.smem, args, stream);
+}
+
+Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions& opt) {
+  DeviceInfo dev = device_info();
+  CodegenOptions co;
+  co.fused = opt.kind == KernelKind::Fused;
+  co.pipeline = opt.kind == KernelKind::Pipeline;
+  auto gen = std::make_shared<const GeneratedModule>(generate(problem, acsr, co));
+  std::string arch = opt.arch.empty() ? dev.arch() : opt.arch;
+  CompileResult img = nvrtc_compile(gen->source, gen->name + ".cu", arch, CompileTarget::Cubin);
+  auto mod = std::make_shared<Module>(img.image);
+  return Kernel(gen, mod, opt.kind, problem.batch * problem.heads);
+}
+
+Kernel build_kernel(const Problem& problem, const BuildOptions& opt) {
+  return build_kernel(problem, analyze(problem), opt);
+}
+
+}  // namespace splat

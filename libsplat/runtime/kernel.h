@@ -1,0 +1,58 @@
+#pragma once
+// Library API: from a pattern to a loaded, launchable kernel in one call.
+//
+//   splat::Problem p = splat::load_problem("patterns/window-4k-bf16.json");
+//   splat::BuildOptions opt;              // kind = Fused (default) or Pipeline; arch = "" (this GPU)
+//   splat::Kernel k = splat::build_kernel(p, opt);
+//   k.launch(q, k_, v, o, stream);   // device pointers, [batch, heads, len, head_dim] row-major
+//
+// build_kernel analyses the pattern, generates CUDA for it, compiles it with NVRTC for the
+// current GPU and loads it; the Kernel owns the device table and the workspace it needs.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "libsplat/analysis/acsr.h"
+#include "libsplat/codegen/codegen.h"
+#include "libsplat/pattern/pattern.h"
+#include "libsplat/runtime/runtime.h"
+
+namespace splat {
+
+struct BuildOptions {
+  KernelKind kind = KernelKind::Fused;
+  std::string arch;  // "" = the current device's (sm_XY)
+};
+
+class Kernel {
+ public:
+  // Launches every kernel of the chosen kind on stream (a cudaStream_t; nullptr = default).
+  // q, o: [batch, heads, seq_len, head_dim]; k, v: [batch, heads, kv_len, head_dim]; device memory
+  // in the problem's dtype, for the batch and heads of the problem it was built for.
+  void launch(const void* q, const void* k, const void* v, void* o, void* stream = nullptr) const;
+  KernelKind kind() const { return kind_; }
+  const GeneratedModule& module() const { return *gen_; }
+  int64_t batch_heads() const { return bh_; }
+
+  // Internal: bench builds both kinds from one loaded module.
+  Kernel(std::shared_ptr<const GeneratedModule> gen, std::shared_ptr<Module> mod, KernelKind kind, int64_t batch_heads);
+
+ private:
+  struct Launch {
+    const void* fn;
+    int64_t grid_x;
+    int block;
+    size_t smem;
+  };
+  std::shared_ptr<const GeneratedModule> gen_;
+  std::shared_ptr<Module> mod_;
+  KernelKind kind_;
+  int64_t bh_;
+  std::vector<Launch> launches_;
+  std::shared_ptr<DeviceBuffer> table_, ws_, scores_;
+};
+
+Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions& opt = {});
+Kernel build_kernel(const Problem& problem, const BuildOptions& opt = {});  // runs analyze()
+
+}  // namespace splat

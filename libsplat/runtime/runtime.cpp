@@ -1,0 +1,90 @@
+#include "libsplat/runtime/runtime.h"
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <utility>
+
+namespace splat {
+
+void cuda_check(int err, const char* what) {
+  if (err != cudaSuccess) {
+    auto e = static_cast<cudaError_t>(err);
+    throw CudaError(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+  }
+}
+
+DeviceInfo device_info() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    std::string why = err != cudaSuccess ? std::string(cudaGetErrorString(err)) : "no CUDA device found";
+    cudaGetLastError();
+    throw NoGpuError("no usable GPU: " + why + " (emit and analyze work without one)");
+  }
+  DeviceInfo d;
+  cudaDeviceProp prop{};
+  cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  cuda_check(cudaSetDevice(0), "cudaSetDevice");
+  d.name = prop.name;
+  d.cc_major = prop.major;
+  d.cc_minor = prop.minor;
+  d.sms = prop.multiProcessorCount;
+  d.memory = prop.totalGlobalMem;
+  d.l2_bytes = static_cast<size_t>(prop.l2CacheSize);
+  cudaDriverGetVersion(&d.driver_version);
+  cudaRuntimeGetVersion(&d.runtime_version);
+  if (d.cc_major < 8) throw NoGpuError("GPU " + d.name + " is " + d.arch() + "; splatc kernels need sm_80 or newer");
+  return d;
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : n_(bytes) {
+  if (bytes) cuda_check(cudaMalloc(&p_, bytes), "cudaMalloc");
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (p_) cudaFree(p_);
+}
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (p_) cudaFree(p_);
+    p_ = std::exchange(o.p_, nullptr);
+    n_ = std::exchange(o.n_, 0);
+  }
+  return *this;
+}
+void DeviceBuffer::upload(const void* src, size_t bytes, size_t offset) {
+  cuda_check(cudaMemcpy(static_cast<char*>(p_) + offset, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+}
+void DeviceBuffer::download(void* dst, size_t bytes, size_t offset) const {
+  cuda_check(cudaMemcpy(dst, static_cast<const char*>(p_) + offset, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+}
+
+Module::Module(const std::string& image) {
+  cudaLibrary_t lib = nullptr;
+  cuda_check(cudaLibraryLoadData(&lib, image.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cudaLibraryLoadData");
+  lib_ = lib;
+}
+Module::~Module() {
+  if (lib_) cudaLibraryUnload(static_cast<cudaLibrary_t>(lib_));
+}
+const void* Module::kernel(const std::string& name, size_t dynamic_smem) const {
+  cudaKernel_t k = nullptr;
+  cuda_check(cudaLibraryGetKernel(&k, static_cast<cudaLibrary_t>(lib_), name.c_str()),
+             ("cudaLibraryGetKernel " + name).c_str());
+  if (dynamic_smem > 48 * 1024)
+    cuda_check(cudaFuncSetAttribute(reinterpret_cast<const void*>(k), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(dynamic_smem)),
+               "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+  return reinterpret_cast<const void*>(k);
+}
+
+void launch_kernel(const void* kernel, int64_t grid_x, int64_t grid_y, int block, size_t smem, void** args,
+                   void* stream) {
+  if (grid_x <= 0 || grid_y <= 0) return;
+  if (grid_x > 0x7fffffff || grid_y > 65535) throw CudaError("grid too large for one launch");
+  dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)), blk(static_cast<unsigned>(block));
+  cuda_check(cudaLaunchKernel(kernel, grid, blk, args, smem, static_cast<cudaStream_t>(stream)), "cudaLaunchKernel");
+}
+
+}  // namespace splat

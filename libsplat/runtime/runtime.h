@@ -1,0 +1,80 @@
+#pragma once
+// GPU runtime through the CUDA runtime API only (static cudart, which opens libcuda.so lazily):
+// splatc starts and emits on machines without a driver; only running kernels needs a GPU.
+// Modules are loaded from CUBIN/PTX images with cudaLibraryLoadData and launched with
+// cudaLaunchKernel on the cudaKernel_t handles.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace splat {
+
+// No usable GPU (no device, no driver, driver too old): splatc exits 3 with this message.
+class NoGpuError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+// A CUDA call failed.
+class CudaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int sms = 0;
+  size_t memory = 0;
+  size_t l2_bytes = 0;
+  int driver_version = 0, runtime_version = 0;
+  std::string arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
+};
+
+// The current device (0); throws NoGpuError when none can be used.
+DeviceInfo device_info();
+
+// Throws CudaError naming `what` when err (a cudaError_t) is not success.
+void cuda_check(int err, const char* what);
+
+// Device memory, freed on destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return p_; }
+  size_t size() const { return n_; }
+  void upload(const void* src, size_t bytes, size_t offset = 0);
+  void download(void* dst, size_t bytes, size_t offset = 0) const;
+
+ private:
+  void* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// A loaded module (cudaLibrary_t); kernels are looked up by their extern "C" name.
+class Module {
+ public:
+  explicit Module(const std::string& image);  // CUBIN bytes or NUL-terminated PTX text
+  ~Module();
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  // Opaque kernel handle (cudaKernel_t); raises the dynamic shared memory limit when needed.
+  const void* kernel(const std::string& name, size_t dynamic_smem = 0) const;
+
+ private:
+  void* lib_ = nullptr;
+};
+
+// cudaLaunchKernel; stream is a cudaStream_t (nullptr: the default stream).
+void launch_kernel(const void* kernel, int64_t grid_x, int64_t grid_y, int block, size_t smem, void** args,
+                   void* stream);
+
+}  // namespace splat

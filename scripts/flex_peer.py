@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Peer measurement for `splatc bench`: FlexAttention and dense SDPA on the same problems.
+
+Reads splatc pattern files (docs: shared spec splatc-patterns.md), builds the same mask as a
+FlexAttention mask_mod (every term evaluated on index tensors, random_blocks with the same
+splitmix64 generator as libsplat), and times
+  flex  = torch.compile(flex_attention) with create_block_mask (128x128 blocks, Triton backend),
+  dense = F.scaled_dot_product_attention without a mask (ignores the sparsity),
+with triton.testing.do_bench (median, warm-up 50 ms, 300 ms of repeats; it flushes L2 between
+runs). fp32 runs with TF32 disabled. The flex error is checked against a float64 masked SDPA on
+problems of at most 4096 rows. Prints one JSON line per problem and writes them all to --out.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+import triton
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+import torch._dynamo  # noqa: E402
+
+torch._dynamo.config.recompile_limit = 1000
+torch._dynamo.config.cache_size_limit = 1000
+flex = torch.compile(flex_attention, dynamic=False)
+DEV = "cuda"
+M64 = (1 << 64) - 1
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}
+
+
+def splitmix64(state):
+    state = (state + 0x9E3779B97F4A7C15) & M64
+    z = state
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return state, z ^ (z >> 31)
+
+
+def random_key_blocks(seed, per_row, rb, nkb):
+    r = min(per_row, nkb)
+    state = (seed ^ ((rb * 0xD1B54A32D192ED03) & M64)) & M64
+    out = []
+    while len(out) < r:
+        state, z = splitmix64(state)
+        k = z % nkb
+        if k not in out:
+            out.append(k)
+    return sorted(out)
+
+
+def term_mask(t, L, KV):
+    """Returns f(q, k) -> bool tensor for one term (q, k broadcastable int64 tensors)."""
+    (kind, a), = t.items()
+    if kind == "window":
+        left, right = a["left"], a["right"]
+        return lambda q, k: (k >= q - left) & (k <= q + right)
+    if kind == "dilated":
+        left, right, dil = a["left"], a["right"], a["dilation"]
+        return lambda q, k: ((k - q) % dil == 0) & ((k - q) // dil >= -left) & ((k - q) // dil <= right)
+    if kind == "strided":
+        s, o = a["stride"], a.get("offset", 0)
+        return lambda q, k: (q - k) % s == o
+    if kind == "fixed":
+        b, c = a["block"], a["summary"]
+        return lambda q, k: (q // b == k // b) | (k % b >= b - c)
+    if kind == "blocked":
+        b = a["block"]
+        return lambda q, k: q // b == k // b
+    if kind == "block_window":
+        b, left, right = a["block"], a["left"], a["right"]
+        return lambda q, k: ((k // b - q // b) >= -left) & ((k // b - q // b) <= right)
+    if kind == "global":
+        toks = sorted(a["tokens"])
+        if toks and toks[-1] - toks[0] + 1 == len(toks):  # a contiguous range: plain comparisons
+            lo, hi = toks[0], toks[-1]
+            return lambda q, k: ((q >= lo) & (q <= hi)) | ((k >= lo) & (k <= hi))
+        g = torch.zeros(max(L, KV), dtype=torch.bool, device=DEV)
+        g[torch.tensor(a["tokens"], dtype=torch.long, device=DEV)] = True
+        return lambda q, k: g[q] | g[k]
+    if kind == "random_blocks":
+        b, r, seed = a["block"], a["per_row"], a["seed"]
+        nrb, nkb = (L + b - 1) // b, (KV + b - 1) // b
+        tab = torch.tensor([random_key_blocks(seed, r, rb, nkb) for rb in range(nrb)], dtype=torch.long, device=DEV)
+        def f(q, k):
+            hit = tab[q // b, 0] == k // b
+            for c in range(1, tab.shape[1]):
+                hit = hit | (tab[q // b, c] == k // b)
+            return hit
+        return f
+    if kind == "affine":
+        p, o, s, n = a["slope"], a["offset"], a["stride"], a["count"]
+        return lambda q, k: ((k - (p * q + o)) >= 0) & ((k - (p * q + o)) % s == 0) & ((k - (p * q + o)) // s < n)
+    if kind in ("union", "intersect"):
+        fs = [term_mask(c, L, KV) for c in a]
+        if kind == "union":
+            def f(q, k):
+                m = fs[0](q, k)
+                for g in fs[1:]:
+                    m = m | g(q, k)
+                return m
+        else:
+            def f(q, k):
+                m = fs[0](q, k)
+                for g in fs[1:]:
+                    m = m & g(q, k)
+                return m
+        return f
+    raise SystemExit(f"flex_peer: pattern term '{kind}' is not supported here")
+
+
+def problem_mask(doc):
+    L = doc["seq_len"]
+    KV = doc.get("kv_len", L)
+    f = term_mask(doc["pattern"], L, KV)
+    causal = doc.get("causal", False)
+
+    def mask_mod(b, h, q, k):
+        m = f(q, k)
+        return (m & (k <= q)) if causal else m
+    return mask_mod
+
+
+def bench(fn):
+    return triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("patterns", nargs="+")
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "flex_peer.json"))
+    ap.add_argument("--check-max-len", type=int, default=4096)
+    args = ap.parse_args()
+    rows = []
+    for path in args.patterns:
+        doc = json.load(open(path))
+        name = doc.get("name", os.path.splitext(os.path.basename(path))[0])
+        L = doc["seq_len"]
+        KV = doc.get("kv_len", L)
+        D = doc["head_dim"]
+        B, H = doc.get("batch", 1), doc.get("heads", 1)
+        dt = DTYPES[doc.get("dtype", "fp32")]
+        scale = doc.get("scale", 1.0 / math.sqrt(D))
+        mask_mod = problem_mask(doc)
+        row = {"name": name, "file": path, "L": L, "dtype": doc.get("dtype", "fp32")}
+        t0 = time.time()
+        try:
+            torch.manual_seed(0)
+            q = torch.randn(B, H, L, D, device=DEV, dtype=dt)
+            k = torch.randn(B, H, KV, D, device=DEV, dtype=dt)
+            v = torch.randn(B, H, KV, D, device=DEV, dtype=dt)
+            bm = create_block_mask(mask_mod, B=None, H=None, Q_LEN=L, KV_LEN=KV, device=DEV)
+            row["block_density"] = round(1 - bm.sparsity() / 100, 4)
+            o = flex(q, k, v, block_mask=bm, scale=scale)
+            if L <= args.check_max_len:
+                qi = torch.arange(L, device=DEV)[:, None]
+                ki = torch.arange(KV, device=DEV)[None, :]
+                m = mask_mod(0, 0, qi, ki)
+                row["density"] = m.float().mean().item()
+                ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=m, scale=scale)
+                ref = torch.nan_to_num(ref)  # empty rows
+                row["flex_rel_err"] = ((o.double() - ref).abs().max() / ref.abs().max()).item()
+                del ref, m
+            row["flex_ms"] = bench(lambda: flex(q, k, v, block_mask=bm, scale=scale))
+        except Exception as e:  # keep going: one failing case must not lose the others
+            row["flex_error"] = repr(e)[:300]
+        try:
+            row["dense_ms"] = bench(lambda: F.scaled_dot_product_attention(q, k, v, scale=scale))
+        except Exception as e:
+            row["dense_error"] = repr(e)[:300]
+        row["seconds"] = round(time.time() - t0, 1)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+        with open(args.out, "w") as f:
+            json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+        del q, k, v
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

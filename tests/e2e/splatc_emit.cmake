@@ -1,0 +1,14 @@
+# splatc emit (no GPU needed) and bench without a GPU.
+set(_emit_dir ${CMAKE_BINARY_DIR}/e2e-emit)
+trsplat_e2e(splatc_emit_cuda OUTPUT "window-4k-bf16\\.cu.*manifest\\.json"
+            COMMAND splatc emit patterns/window-4k-bf16.json --target cuda --arch sm_90 -o ${_emit_dir}/cuda)
+trsplat_e2e(splatc_emit_ptx OUTPUT "strided-4k-fp32\\.ptx.*manifest\\.json"
+            COMMAND splatc emit patterns/strided-4k-fp32.json --target ptx --arch sm_80 -o ${_emit_dir}/ptx)
+trsplat_e2e(splatc_emit_bigbird_table OUTPUT "bigbird-4k-bf16\\.table\\.bin"
+            COMMAND splatc emit patterns/bigbird-4k-bf16.json --target ptx --arch sm_90 -o ${_emit_dir}/bigbird)
+trsplat_e2e(splatc_emit_bad_arch EXIT 2 OUTPUT "--arch"
+            COMMAND splatc emit patterns/window-4k-bf16.json --arch sm_61 -o ${_emit_dir}/bad)
+trsplat_e2e(splatc_emit_bad_target EXIT 2 COMMAND splatc emit patterns/window-4k-bf16.json --target sass -o ${_emit_dir}/bad)
+trsplat_e2e(splatc_emit_missing_file EXIT 2 COMMAND splatc emit patterns/no-such-pattern.json -o ${_emit_dir}/bad)
+# CI machines have no GPU: bench reports it and exits 3 (on a GPU machine use scripts/bench-gpu).
+trsplat_e2e(splatc_bench_no_gpu EXIT 3 OUTPUT "no usable GPU" COMMAND splatc bench patterns/window-4k-bf16.json)
