@@ -1,0 +1,10 @@
+# The rule corpus, checked against each rule's `expect` (trverify --check exits 0 only when every
+# verdict is the expected one). One run per folder, so that CI output says which part failed and no
+# rule is verified twice: the demo rules are listed file by file (a directory argument may recurse
+# into rules/xla and rules/xla-mutants).
+trsplat_e2e(rules_demo_check EXIT 0 COMMAND trverify --check
+            rules/elementwise.tr rules/shape.tr rules/reduce.tr rules/wrong.tr)
+trsplat_e2e(rules_xla_check EXIT 0 COMMAND trverify --check rules/xla)
+trsplat_e2e(rules_xla_mutants_check EXIT 0 COMMAND trverify --check rules/xla-mutants)
+# Without --check a file of wrong rules must fail (exit 1: not every rule is proved).
+trsplat_e2e(rules_wrong_not_proved EXIT 1 COMMAND trverify rules/wrong.tr)
