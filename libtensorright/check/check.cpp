@@ -1027,6 +1027,31 @@ class RuleChecker {
       n->args = {a.n};
       return fixed(n);
     }
+    if (f == "reduce_max" || f == "reduce_min" || f == "reduce_prod") {
+      // Extension: XLA's Reduce with a max/min/multiply computation and an init value (ir.h, Reducer).
+      positional(e, 2, 2);
+      auto at = attributes(e, {"init"});
+      if (!at.count("init")) fail(loc, what + " needs an init value: init=...");
+      const Expr& ie = *at["init"]->value;
+      TN a = tensor(*e.args[0]);
+      TN v = scalar_operand(ie, "the init value of " + what);
+      std::optional<EType> et = common_etype({&a, &v}, ie.loc, "the init value of " + what);
+      if (!et) {
+        a = fixed(finalize(a));
+        v = fixed(finalize(v));
+        et = tvar();
+      }
+      need_numeric(*et, loc, what);
+      auto n = mk_node(Op::Sum, loc);
+      n->reducer = f == "reduce_max" ? Reducer::Max : f == "reduce_min" ? Reducer::Min : Reducer::Prod;
+      n->sum_index = si_map(*e.args[1], a.n->shape, what);
+      if (n->sum_index.empty()) fail(e.args[1]->loc, what + " needs at least one axis");
+      n->shape = a.n->shape;
+      for (const auto& [k, m] : n->sum_index) n->shape.erase(k);
+      n->etype = *et;
+      n->args = {a.n, v.n};
+      return fixed(n);
+    }
     if (f == "slice") {
       positional(e, 1, 1);
       auto at = attributes(e, {"start", "end", "stride"});

@@ -30,6 +30,16 @@ std::optional<Verdict> verdict_from_string(const std::string& s) {
   return std::nullopt;
 }
 
+const char* to_string(Reducer r) {
+  switch (r) {
+    case Reducer::Sum: return "sum";
+    case Reducer::Max: return "reduce_max";
+    case Reducer::Min: return "reduce_min";
+    case Reducer::Prod: return "reduce_prod";
+  }
+  return "?";
+}
+
 const char* to_string(Op op) {
   switch (op) {
     case Op::Input: return "input";

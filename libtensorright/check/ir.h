@@ -87,7 +87,7 @@ enum class Op {
   Select,     // args: pred, on_true, on_false
   Clamp,      // args: lo, x, hi
   Broadcast,  // args[0] gets the new axes of `shape` that it does not have
-  Sum,        // sums args[0] over the keys of sum_index (key -> summation-index map id)
+  Sum,        // reduces args[0] over the keys of sum_index (key -> summation-index map id); see Reducer
   Slice,      // attrs "start", "end", "stride" (every axis of args[0], defaults filled)
   Pad,        // args: x, value; attrs "low", "high", "interior" (every axis of x, defaults 0)
   DynSlice,   // attrs "start", "size" on a subset of args[0]'s keys; other keys unchanged
@@ -113,6 +113,18 @@ const char* to_string(Op);
 // - Broadcast's args[0] may be a scalar; Dot may have an empty sum_index (outer product); a
 //   Degenerate node always has attrs["add"] (possibly empty); Conv keeps its per-spatial-key
 //   attributes in attrs "stride", "low", "high", "lhs_dilation", "rhs_dilation".
+
+// The combining operation of an Op::Sum node (extension: `reduce_max/min/prod`, XLA's Reduce
+// with a max/min/multiply computation). Reducer::Sum is the core `sum`, which has exactly one
+// argument. Every other reducer has args[1]: the init value, an empty-shape node of the same
+// element type as args[0]; the result at an index is the fold of init with every element of the
+// reduced range (the range empty: init). All three take numeric (int/real) operands, ±inf allowed;
+// Prod follows `*` (inf * 0 is Unknown). This is a field rather than new Op values so that the
+// other stages' switches over Op stay as they are; a stage that does not support a reducer must
+// reject it explicitly (the encoder throws Unsupported for every reducer but Sum).
+enum class Reducer { Sum, Max, Min, Prod };
+const char* to_string(Reducer);
+
 struct Literal {
   enum class Kind { Int, Real, Bool, PosInf, NegInf } kind = Kind::Int;
   int64_t num = 0, den = 1;  // Int: num; Real: num/den in lowest terms; Bool: num 0/1
@@ -142,6 +154,7 @@ struct Node {
   std::map<std::string, AxisMap> attrs;  // per-axis attributes by name (see Op)
   std::vector<AxisKey> axes;   // Iota / Concat axis, Reverse keys, Dot batch keys, Degenerate removals
   std::map<AxisKey, int> sum_index;       // Sum / Dot / Conv contraction: key -> SI map id
+  Reducer reducer = Reducer::Sum;         // Sum: the combining operation (init in args[1] unless Sum)
   std::map<AxisKey, AxisKey> relabel;     // Relabel: from -> to
   std::optional<ConvAttrs> conv;          // Conv
 };

@@ -159,7 +159,17 @@ void pn(std::ostream& os, const Rule& r, const Node& n) {
       os << ", " << axis_map(r, added) << ')';
       return;
     }
-    case Op::Sum: os << "sum("; args(); os << ", " << si_list(r, n.sum_index) << ')'; return;
+    case Op::Sum:
+      if (n.reducer == Reducer::Sum) {
+        os << "sum("; args(); os << ", " << si_list(r, n.sum_index) << ')';
+      } else {
+        os << to_string(n.reducer) << '(';
+        pn(os, r, *n.args.at(0));
+        os << ", " << si_list(r, n.sum_index) << ", init=";
+        pn(os, r, *n.args.at(1));
+        os << ')';
+      }
+      return;
     case Op::Slice: os << "slice("; args(); attr("start"); attr("end"); attr("stride"); os << ')'; return;
     case Op::Pad: os << "pad("; args(); attr("low"); attr("high"); attr("interior"); os << ')'; return;
     case Op::DynSlice: os << "dynslice("; args(); attr("start"); attr("size"); os << ')'; return;
@@ -209,6 +219,7 @@ void dump_node(std::ostream& os, const Rule& r, const Node& n, int depth) {
   for (const auto& [name, m] : n.attrs) os << ' ' << name << '=' << axis_map(r, m);
   if (!n.axes.empty()) os << " axes=" << key_list(r, n.axes);
   if (!n.sum_index.empty()) os << " si=" << si_list(r, n.sum_index);
+  if (n.reducer != Reducer::Sum) os << " reducer=" << to_string(n.reducer);
   for (const auto& [a, b] : n.relabel) os << ' ' << print_key(r, a) << "->" << print_key(r, b);
   if (n.conv)
     os << " conv(batch=" << key_list(r, n.conv->batch) << " feature=" << key_list(r, n.conv->feature)

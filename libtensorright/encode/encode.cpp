@@ -49,6 +49,16 @@ Encoder::Encoder(cvc5::Solver& s, const Rule& r, DType t, std::vector<int> rk)
   for (size_t i = 0; i < ranks.size(); ++i)
     if (ranks[i] < 1 || (rule.rclasses[i].single && ranks[i] != 1))
       throw std::logic_error("encoder: bad rank for rclass " + rule.rclasses[i].name);
+  // Guard: reduce_max/min/prod (Node::reducer, an extension) have no encoding yet; reject them
+  // here, where every query (bound and verify) starts, so no such rule is ever reported proved.
+  auto no_reducer = [](const Node& n) {
+    if (n.op == Op::Sum && n.reducer != Reducer::Sum)
+      throw Unsupported(std::string(to_string(n.reducer)) +
+                        ": max/min/prod reductions are not encoded yet" + where(n.loc));
+  };
+  scan(*rule.lhs, no_reducer);
+  scan(*rule.rhs, no_reducer);
+  for (const auto& a : rule.assume) scan(*a.cond, no_reducer);
 
   // Summation-index maps: which side uses them, and how `match` pairs them.
   std::vector<int> lsi, rsi;

@@ -351,6 +351,8 @@ Evaluator::Info Evaluator::compute_info(const Node& n) {
       return good(std::move(s));
     }
     case Op::Sum: {
+      if (n.reducer != Reducer::Sum && (n.args.size() != 2 || !is_scalar_shape(a[1]->shape)))
+        throw EvalError(std::string(to_string(n.reducer)) + " needs a scalar init value" + at_loc(n.loc));
       Shape s = a[0]->shape;
       for (const auto& [k, si] : n.sum_index) {
         (void)si;
@@ -662,7 +664,14 @@ Point Evaluator::access(const Node& n, const Index& idx) {
         (void)si;
         range[k] = xs.at(k);
       }
-      Value acc = Value::zero(t);  // an empty sum is 0
+      // sum starts from 0 (an empty sum is 0); reduce_max/min/prod fold their init value with every
+      // element, so an empty range gives init (ir.h, Reducer). The init value is always accessed.
+      Value acc = Value::zero(t);
+      if (n.reducer != Reducer::Sum) {
+        Point init = at(arg(n, 1), {});
+        if (!init.defined) return init;
+        acc = *init.value;
+      }
       std::optional<Point> fail;
       for_each_index(range, [&](const Index& s) {
         Index full = idx;
@@ -672,7 +681,12 @@ Point Evaluator::access(const Node& n, const Index& idx) {
           fail = p;
           return false;
         }
-        acc = vops::add(acc, *p.value);
+        switch (n.reducer) {
+          case Reducer::Sum: acc = vops::add(acc, *p.value); break;
+          case Reducer::Max: acc = vops::max(acc, *p.value); break;
+          case Reducer::Min: acc = vops::min(acc, *p.value); break;
+          case Reducer::Prod: acc = vops::mul(acc, *p.value); break;
+        }
         return true;
       });
       if (fail) return *fail;

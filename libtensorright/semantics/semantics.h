@@ -11,6 +11,8 @@
 // Differences from TensorRight, on purpose:
 //  * neg(+inf) = -inf (TensorRight's neg keeps an infinity unchanged, which looks like a bug);
 //  * a sum over an empty range is 0 (TensorRight's summand encoding makes such rules vacuous);
+//  * reduce_max/min/prod (an extension) fold their init value with every element: an empty range
+//    gives the init; the product follows `*` (inf * 0 is Unknown);
 //  * dynslice/dynupdate never clamp the start (the contract; TensorRight's code clamps).
 //
 // Element rules (TensorRight's TensorNum): x / y and x % y with an infinite or Unknown operand are

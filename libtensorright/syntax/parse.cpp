@@ -23,7 +23,7 @@ const std::unordered_set<std::string>& keywords() {
       // built-in functions
       "max", "min", "abs", "exp", "select", "clamp", "const", "iota", "broadcast", "sum", "slice",
       "pad", "dynslice", "dynupdate", "concat", "relabel", "reverse", "dot", "conv", "degenerate",
-      "pow"};
+      "pow", "reduce_max", "reduce_min", "reduce_prod"};
   return k;
 }
 
@@ -32,7 +32,7 @@ bool is_function_keyword(const std::string& w) {
   static const std::unordered_set<std::string> f = {
       "max", "min", "abs", "exp", "select", "clamp", "const", "iota", "broadcast", "sum", "slice",
       "pad", "dynslice", "dynupdate", "concat", "relabel", "reverse", "dot", "conv", "degenerate",
-      "pow", "all", "any", "ite"};
+      "pow", "reduce_max", "reduce_min", "reduce_prod", "all", "any", "ite"};
   return f.count(w) > 0;
 }
 
