@@ -1,5 +1,6 @@
 #include "libsplat/codegen/codegen.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -79,7 +80,72 @@ const char* elt_type(DType t) {
   return "float";
 }
 
+// The fused kernel's tuning after defaults. Measured on the H200 (docs/performance.md).
+struct Tuning {
+  int mw = 1, stages = 2, min_blocks = 4;
+  bool alias = false;
+};
+
+Tuning resolve(const KernelTuning& t, int64_t hd, int max_runs, bool tc) {
+  Tuning r;
+  // 32 rows per warp doubles the accumulators and the per-row run registers: only for
+  // head_dim <= 64 and at most 2 runs per row (bigbird's tabulated rows spill at 32).
+  r.mw = t.mma_warp_rows == 16 ? 1 : t.mma_warp_rows == 32 ? 2 : (hd <= 64 && max_runs <= 2 ? 2 : 1);
+  r.stages = t.mma_stages > 0 ? t.mma_stages : 2;
+  if (t.mma_min_blocks > 0) {
+    r.min_blocks = t.mma_min_blocks;
+  } else if (r.mw == 1) {
+    r.min_blocks = max_runs <= 2 ? 4 : 3;  // 16 warps per SM; more runs per row need more registers
+  } else {
+    r.min_blocks = 4;  // 255 registers; 5 blocks (204) spill heavily
+  }
+  r.alias = t.simt_alias < 0 ? true : t.simt_alias != 0;
+  if (!tc) {  // CUDA cores: shared memory allows 3 blocks per SM, 4 with P^T aliased
+    r.min_blocks = t.mma_min_blocks > 0 ? t.mma_min_blocks : (r.alias ? 4 : 3);
+  }
+  return r;
+}
+
 }  // namespace
+
+KernelTuning parse_tuning(const std::string& spec) {
+  KernelTuning t;
+  std::istringstream in(spec);
+  std::string kv;
+  while (std::getline(in, kv, ',')) {
+    if (kv.empty()) continue;
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos) throw std::invalid_argument("tuning: expected key=value, got '" + kv + "'");
+    const std::string key = kv.substr(0, eq), val = kv.substr(eq + 1);
+    int v = 0;
+    try {
+      size_t used = 0;
+      v = std::stoi(val, &used);
+      if (used != val.size()) throw std::invalid_argument(val);
+    } catch (const std::exception&) {
+      throw std::invalid_argument("tuning: '" + key + "' needs an integer, got '" + val + "'");
+    }
+    auto need = [&](bool ok, const char* what) {
+      if (!ok) throw std::invalid_argument("tuning: " + key + " must be " + what + ", got " + val);
+    };
+    if (key == "mw") {
+      need(v == 16 || v == 32, "16 or 32");
+      t.mma_warp_rows = v;
+    } else if (key == "stages") {
+      need(v == 2 || v == 3, "2 or 3");
+      t.mma_stages = v;
+    } else if (key == "minb") {
+      need(v >= 1 && v <= 16, "in 1..16");
+      t.mma_min_blocks = v;
+    } else if (key == "alias") {
+      need(v == 0 || v == 1, "0 or 1");
+      t.simt_alias = v;
+    } else {
+      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias)");
+    }
+  }
+  return t;
+}
 
 const char* kernel_kind_name(KernelKind k) { return k == KernelKind::Fused ? "fused" : "pipeline"; }
 
@@ -253,16 +319,24 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     kd.role = "fused pass " + std::to_string(pi + 1) + "/" + std::to_string(plan.passes.size()) +
               " (rows grouped by i mod " + std::to_string(pass.period) + ")";
     kd.grid_x = static_cast<int64_t>(pass.tiles.size());
-    kd.block = 128;
-    kd.smem_dynamic = mod.tensor_cores ? 2 * 2 * 64 * (HD + 8) * 2
-                                       : (HD * 68 + HD * 68 + 64 * HD + 64 * 68) * 4;
+    const Tuning tu = resolve(opt.tuning, HD, pass.max_runs, mod.tensor_cores);
+    // Must match MmaEngine::SMEM / SimtEngine::SMEM in device_code.cpp.
+    kd.block = mod.tensor_cores ? 128 / tu.mw : 128;
+    kd.smem_dynamic = mod.tensor_cores ? tu.stages * 2 * 64 * (HD + 8) * 2
+                      : (HD * 68 + 64 * HD + (tu.alias ? std::max<int64_t>(HD * 68, 64 * 68) : HD * 68 + 64 * 68)) * 4;
     mod.fused.push_back(kd);
-    const std::string engine = std::string(mod.tensor_cores ? "MmaEngine" : "SimtEngine") + "<" + T +
-                               ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV>";
-    // Tensor-core tiles: cap registers so that 4 blocks (16 warps) share an SM.
-    // (more runs per row need more registers: 3 blocks then).
-    s << "extern \"C\" __global__ void __launch_bounds__(" << (mod.tensor_cores ? (pass.max_runs <= 2 ? "128, 4" : "128, 3") : "128")
-      << ") " << kd.name
+    const std::string engine =
+        mod.tensor_cores ? std::string("MmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.mw) +
+                               ", " + std::to_string(tu.stages) + ">"
+                         : std::string("SimtEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " +
+                               (tu.alias ? "true" : "false") + ">";
+    // Tensor cores: registers capped so that min_blocks blocks share an SM (resolve()).
+    const std::string bounds = std::to_string(kd.block) + ", " + std::to_string(tu.min_blocks);
+    s << "// " << (mod.tensor_cores ? std::to_string(16 * tu.mw) + " rows per warp, " + std::to_string(tu.stages) +
+                                          " cp.async stages"
+                                    : std::string("P^T ") + (tu.alias ? "shares K^T's" : "has its own") + " shared memory")
+      << "\n";
+    s << "extern \"C\" __global__ void __launch_bounds__(" << bounds << ") " << kd.name
       << "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table) {\n"
       << "  (void)scores;\n"
       << "  fused_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << pass.max_runs << ", "

@@ -24,10 +24,23 @@ namespace splat {
 enum class KernelKind { Fused, Pipeline };
 const char* kernel_kind_name(KernelKind);  // "fused", "pipeline"
 
+// Fused-kernel tuning knobs; 0 / -1 pick the measured defaults (docs/performance.md).
+struct KernelTuning {
+  int mma_warp_rows = 0;    // tensor cores: rows per warp, 16 (4 warps) or 32 (2 warps); 0: auto
+  int mma_stages = 0;       // tensor cores: cp.async stages, 2 or 3; 0: auto
+  int mma_min_blocks = 0;   // tensor cores: __launch_bounds__ min blocks per SM; 0: auto
+  int simt_alias = -1;      // CUDA cores: P^T shares K^T's shared memory (1) or not (0); -1: auto
+};
+
+// Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (1..16), alias (0|1), e.g. the
+// SPLATC_TUNE environment variable that `splatc bench` reads. Throws std::invalid_argument.
+KernelTuning parse_tuning(const std::string& spec);
+
 struct CodegenOptions {
   TileShape tile;
   bool fused = true;
   bool pipeline = true;
+  KernelTuning tuning;
 };
 
 struct KernelDesc {

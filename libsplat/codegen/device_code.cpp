@@ -163,24 +163,29 @@ __device__ __forceinline__ bool tab_kept(const Item& it, const int* table, i64 i
 }
 
 // ================================================================================================
-// Engine: tensor cores (bf16 / fp16, head_dim % 16 == 0). 4 warps x 16 rows; key tiles of 64 keys
-// double-buffered in shared memory through cp.async; S = Q.K^T and O += P.V with mma.m16n8k16;
-// online softmax in registers (FlashAttention-2 scheme, P reused from the S accumulators).
-// A thread owns rows g and g + 8 of its warp's 16 (g = lane / 4).
+// Engine: tensor cores (bf16 / fp16, head_dim % 16 == 0). 64-row tiles as 4 warps x 16 rows
+// (MW = 1) or 2 warps x 32 rows (MW = 2: each K/V fragment read from shared memory feeds two
+// mma instead of one, halving the ldmatrix traffic that bounds the MW = 1 kernel). Key tiles of
+// 64 keys gathered through cp.async into STAGES shared-memory stages; S = Q.K^T and O += P.V with
+// mma.m16n8k16; online softmax in registers (FlashAttention-2 scheme, P reused from the S
+// accumulators as the A operand). A thread owns rows g + 8h of its warp's 16*MW (g = lane / 4,
+// h < 2*MW); m-tile mt holds h = 2mt (accumulator elements 0, 1) and h = 2mt + 1 (2, 3).
 // ================================================================================================
-template <class T, int HD, int SEQ, int KV>
+template <class T, int HD, int SEQ, int KV, int MW, int NSTAGES>
 struct MmaEngine {
-  static constexpr int NT = 128, BR = 64, BC = 64, LDS = HD + 8, ROWS = 2, STAGES = 2;
+  static constexpr int NT = 128 / MW, BR = 64, BC = 64, LDS = HD + 8, ROWS = 2 * MW, STAGES = NSTAGES;
   static constexpr int SMEM = STAGES * 2 * BC * LDS * 2;
   u16* Ks;
   u16* Vs;
   const T* kg;
   const T* vg;
-  u32 qf[HD / 16][4];
-  float m[2], l[2];
-  float acc[HD / 8][4];
+  u32 qf[MW][HD / 16][4];
+  float m[ROWS], l[ROWS];
+  float acc[MW][HD / 8][4];
 
-  __device__ __forceinline__ static int slot(int h) { return (threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 2) + 8 * h; }
+  __device__ __forceinline__ static int slot(int h) {
+    return (threadIdx.x >> 5) * 16 * MW + ((threadIdx.x & 31) >> 2) + 8 * h;
+  }
 
   __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, i64 bh,
                                         bool first, const float* ws) {
@@ -191,15 +196,17 @@ struct MmaEngine {
     const T* qg = q + bh * SEQ * HD;
     const int t4 = threadIdx.x & 3;
 #pragma unroll
-    for (int kb = 0; kb < HD / 16; ++kb)
+    for (int mt = 0; mt < MW; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        i64 i = row[e & 1];
-        int col = kb * 16 + 2 * t4 + (e >> 1) * 8;
-        qf[kb][e] = i >= 0 ? *reinterpret_cast<const u32*>(qg + i * HD + col) : 0u;
-      }
+      for (int kb = 0; kb < HD / 16; ++kb)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+        for (int e = 0; e < 4; ++e) {
+          i64 i = row[2 * mt + (e & 1)];
+          int col = kb * 16 + 2 * t4 + (e >> 1) * 8;
+          qf[mt][kb][e] = i >= 0 ? *reinterpret_cast<const u32*>(qg + i * HD + col) : 0u;
+        }
+#pragma unroll
+    for (int h = 0; h < ROWS; ++h) {
       m[h] = neg_inf();
       l[h] = 0.f;
       if (!first && row[h] >= 0) {
@@ -209,16 +216,18 @@ struct MmaEngine {
       }
     }
 #pragma unroll
-    for (int d = 0; d < HD / 8; ++d)
+    for (int mt = 0; mt < MW; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        i64 i = row[e >> 1];
-        acc[d][e] = (!first && i >= 0) ? ws[(bh * SEQ + i) * HD + d * 8 + 2 * t4 + (e & 1)] : 0.f;
-      }
+      for (int d = 0; d < HD / 8; ++d)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          i64 i = row[2 * mt + (e >> 1)];
+          acc[mt][d][e] = (!first && i >= 0) ? ws[(bh * SEQ + i) * HD + d * 8 + 2 * t4 + (e & 1)] : 0.f;
+        }
   }
 
   // Gathers keys base + u*step, u in [u0, u0 + BC) (zeros past the walk) into stage buf.
-  // Thread t copies 16-byte chunk t % CH of rows t / CH + k*(128/CH): one multiply per tile.
+  // Thread t copies 16-byte chunk t % CH of rows t / CH + k*(NT/CH): one multiply per tile.
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0) {
     constexpr int CH = HD / 8, RSTEP = NT / CH;
     u16* kd = Ks + buf * BC * LDS;
@@ -235,26 +244,29 @@ struct MmaEngine {
       cp_async16(kd + r * LDS + c * 8, kg + o, ok ? 16 : 0);
       cp_async16(vd + r * LDS + c * 8, vg + o, ok ? 16 : 0);
     }
-    cp_async_commit();
   }
-  template <int N> __device__ __forceinline__ void wait() { cp_async_wait<N>(); }
 
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
     const u16* Kb = Ks + buf * BC * LDS;
     const u16* Vb = Vs + buf * BC * LDS;
     const int lane = threadIdx.x & 31, t4 = lane & 3;
-    float s[BC / 8][4];
+    float s[MW][BC / 8][4];
 #pragma unroll
-    for (int n = 0; n < BC / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    for (int mt = 0; mt < MW; ++mt)
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
     for (int kb = 0; kb < HD / 16; ++kb) {
 #pragma unroll
       for (int np = 0; np < BC / 16; ++np) {
         u32 b0, b1, b2, b3;
         ldmatrix_x4(b0, b1, b2, b3, Kb + (16 * np + (lane & 7) + ((lane >> 4) << 3)) * LDS + kb * 16 + ((lane >> 3) & 1) * 8);
-        mma16816<T>(s[2 * np], qf[kb], b0, b1);
-        mma16816<T>(s[2 * np + 1], qf[kb], b2, b3);
+#pragma unroll
+        for (int mt = 0; mt < MW; ++mt) {
+          mma16816<T>(s[mt][2 * np], qf[mt][kb], b0, b1);
+          mma16816<T>(s[mt][2 * np + 1], qf[mt][kb], b2, b3);
+        }
       }
     }
     // Masked scores become -inf; with a positive scale the row max is taken on raw scores and the
@@ -262,24 +274,29 @@ struct MmaEngine {
     const bool pos = scale_log2 > 0.f;
     if (!pos) {
 #pragma unroll
-      for (int n = 0; n < BC / 8; ++n)
+      for (int mt = 0; mt < MW; ++mt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
+        for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][n][e] *= scale_log2;
     }
     // Uniform branch: interior key tiles skip the mask entirely.
     if (!full) {
 #pragma unroll
-      for (int n = 0; n < BC / 8; ++n)
+      for (int mt = 0; mt < MW; ++mt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (!keep(e >> 1, n * 8 + 2 * t4 + (e & 1))) s[n][e] = neg_inf();
+        for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (!keep(2 * mt + (e >> 1), n * 8 + 2 * t4 + (e & 1))) s[mt][n][e] = neg_inf();
     }
     const float mul = pos ? scale_log2 : 1.f;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < ROWS; ++h) {
+      const int mt = h >> 1, hh = h & 1;
       float mx = neg_inf();
 #pragma unroll
-      for (int n = 0; n < BC / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+      for (int n = 0; n < BC / 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * hh], s[mt][n][2 * hh + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m[h], mx * mul);
@@ -289,32 +306,38 @@ struct MmaEngine {
       float sum = 0.f;
 #pragma unroll
       for (int n = 0; n < BC / 8; ++n) {
-        float p0 = fast_exp2(fmaf(s[n][2 * h], mul, -ref)), p1 = fast_exp2(fmaf(s[n][2 * h + 1], mul, -ref));
-        s[n][2 * h] = p0;
-        s[n][2 * h + 1] = p1;
+        float p0 = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref)), p1 = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref));
+        s[mt][n][2 * hh] = p0;
+        s[mt][n][2 * hh + 1] = p1;
         sum += p0 + p1;
       }
       l[h] = l[h] * alpha + sum;
 #pragma unroll
       for (int d = 0; d < HD / 8; ++d) {
-        acc[d][2 * h] *= alpha;
-        acc[d][2 * h + 1] *= alpha;
+        acc[mt][d][2 * hh] *= alpha;
+        acc[mt][d][2 * hh + 1] *= alpha;
       }
     }
     // O += P.V: the S accumulators of n-tiles 2kb, 2kb+1 are the A fragment of k-block kb.
 #pragma unroll
     for (int kb = 0; kb < BC / 16; ++kb) {
-      u32 a[4];
-      a[0] = pack2<T>(s[2 * kb][0], s[2 * kb][1]);
-      a[1] = pack2<T>(s[2 * kb][2], s[2 * kb][3]);
-      a[2] = pack2<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
-      a[3] = pack2<T>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+      u32 a[MW][4];
+#pragma unroll
+      for (int mt = 0; mt < MW; ++mt) {
+        a[mt][0] = pack2<T>(s[mt][2 * kb][0], s[mt][2 * kb][1]);
+        a[mt][1] = pack2<T>(s[mt][2 * kb][2], s[mt][2 * kb][3]);
+        a[mt][2] = pack2<T>(s[mt][2 * kb + 1][0], s[mt][2 * kb + 1][1]);
+        a[mt][3] = pack2<T>(s[mt][2 * kb + 1][2], s[mt][2 * kb + 1][3]);
+      }
 #pragma unroll
       for (int dp = 0; dp < HD / 16; ++dp) {
         u32 b0, b1, b2, b3;
         ldmatrix_x4_trans(b0, b1, b2, b3, Vb + (16 * kb + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + 16 * dp + (lane >> 4) * 8);
-        mma16816<T>(acc[2 * dp], a, b0, b1);
-        mma16816<T>(acc[2 * dp + 1], a, b2, b3);
+#pragma unroll
+        for (int mt = 0; mt < MW; ++mt) {
+          mma16816<T>(acc[mt][2 * dp], a[mt], b0, b1);
+          mma16816<T>(acc[mt][2 * dp + 1], a[mt], b2, b3);
+        }
       }
     }
   }
@@ -323,16 +346,17 @@ struct MmaEngine {
   __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float* wsplit) {
     const int t4 = threadIdx.x & 3;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < ROWS; ++h) {
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
     }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < ROWS; ++h) {
+      const int mt = h >> 1, hh = h & 1;
       const i64 base = (bh * nslots + split_slot) * 64 + slot(h);
 #pragma unroll
       for (int d = 0; d < HD / 8; ++d)
-        *reinterpret_cast<float2*>(wsplit + base * HD + d * 8 + 2 * t4) = make_float2(acc[d][2 * h], acc[d][2 * h + 1]);
+        *reinterpret_cast<float2*>(wsplit + base * HD + d * 8 + 2 * t4) = make_float2(acc[mt][d][2 * hh], acc[mt][d][2 * hh + 1]);
       if (t4 == 0) {
         float* ml = wsplit + (i64)gridDim.y * nslots * 64 * HD + base * 2;
         ml[0] = m[h];
@@ -344,23 +368,26 @@ struct MmaEngine {
   __device__ __forceinline__ void end(const i64* row, i64 bh, bool last, T* o, float* ws) {
     const int t4 = threadIdx.x & 3;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < ROWS; ++h) {
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
     }
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < ROWS; ++h) {
+      const int mt = h >> 1, hh = h & 1;
       const i64 i = row[h];
       if (i < 0) continue;
       if (last) {
         const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
 #pragma unroll
         for (int d = 0; d < HD / 8; ++d)
-          *reinterpret_cast<u32*>(o + (bh * SEQ + i) * HD + d * 8 + 2 * t4) = pack2<T>(acc[d][2 * h] * inv, acc[d][2 * h + 1] * inv);
+          *reinterpret_cast<u32*>(o + (bh * SEQ + i) * HD + d * 8 + 2 * t4) =
+              pack2<T>(acc[mt][d][2 * hh] * inv, acc[mt][d][2 * hh + 1] * inv);
       } else {
 #pragma unroll
         for (int d = 0; d < HD / 8; ++d)
-          *reinterpret_cast<float2*>(ws + (bh * SEQ + i) * HD + d * 8 + 2 * t4) = make_float2(acc[d][2 * h], acc[d][2 * h + 1]);
+          *reinterpret_cast<float2*>(ws + (bh * SEQ + i) * HD + d * 8 + 2 * t4) =
+              make_float2(acc[mt][d][2 * hh], acc[mt][d][2 * hh + 1]);
         if (t4 == 0) {
           float* ml = ws + (i64)gridDim.y * SEQ * HD + (bh * SEQ + i) * 2;
           ml[0] = m[h];
@@ -376,7 +403,7 @@ struct MmaEngine {
 // 16 x 8: a thread owns 4 rows x 8 keys of S and 4 rows x HD/8 columns of O. Q^T, K^T, V and P^T
 // tiles in shared memory (float4 reads, conflict-free); one stage.
 // ================================================================================================
-template <class T, int HD, int SEQ, int KV>
+template <class T, int HD, int SEQ, int KV, bool ALIAS>
 struct SimtEngine {
   static constexpr int NT = 128, BR = 64, BC = 64, PAD = 4, LDQ = BR + PAD, LDK = BC + PAD, DPT = HD / 8, ROWS = 4, STAGES = 1;
   // Keys of S and columns of O per thread interleaved by 32 so that the 8 lanes of a quarter
@@ -384,8 +411,11 @@ struct SimtEngine {
   static constexpr bool ILV = HD % 32 == 0;
   __device__ __forceinline__ static int key_of(int tx, int c) { return (c >> 2) * 32 + tx * 4 + (c & 3); }
   __device__ __forceinline__ static int col_of(int tx, int d) { return ILV ? (d >> 2) * 32 + tx * 4 + (d & 3) : tx * DPT + d; }
+  // ALIAS: P^T reuses K^T's space (one more barrier per key tile, 17 KB less shared memory:
+  // four blocks per SM instead of three).
   static constexpr int QT = HD * LDQ, KT = HD * LDK, VS = BC * HD, PT = BC * LDQ;
-  static constexpr int SMEM = (QT + KT + VS + PT) * 4;
+  static constexpr int KPT = ALIAS ? (KT > PT ? KT : PT) : KT + PT;
+  static constexpr int SMEM = (QT + VS + KPT) * 4;
   float *Qt, *Kt, *Vs, *Pt;
   const T* kg;
   const T* vg;
@@ -397,9 +427,9 @@ struct SimtEngine {
   __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, i64 bh,
                                         bool first, const float* ws) {
     Qt = reinterpret_cast<float*>(smem);
-    Kt = Qt + QT;
-    Vs = Kt + KT;
-    Pt = Vs + VS;
+    Vs = Qt + QT;
+    Kt = Vs + VS;
+    Pt = ALIAS ? Kt : Kt + KT;
     kg = k + bh * KV * HD;
     vg = v + bh * KV * HD;
     const T* qg = q + bh * SEQ * HD;
@@ -431,25 +461,46 @@ struct SimtEngine {
     }
   }
 
+  // All global loads of a batch are issued before any shared store: one L2/HBM latency per
+  // batch instead of one per element. K^T: key fastest (conflict-free transposed stores); a
+  // thread's key row is fixed (tid % 64). V: column fastest (contiguous loads and stores).
   __device__ __forceinline__ void load(int, const WalkD& w, int u0) {
-    constexpr int C4 = HD / 4;
-    // K^T: key fastest (conflict-free transposed stores).
-    for (int x = threadIdx.x; x < BC * C4; x += 128) {
-      const int r = x % BC, c = x / BC;
-      float kv[4] = {0.f, 0.f, 0.f, 0.f};
-      if (u0 + r < w.count) load4(kg + ((i64)w.base + (i64)(u0 + r) * w.step) * HD + c * 4, kv);
+    constexpr int C4 = HD / 4, NK = BC * C4 / NT, NB = NK < 8 ? NK : 8;
+    {
+      const int r = threadIdx.x % BC, c0 = threadIdx.x / BC;  // element x = tid + NT*k: c = c0 + 2k
+      const bool ok = u0 + r < w.count;
+      const T* src = kg + (ok ? ((i64)w.base + (i64)(u0 + r) * w.step) * HD : 0);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) Kt[(c * 4 + e) * LDK + r] = kv[e];
+      for (int b = 0; b < NK; b += NB) {
+        float kv[NB][4];
+#pragma unroll
+        for (int x = 0; x < NB; ++x) {
+          kv[x][0] = kv[x][1] = kv[x][2] = kv[x][3] = 0.f;
+          if (ok && b + x < NK) load4(src + (c0 + 2 * (b + x)) * 4, kv[x]);
+        }
+#pragma unroll
+        for (int x = 0; x < NB; ++x)
+          if (b + x < NK)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) Kt[((c0 + 2 * (b + x)) * 4 + e) * LDK + r] = kv[x][e];
+      }
     }
-    // V: column fastest (contiguous loads and stores).
-    for (int x = threadIdx.x; x < BC * C4; x += 128) {
-      const int c = x % C4, r = x / C4;
-      float vv[4] = {0.f, 0.f, 0.f, 0.f};
-      if (u0 + r < w.count) load4(vg + ((i64)w.base + (i64)(u0 + r) * w.step) * HD + c * 4, vv);
-      *reinterpret_cast<float4*>(Vs + r * HD + c * 4) = make_float4(vv[0], vv[1], vv[2], vv[3]);
+#pragma unroll
+    for (int b = 0; b < NK; b += NB) {
+      float vv[NB][4];
+#pragma unroll
+      for (int x = 0; x < NB; ++x) {
+        const int e = threadIdx.x + NT * (b + x), c = e % C4, r = e / C4;
+        vv[x][0] = vv[x][1] = vv[x][2] = vv[x][3] = 0.f;
+        if (b + x < NK && u0 + r < w.count) load4(vg + ((i64)w.base + (i64)(u0 + r) * w.step) * HD + c * 4, vv[x]);
+      }
+#pragma unroll
+      for (int x = 0; x < NB; ++x) {
+        const int e = threadIdx.x + NT * (b + x), c = e % C4, r = e / C4;
+        if (b + x < NK) *reinterpret_cast<float4*>(Vs + r * HD + c * 4) = make_float4(vv[x][0], vv[x][1], vv[x][2], vv[x][3]);
+      }
     }
   }
-  template <int N> __device__ __forceinline__ void wait() {}
 
   template <class Keep>
   __device__ __forceinline__ void compute(int, bool full, float scale_log2, Keep keep) {
@@ -505,6 +556,7 @@ struct SimtEngine {
 #pragma unroll
       for (int d = 0; d < DPT; ++d) acc[r][d] *= alpha;
     }
+    if (ALIAS) __syncthreads();  // every warp is done reading K^T before P^T overwrites it
 #pragma unroll
     for (int c = 0; c < 8; ++c)
       *reinterpret_cast<float4*>(Pt + key_of(tx, c) * LDQ + ty * 4) = make_float4(s[0][c], s[1][c], s[2][c], s[3][c]);
@@ -665,17 +717,24 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
         for (int r = 0; r < R; ++r) mine_mod = mine_mod || md[h][r] != 1;
       const bool modular = __syncthreads_or(mine_mod);
       const int ntiles = (w.count + BC - 1) / BC;
-      if (E::STAGES == 2) e.load(0, w, 0);
+      // cp.async pipeline of S stages: S - 1 key tiles in flight while one is computed. One
+      // commit group per tile slot (empty past the walk) keeps the wait count uniform.
+      constexpr int S = E::STAGES;
+      if (S > 1) {
+#pragma unroll
+        for (int p = 0; p < S - 1; ++p) {
+          if (p < ntiles) e.load(p, w, p * BC);
+          cp_async_commit();
+        }
+      }
       for (int kt = 0; kt < ntiles; ++kt) {
-        const int buf = E::STAGES == 2 ? (kt & 1) : 0;
+        const int buf = S > 1 ? kt % S : 0;
         const int u0 = kt * BC;
-        if (E::STAGES == 2) {
-          if (kt + 1 < ntiles) {
-            e.load(buf ^ 1, w, (kt + 1) * BC);
-            e.template wait<1>();
-          } else {
-            e.template wait<0>();
-          }
+        if (S > 1) {
+          const int nx = kt + S - 1;
+          if (nx < ntiles) e.load(nx % S, w, nx * BC);
+          cp_async_commit();
+          cp_async_wait<S - 1>();  // tile kt has landed (this thread's copies; the barrier below: all)
         } else {
           __syncthreads();
           e.load(0, w, u0);
@@ -712,7 +771,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
             return u < w.count && tab_kept(*tab, table, row[h], (i64)w.base + (i64)u * w.step);
           });
         }
-        if (E::STAGES == 2) __syncthreads();
+        if (S > 1) __syncthreads();  // the stage is refilled S - 1 tiles later
       }
     }
   }

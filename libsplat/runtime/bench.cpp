@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <map>
@@ -215,6 +216,12 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
   // Analyse and generate on this thread, compile every module in parallel (NVRTC is the slow part).
   std::vector<Prepared> prep;
   std::map<std::string, std::future<CompileResult>> support_cubins;
+  // Tuning experiments: SPLATC_TUNE="mw=32,stages=3,..." overrides the measured defaults.
+  KernelTuning tuning;
+  if (const char* t = std::getenv("SPLATC_TUNE"); t && *t) {
+    tuning = parse_tuning(t);
+    spdlog::info("fused kernel tuning from SPLATC_TUNE: {}", t);
+  }
   for (const Problem& p : problems) {
     Prepared x;
     x.problem = p;
@@ -222,6 +229,7 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
     CodegenOptions co;
     co.fused = opt.fused;
     co.pipeline = opt.pipeline;
+    co.tuning = tuning;
     x.gen = std::make_shared<GeneratedModule>(generate(p, x.acsr, co));
     std::string src = x.gen->source, name = p.name + ".cu";
     x.cubin = std::async(std::launch::async, [src, name, arch] {
