@@ -8,3 +8,9 @@ trsplat_e2e(rules_xla_check EXIT 0 COMMAND trverify --check rules/xla)
 trsplat_e2e(rules_xla_mutants_check EXIT 0 COMMAND trverify --check rules/xla-mutants)
 # Without --check a file of wrong rules must fail (exit 1: not every rule is proved).
 trsplat_e2e(rules_wrong_not_proved EXIT 1 COMMAND trverify rules/wrong.tr)
+# The corpus runs take solver time (minutes on CI's 2 cores when some tasks run to their timeout).
+foreach(_t rules_xla_check rules_xla_mutants_check)
+  if(TEST e2e/${_t})
+    set_tests_properties(e2e/${_t} PROPERTIES TIMEOUT 1800)
+  endif()
+endforeach()

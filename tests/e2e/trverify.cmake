@@ -74,6 +74,3 @@ if(TARGET trverify)
            WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
   set_tests_properties(e2e/trverify_json_junit PROPERTIES LABELS e2e)
 endif()
-# The whole rule suite with expectations: minutes of solver time, more than ctest's default allows.
-  set_tests_properties(e2e/trverify_check_rules PROPERTIES TIMEOUT 3600)
-endif()
