@@ -28,11 +28,12 @@ const char* kernel_kind_name(KernelKind);  // "fused", "pipeline"
 struct KernelTuning {
   int mma_warp_rows = 0;    // tensor cores: rows per warp, 16 (4 warps) or 32 (2 warps); 0: auto
   int mma_stages = 0;       // tensor cores: cp.async stages, 2 or 3; 0: auto
-  int mma_min_blocks = 0;   // tensor cores: __launch_bounds__ min blocks per SM; 0: auto
+  int min_blocks = -1;      // __launch_bounds__ min blocks per SM (0: none); -1: auto
   int simt_alias = -1;      // CUDA cores: P^T shares K^T's shared memory (1) or not (0); -1: auto
+  int simt_batch = -1;      // CUDA cores: batched K/V global loads (1) or one at a time (0); -1: auto
 };
 
-// Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (1..16), alias (0|1), e.g. the
+// Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), e.g. the
 // SPLATC_TUNE environment variable that `splatc bench` reads. Throws std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
 

@@ -403,7 +403,7 @@ struct MmaEngine {
 // 16 x 8: a thread owns 4 rows x 8 keys of S and 4 rows x HD/8 columns of O. Q^T, K^T, V and P^T
 // tiles in shared memory (float4 reads, conflict-free); one stage.
 // ================================================================================================
-template <class T, int HD, int SEQ, int KV, bool ALIAS>
+template <class T, int HD, int SEQ, int KV, bool ALIAS, bool BATCH>
 struct SimtEngine {
   static constexpr int NT = 128, BR = 64, BC = 64, PAD = 4, LDQ = BR + PAD, LDK = BC + PAD, DPT = HD / 8, ROWS = 4, STAGES = 1;
   // Keys of S and columns of O per thread interleaved by 32 so that the 8 lanes of a quarter
@@ -461,11 +461,27 @@ struct SimtEngine {
     }
   }
 
-  // All global loads of a batch are issued before any shared store: one L2/HBM latency per
-  // batch instead of one per element. K^T: key fastest (conflict-free transposed stores); a
-  // thread's key row is fixed (tid % 64). V: column fastest (contiguous loads and stores).
+  // K^T: key fastest (conflict-free transposed stores); V: column fastest (contiguous loads and
+  // stores). BATCH: all global loads of a batch of 8 are issued before any shared store (one
+  // L2/HBM latency per batch; 32 more live registers during the load).
   __device__ __forceinline__ void load(int, const WalkD& w, int u0) {
     constexpr int C4 = HD / 4, NK = BC * C4 / NT, NB = NK < 8 ? NK : 8;
+    if (!BATCH) {
+      for (int x = threadIdx.x; x < BC * C4; x += NT) {
+        const int r = x % BC, c = x / BC;
+        float kv[4] = {0.f, 0.f, 0.f, 0.f};
+        if (u0 + r < w.count) load4(kg + ((i64)w.base + (i64)(u0 + r) * w.step) * HD + c * 4, kv);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) Kt[(c * 4 + e) * LDK + r] = kv[e];
+      }
+      for (int x = threadIdx.x; x < BC * C4; x += NT) {
+        const int c = x % C4, r = x / C4;
+        float vv[4] = {0.f, 0.f, 0.f, 0.f};
+        if (u0 + r < w.count) load4(vg + ((i64)w.base + (i64)(u0 + r) * w.step) * HD + c * 4, vv);
+        *reinterpret_cast<float4*>(Vs + r * HD + c * 4) = make_float4(vv[0], vv[1], vv[2], vv[3]);
+      }
+      return;
+    }
     {
       const int r = threadIdx.x % BC, c0 = threadIdx.x / BC;  // element x = tid + NT*k: c = c0 + 2k
       const bool ok = u0 + r < w.count;
