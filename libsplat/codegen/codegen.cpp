@@ -80,28 +80,35 @@ const char* elt_type(DType t) {
   return "float";
 }
 
-// The fused kernel's tuning after defaults. Measured on the H200 (docs/performance.md).
+// The fused kernel's tuning after defaults. The rules are measured on the H200 (B=1, H=16,
+// d=64; docs/performance.md, "splatc kernels (H200)"), each against the alternatives.
 struct Tuning {
   int mw = 1, stages = 2, min_blocks = 4;
-  bool alias = false;
+  bool alias = false, batch = true;
 };
 
-Tuning resolve(const KernelTuning& t, int64_t hd, int max_runs, bool tc) {
+Tuning resolve(const KernelTuning& t, int64_t hd, const Plan& plan, const PlanPass& pass, bool tc) {
   Tuning r;
-  // 32 rows per warp doubles the accumulators and the per-row run registers: only for
-  // head_dim <= 64 and at most 2 runs per row (bigbird's tabulated rows spill at 32).
-  r.mw = t.mma_warp_rows == 16 ? 1 : t.mma_warp_rows == 32 ? 2 : (hd <= 64 && max_runs <= 2 ? 2 : 1);
-  r.stages = t.mma_stages > 0 ? t.mma_stages : 2;
-  if (t.mma_min_blocks > 0) {
-    r.min_blocks = t.mma_min_blocks;
-  } else if (r.mw == 1) {
-    r.min_blocks = max_runs <= 2 ? 4 : 3;  // 16 warps per SM; more runs per row need more registers
+  if (tc) {
+    // 32 rows per warp (2 warps, 255 registers, 4 blocks per SM) halves the ldmatrix traffic:
+    // 2-3% faster on single-pass, one-run, period-1 plans (window, blocked); slower on strided
+    // (-35%), longformer and bigbird (run registers spill), so 16 rows (4 warps) elsewhere.
+    const bool simple = plan.passes.size() == 1 && pass.period == 1 && pass.max_runs == 1 && pass.splits.empty();
+    r.mw = t.mma_warp_rows == 16 ? 1 : t.mma_warp_rows == 32 ? 2 : (hd <= 64 && simple ? 2 : 1);
+    // A third cp.async stage measured no faster (and 1.5x the shared memory).
+    r.stages = t.mma_stages > 0 ? t.mma_stages : 2;
+    // 16 rows per warp: 128 registers (4 blocks, 16 warps per SM); more runs per row need more.
+    // 32 rows per warp: 255 registers (5 blocks, 204 registers, spill heavily).
+    r.min_blocks = t.min_blocks >= 0 ? t.min_blocks : r.mw == 2 ? 4 : (pass.max_runs <= 2 ? 4 : 3);
   } else {
-    r.min_blocks = 4;  // 255 registers; 5 blocks (204) spill heavily
-  }
-  r.alias = t.simt_alias < 0 ? true : t.simt_alias != 0;
-  if (!tc) {  // CUDA cores: shared memory allows 3 blocks per SM, 4 with P^T aliased
-    r.min_blocks = t.mma_min_blocks > 0 ? t.mma_min_blocks : (r.alias ? 4 : 3);
+    // Batched K/V loads with P^T aliased onto K^T at 3 blocks per SM (168 registers): equal or
+    // faster everywhere (bigbird fp32 -20%) except two-run passes with split-KV tiles
+    // (longformer: 2 blocks of 226 registers without spills, per-element loads, 5% faster).
+    // Capping at 4 blocks (128 registers) spills: 6% slower at 16k.
+    const bool legacy = pass.max_runs == 2 && !pass.splits.empty();
+    r.batch = t.simt_batch < 0 ? !legacy : t.simt_batch != 0;
+    r.alias = t.simt_alias < 0 ? !legacy : t.simt_alias != 0;
+    r.min_blocks = t.min_blocks >= 0 ? t.min_blocks : legacy ? 0 : 3;
   }
   return r;
 }
@@ -135,13 +142,16 @@ KernelTuning parse_tuning(const std::string& spec) {
       need(v == 2 || v == 3, "2 or 3");
       t.mma_stages = v;
     } else if (key == "minb") {
-      need(v >= 1 && v <= 16, "in 1..16");
-      t.mma_min_blocks = v;
+      need(v >= 0 && v <= 16, "in 0..16");
+      t.min_blocks = v;
     } else if (key == "alias") {
       need(v == 0 || v == 1, "0 or 1");
       t.simt_alias = v;
+    } else if (key == "batch") {
+      need(v == 0 || v == 1, "0 or 1");
+      t.simt_batch = v;
     } else {
-      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias)");
+      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch)");
     }
   }
   return t;
@@ -319,7 +329,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     kd.role = "fused pass " + std::to_string(pi + 1) + "/" + std::to_string(plan.passes.size()) +
               " (rows grouped by i mod " + std::to_string(pass.period) + ")";
     kd.grid_x = static_cast<int64_t>(pass.tiles.size());
-    const Tuning tu = resolve(opt.tuning, HD, pass.max_runs, mod.tensor_cores);
+    const Tuning tu = resolve(opt.tuning, HD, plan, pass, mod.tensor_cores);
     // Must match MmaEngine::SMEM / SimtEngine::SMEM in device_code.cpp.
     kd.block = mod.tensor_cores ? 128 / tu.mw : 128;
     kd.smem_dynamic = mod.tensor_cores ? tu.stages * 2 * 64 * (HD + 8) * 2
@@ -329,12 +339,14 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
         mod.tensor_cores ? std::string("MmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.mw) +
                                ", " + std::to_string(tu.stages) + ">"
                          : std::string("SimtEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " +
-                               (tu.alias ? "true" : "false") + ">";
+                               (tu.alias ? "true" : "false") + ", " + (tu.batch ? "true" : "false") + ">";
     // Tensor cores: registers capped so that min_blocks blocks share an SM (resolve()).
-    const std::string bounds = std::to_string(kd.block) + ", " + std::to_string(tu.min_blocks);
+    const std::string bounds =
+        std::to_string(kd.block) + (tu.min_blocks > 0 ? ", " + std::to_string(tu.min_blocks) : std::string());
     s << "// " << (mod.tensor_cores ? std::to_string(16 * tu.mw) + " rows per warp, " + std::to_string(tu.stages) +
                                           " cp.async stages"
-                                    : std::string("P^T ") + (tu.alias ? "shares K^T's" : "has its own") + " shared memory")
+                                    : std::string("P^T ") + (tu.alias ? "shares K^T's" : "has its own") +
+                                          " shared memory, " + (tu.batch ? "batched" : "per-element") + " K/V loads")
       << "\n";
     s << "extern \"C\" __global__ void __launch_bounds__(" << bounds << ") " << kd.name
       << "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table) {\n"

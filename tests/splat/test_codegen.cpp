@@ -151,3 +151,84 @@ TEST_CASE("NVRTC errors carry the log; bad architectures are refused") {
   CHECK_THROWS_AS(parse_arch("compute_90"), std::invalid_argument);
   CHECK(parse_arch("sm_90a") == 90);
 }
+
+TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
+  KernelTuning t = parse_tuning("mw=32,stages=3,minb=0,alias=0,batch=1");
+  CHECK(t.mma_warp_rows == 32);
+  CHECK(t.mma_stages == 3);
+  CHECK(t.min_blocks == 0);
+  CHECK(t.simt_alias == 0);
+  CHECK(t.simt_batch == 1);
+  CHECK(parse_tuning("").mma_warp_rows == 0);
+  CHECK_THROWS_AS(parse_tuning("mw=24"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_tuning("stages=x"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_tuning("warps=2"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_tuning("mw"), std::invalid_argument);
+
+  const std::string window = R"({"window": {"left": 256, "right": 256}})";
+  const std::string strided = R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64}}]})";
+  const std::string longformer =
+      R"({"union": [{"window": {"left": 256, "right": 256}}, {"global": {"tokens": [0, 1, 2, 3]}}]})";
+  auto gen = [](const Problem& p, const KernelTuning& tu = {}) {
+    CodegenOptions co;
+    co.pipeline = false;
+    co.tuning = tu;
+    return generate(p, analyze(p), co);
+  };
+  // bf16 single-pass window: 2 warps x 32 rows, 2 stages of K and V (64 keys x (64 + 8) x 2 bytes).
+  GeneratedModule w = gen(problem(window, 2048));
+  REQUIRE(w.fused.size() == 1);
+  CHECK(w.fused[0].block == 64);
+  CHECK(w.fused[0].smem_dynamic == 2 * 2 * 64 * 72 * 2);
+  CHECK(w.source.find("MmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 2>") != std::string::npos);
+  CHECK(w.source.find("__launch_bounds__(64, 4) splat_fused_p0") != std::string::npos);
+  // Two passes (strided): 4 warps x 16 rows.
+  GeneratedModule s = gen(problem(strided, 2048));
+  REQUIRE(s.fused.size() == 2);
+  for (const KernelDesc& k : s.fused) CHECK(k.block == 128);
+  // Overrides reach the source.
+  GeneratedModule o = gen(problem(window, 2048), parse_tuning("mw=16,stages=3,minb=2"));
+  CHECK(o.fused[0].block == 128);
+  CHECK(o.fused[0].smem_dynamic == 3 * 2 * 64 * 72 * 2);
+  CHECK(o.source.find("__launch_bounds__(128, 2) splat_fused_p0") != std::string::npos);
+  // fp32 window: P^T aliased on K^T (Q^T + V + one 64 x 68 tile), batched loads, 3 blocks per SM.
+  GeneratedModule f = gen(problem(window, 2048, "fp32"));
+  CHECK(f.fused[0].block == 128);
+  CHECK(f.fused[0].smem_dynamic == (64 * 68 + 64 * 64 + 64 * 68) * 4);
+  CHECK(f.source.find("SimtEngine<float, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, true>") != std::string::npos);
+  CHECK(f.source.find("__launch_bounds__(128, 3) splat_fused_p0") != std::string::npos);
+  // fp32 with two runs per row and split-KV tiles (global rows): separate P^T, per-element loads,
+  // no register cap.
+  Problem lp = problem(longformer, 4096, "fp32");
+  GeneratedModule l = gen(lp);
+  REQUIRE(!l.plan.passes.empty());
+  CHECK(l.plan.passes[0].max_runs == 2);
+  CHECK(!l.plan.passes[0].splits.empty());
+  CHECK(l.fused[0].smem_dynamic == (64 * 68 + 64 * 64 + 64 * 68 + 64 * 68) * 4);
+  CHECK(l.source.find("SimtEngine<float, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, false, false>") != std::string::npos);
+  CHECK(l.source.find("__launch_bounds__(128) splat_fused_p0(") != std::string::npos);
+}
+
+// Every engine configuration the tuning can select builds (ptxas, the oldest architecture).
+TEST_CASE("every kernel tuning variant compiles to CUBIN for sm_80") {
+  const std::string pat = R"({"union": [{"window": {"left": 40, "right": 40}}, {"strided": {"stride": 64}}]})";
+  struct V {
+    const char* dtype;
+    int64_t d;
+    const char* tuning;
+  };
+  for (const V& v : {V{"bf16", 64, "mw=32,stages=3"}, V{"bf16", 128, "mw=16,stages=3"}, V{"fp16", 32, "mw=32"},
+                     V{"fp32", 64, "alias=0,batch=1"}, V{"fp32", 96, "alias=1,batch=1,minb=0"},
+                     V{"fp32", 32, "alias=1,batch=0"}}) {
+    CAPTURE(v.dtype);
+    CAPTURE(v.d);
+    CAPTURE(v.tuning);
+    Problem p = problem(pat, 512, v.dtype, v.d);
+    CodegenOptions co;
+    co.pipeline = false;
+    co.tuning = parse_tuning(v.tuning);
+    GeneratedModule m = generate(p, analyze(p), co);
+    CompileResult r = nvrtc_compile(m.source, "t.cu", "sm_80", CompileTarget::Cubin);
+    CHECK(r.image.size() > 1000);
+  }
+}
