@@ -1,5 +1,7 @@
 // Folding term construction on top of cvc5::Solver (see encode.h).
 #include <algorithm>
+#include <functional>
+#include <iterator>
 #include <unordered_set>
 
 #include "libtensorright/encode/encode.h"
@@ -7,6 +9,10 @@
 namespace tr::enc {
 
 using cvc5::Kind;
+
+namespace {
+bool accumulate(Builder::Poly& p, const Builder::Poly& q, int64_t sign);
+}  // namespace
 
 Builder::Builder(cvc5::Solver& solver)
     : s(solver),
@@ -103,10 +109,21 @@ Term Builder::ite(const Term& c, const Term& a, const Term& e) const {
   return s.mkTerm(Kind::ITE, {c, x, y});
 }
 
+// The constant difference a - c of two Int terms, when it is one.
+std::optional<int64_t> Builder::const_diff(const Term& a, const Term& c) const {
+  if (a.getSort() != Int || c.getSort() != Int) return std::nullopt;
+  auto pa = poly(a), pc = poly(c);
+  if (!pa || !pc || !accumulate(*pa, *pc, -1)) return std::nullopt;
+  if (pa->empty()) return 0;
+  if (pa->size() == 1 && pa->begin()->first.empty()) return pa->begin()->second;
+  return std::nullopt;
+}
+
 Term Builder::eq(Term a, Term c) const {
   unify(a, c);
   if (a == c) return T;
   if (a.getSort() == Bool) return iff(a, c);
+  if (auto d = const_diff(a, c)) return *d == 0 ? T : F;
   auto x = int_value(a), y = int_value(c);
   if (x && y) return *x == *y ? T : F;
   if (a.getKind() == Kind::CONST_RATIONAL && c.getKind() == Kind::CONST_RATIONAL)
@@ -117,6 +134,7 @@ Term Builder::eq(Term a, Term c) const {
 Term Builder::lt(Term a, Term c) const {
   unify(a, c);
   if (a == c) return F;
+  if (auto d = const_diff(a, c)) return *d < 0 ? T : F;
   auto x = int_value(a), y = int_value(c);
   if (x && y) return *x < *y ? T : F;
   return s.mkTerm(Kind::LT, {a, c});
@@ -125,6 +143,7 @@ Term Builder::lt(Term a, Term c) const {
 Term Builder::le(Term a, Term c) const {
   unify(a, c);
   if (a == c) return T;
+  if (auto d = const_diff(a, c)) return *d <= 0 ? T : F;
   auto x = int_value(a), y = int_value(c);
   if (x && y) return *x <= *y ? T : F;
   return s.mkTerm(Kind::LEQ, {a, c});
@@ -147,10 +166,233 @@ std::optional<int64_t> fold_mul(int64_t x, int64_t y) {
   if (__builtin_mul_overflow(x, y, &r)) return std::nullopt;
   return r;
 }
+
+// p += sign * q; false on int64 overflow.
+bool accumulate(Builder::Poly& p, const Builder::Poly& q, int64_t sign) {
+  for (const auto& [m, c] : q) {
+    auto d = fold_mul(c, sign);
+    if (!d) return false;
+    auto sum = fold_add(p[m], *d);
+    if (!sum) return false;
+    if (*sum == 0)
+      p.erase(m);
+    else
+      p[m] = *sum;
+  }
+  return true;
+}
+
+Builder::Mono merge(const Builder::Mono& a, const Builder::Mono& b) {
+  Builder::Mono m;
+  std::merge(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(m));
+  return m;
+}
+
+// Euclidean division and modulus of literals (y != 0): remainder in [0, |y|).
+int64_t euclid_div(int64_t x, int64_t y) {
+  int64_t q = x / y, r = x % y;
+  if (r < 0) q += (y > 0 ? -1 : 1);
+  return q;
+}
+int64_t euclid_mod(int64_t x, int64_t y) {
+  int64_t r = x % y;
+  if (r < 0) r += (y > 0 ? y : -y);
+  return r;
+}
 }  // namespace
+
+// ---- polynomial normal form of Int terms -----------------------------------------------------------
+
+std::optional<Builder::Poly> Builder::poly(const Term& t) const {
+  if (t.getSort() != Int) return std::nullopt;
+  if (auto it = poly_cache_.find(t); it != poly_cache_.end()) return it->second;
+  Poly p;
+  switch (t.getKind()) {
+    case Kind::CONST_INTEGER: {
+      auto v = int_value(t);
+      if (!v) return std::nullopt;
+      if (*v != 0) p[{}] = *v;
+      break;
+    }
+    case Kind::ADD:
+    case Kind::SUB:
+      for (size_t i = 0; i < t.getNumChildren(); ++i) {
+        auto c = poly(t[i]);
+        if (!c || !accumulate(p, *c, t.getKind() == Kind::SUB && i > 0 ? -1 : 1)) return std::nullopt;
+      }
+      break;
+    case Kind::NEG: {
+      auto c = poly(t[0]);
+      if (!c || !accumulate(p, *c, -1)) return std::nullopt;
+      break;
+    }
+    case Kind::MULT: {
+      p[{}] = 1;
+      for (size_t i = 0; i < t.getNumChildren(); ++i) {
+        auto c = poly(t[i]);
+        if (!c) return std::nullopt;
+        auto r = times(p, *c);
+        if (!r) return std::nullopt;
+        p = std::move(*r);
+      }
+      break;
+    }
+    default: p[{t}] = 1; break;
+  }
+  poly_cache_[t] = p;
+  return p;
+}
+
+std::optional<Builder::Poly> Builder::times(const Poly& a, const Poly& b) const {
+  Poly r;
+  if (a.size() * b.size() > 256) return std::nullopt;  // keep the product as it is written
+  for (const auto& [ma, ca] : a)
+    for (const auto& [mb, cb] : b) {
+      auto c = fold_mul(ca, cb);
+      if (!c) return std::nullopt;
+      auto m = mono_times(merge(ma, mb), *c);
+      if (!m || !accumulate(r, *m, 1)) return std::nullopt;
+    }
+  return r;
+}
+
+// coef * m, where x * ite(x = 0, 0, Y) = x * Y for an atom x of the monomial (both sides are 0 when
+// x = 0). This removes the zero-divisor guard of `div` under a multiple of its divisor, so that
+// p * ((a + p) div p) and p * (a div p) + p become the same polynomial.
+std::optional<Builder::Poly> Builder::mono_times(const Mono& m, int64_t coef) const {
+  for (size_t i = 0; i < m.size(); ++i) {
+    const Term& a = m[i];
+    if (a.getKind() != Kind::ITE || !int_value(a[1]) || *int_value(a[1]) != 0) continue;
+    const Term& c = a[0];
+    if (c.getKind() != Kind::EQUAL) continue;
+    Term x;
+    if (int_value(c[1]) && *int_value(c[1]) == 0) x = c[0];
+    else if (int_value(c[0]) && *int_value(c[0]) == 0) x = c[1];
+    else continue;
+    bool has_x = false;
+    for (size_t j = 0; j < m.size(); ++j)
+      if (j != i && m[j] == x) has_x = true;
+    if (!has_x) continue;
+    auto y = poly(a[2]);
+    if (!y) continue;
+    Mono rest = m;
+    rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
+    Poly out;
+    for (const auto& [my, cy] : *y) {
+      auto c2 = fold_mul(coef, cy);
+      if (!c2) return std::nullopt;
+      auto part = mono_times(merge(rest, my), *c2);
+      if (!part || !accumulate(out, *part, 1)) return std::nullopt;
+    }
+    return out;
+  }
+  Poly out;
+  if (coef != 0) out[m] = coef;
+  return out;
+}
+
+Term Builder::from_poly(const Poly& p) const {
+  if (p.empty()) return zero;
+  std::vector<Term> sum;
+  for (const auto& [m, c] : p) {
+    if (m.empty()) {
+      sum.push_back(integer(c));
+      continue;
+    }
+    std::vector<Term> f;
+    if (c != 1) f.push_back(integer(c));
+    f.insert(f.end(), m.begin(), m.end());
+    sum.push_back(f.size() == 1 ? f[0] : s.mkTerm(Kind::MULT, f));
+  }
+  Term t = sum.size() == 1 ? sum[0] : s.mkTerm(Kind::ADD, sum);
+  poly_cache_.emplace(t, p);
+  return t;
+}
+
+Term Builder::assume(const Term& t, const std::vector<std::pair<Term, bool>>& facts) const {
+  if (facts.empty()) return t;
+  std::unordered_map<Term, Term> memo;
+  std::function<Term(const Term&)> go = [&](const Term& x) -> Term {
+    for (const auto& [f, v] : facts)
+      if (x == f) return v ? T : F;
+    if (x.getNumChildren() == 0) return x;
+    if (auto it = memo.find(x); it != memo.end()) return it->second;
+    std::vector<Term> ch;
+    bool changed = false;
+    for (size_t i = 0; i < x.getNumChildren(); ++i) {
+      ch.push_back(go(x[i]));
+      changed = changed || !(ch.back() == x[i]);
+    }
+    Term r = x;
+    if (changed) {
+      switch (x.getKind()) {
+        case Kind::ITE: r = ite(ch[0], ch[1], ch[2]); break;
+        case Kind::AND: r = and_(ch); break;
+        case Kind::OR: r = or_(ch); break;
+        case Kind::NOT: r = not_(ch[0]); break;
+        case Kind::IMPLIES: r = implies(ch[0], ch[1]); break;
+        case Kind::EQUAL: r = ch.size() == 2 ? eq(ch[0], ch[1]) : s.mkTerm(Kind::EQUAL, ch); break;
+        case Kind::LT: r = lt(ch[0], ch[1]); break;
+        case Kind::LEQ: r = le(ch[0], ch[1]); break;
+        case Kind::ADD:
+          r = ch[0];
+          for (size_t i = 1; i < ch.size(); ++i) r = add(r, ch[i]);
+          break;
+        case Kind::SUB:
+          r = ch[0];
+          for (size_t i = 1; i < ch.size(); ++i) r = sub(r, ch[i]);
+          break;
+        case Kind::MULT:
+          r = ch[0];
+          for (size_t i = 1; i < ch.size(); ++i) r = mul(r, ch[i]);
+          break;
+        case Kind::NEG: r = neg(ch[0]); break;
+        default: r = s.mkTerm(x.getKind(), ch); break;
+      }
+    }
+    memo.emplace(x, r);
+    return r;
+  };
+  return go(t);
+}
+
+Term Builder::raw_divmod(const Term& a0, const Term& c, bool mod,
+                         const std::vector<std::pair<Term, bool>>& facts) const {
+  Term a = assume(a0, facts);
+  auto pa = poly(a), pc = poly(c);
+  if (pa && pc && pc->size() == 1) {
+    const auto& [cm, ck] = *pc->begin();
+    Poly q, r;
+    for (const auto& [m, k] : *pa) {
+      bool divisible = ck != 0 && !(ck == -1 && k == INT64_MIN) && k % ck == 0 &&
+                       std::includes(m.begin(), m.end(), cm.begin(), cm.end());
+      if (divisible) {
+        Mono rest;
+        std::set_difference(m.begin(), m.end(), cm.begin(), cm.end(), std::back_inserter(rest));
+        q[rest] = k / ck;
+      } else {
+        r[m] = k;
+      }
+    }
+    if (!q.empty()) {
+      Term rt = from_poly(r);
+      auto rv = int_value(rt), cv = int_value(c);
+      Term part;
+      if (rv && *rv == 0) part = zero;
+      else if (rv && cv && !(*rv == INT64_MIN && *cv == -1))
+        part = integer(mod ? euclid_mod(*rv, *cv) : euclid_div(*rv, *cv));
+      else part = s.mkTerm(mod ? Kind::INTS_MODULUS : Kind::INTS_DIVISION, {rt, c});
+      return mod ? part : add(from_poly(q), part);
+    }
+  }
+  return s.mkTerm(mod ? Kind::INTS_MODULUS : Kind::INTS_DIVISION, {a, c});
+}
 
 Term Builder::add(Term a, Term c) const {
   unify(a, c);
+  if (a.getSort() == Int)
+    if (auto pa = poly(a), pc = poly(c); pa && pc)
+      if (accumulate(*pa, *pc, 1)) return from_poly(*pa);
   auto x = int_value(a), y = int_value(c);
   if (x && y)
     if (auto r = fold_add(*x, *y)) return integer(*r);
@@ -162,6 +404,9 @@ Term Builder::add(Term a, Term c) const {
 Term Builder::sub(Term a, Term c) const {
   unify(a, c);
   if (a == c) return a.getSort() == Real ? real(0) : zero;
+  if (a.getSort() == Int)
+    if (auto pa = poly(a), pc = poly(c); pa && pc)
+      if (accumulate(*pa, *pc, -1)) return from_poly(*pa);
   auto x = int_value(a), y = int_value(c);
   if (x && y)
     if (auto r = fold_sub(*x, *y)) return integer(*r);
@@ -171,6 +416,9 @@ Term Builder::sub(Term a, Term c) const {
 
 Term Builder::mul(Term a, Term c) const {
   unify(a, c);
+  if (a.getSort() == Int)
+    if (auto pa = poly(a), pc = poly(c); pa && pc)
+      if (auto r = times(*pa, *pc)) return from_poly(*r);
   auto x = int_value(a), y = int_value(c);
   if (x && y)
     if (auto r = fold_mul(*x, *y)) return integer(*r);
@@ -181,6 +429,11 @@ Term Builder::mul(Term a, Term c) const {
 }
 
 Term Builder::neg(const Term& a) const {
+  if (a.getSort() == Int)
+    if (auto pa = poly(a)) {
+      Poly r;
+      if (accumulate(r, *pa, -1)) return from_poly(r);
+    }
   if (auto x = int_value(a))
     if (auto r = fold_sub(0, *x)) return integer(*r);
   if (a.getKind() == Kind::NEG) return a[0];
@@ -201,26 +454,20 @@ Term Builder::ediv(const Term& a, const Term& c) const {
   auto x = int_value(a), y = int_value(c);
   if (y && *y == 0) return zero;
   if (y && *y == 1) return a;
-  if (x && y) {  // Euclidean: remainder in [0, |y|)
-    int64_t q = *x / *y, r = *x % *y;
-    if (r < 0) q += (*y > 0 ? -1 : 1);
-    return integer(q);
-  }
-  Term d = s.mkTerm(Kind::INTS_DIVISION, {a, c});
-  return y ? d : ite(eq(c, zero), zero, d);
+  if (x && y && !(*x == INT64_MIN && *y == -1)) return integer(euclid_div(*x, *y));
+  if (y) return raw_divmod(a, c, false, {});
+  Term cz = eq(c, zero);
+  return ite(cz, zero, raw_divmod(a, c, false, {{cz, false}}));
 }
 
 Term Builder::emod(const Term& a, const Term& c) const {
   auto x = int_value(a), y = int_value(c);
   if (y && *y == 0) return a;
   if (y && (*y == 1 || *y == -1)) return zero;
-  if (x && y) {
-    int64_t r = *x % *y;
-    if (r < 0) r += (*y > 0 ? *y : -*y);
-    return integer(r);
-  }
-  Term m = s.mkTerm(Kind::INTS_MODULUS, {a, c});
-  return y ? m : ite(eq(c, zero), a, m);
+  if (x && y) return integer(euclid_mod(*x, *y));
+  if (y) return raw_divmod(a, c, true, {});
+  Term cz = eq(c, zero);
+  return ite(cz, a, raw_divmod(a, c, true, {{cz, false}}));
 }
 
 // floor(a / c): equals Euclidean division for c > 0, and ediv(-a, -c) for c < 0.
@@ -231,18 +478,22 @@ Term Builder::floor_div(const Term& a, const Term& c) const {
     if (*y > 0) return ediv(a, c);
     return ediv(neg(a), neg(c));
   }
-  Term pos = s.mkTerm(Kind::INTS_DIVISION, {a, c});
-  Term negd = s.mkTerm(Kind::INTS_DIVISION, {neg(a), neg(c)});
-  return ite(lt(zero, c), pos, ite(lt(c, zero), negd, zero));
+  Term cp = lt(zero, c), cn = lt(c, zero), cz = eq(c, zero);
+  Term pos = raw_divmod(a, c, false, {{cp, true}, {cn, false}, {cz, false}});
+  Term negd = raw_divmod(neg(a), neg(c), false, {{cn, true}, {cp, false}, {cz, false}});
+  return ite(cp, pos, ite(cn, negd, zero));
 }
 
 // Truncated remainder: |a| mod |c| with the sign of a; a % 0 = a.
 Term Builder::trunc_rem(const Term& a, const Term& c) const {
   auto x = int_value(a), y = int_value(c);
   if (y && *y == 0) return a;
+  if (y && *y == -1) return zero;
   if (x && y) return integer(*x % *y);
-  Term m = s.mkTerm(Kind::INTS_MODULUS, {a, c});
-  Term mn = s.mkTerm(Kind::INTS_MODULUS, {neg(a), c});
+  std::vector<std::pair<Term, bool>> facts;
+  if (!y) facts.push_back({eq(c, zero), false});
+  Term m = raw_divmod(a, c, true, facts);
+  Term mn = raw_divmod(neg(a), c, true, facts);
   Term r = ite(le(zero, a), m, neg(mn));
   if (y) return r;
   r = ite(eq(c, zero), a, r);
@@ -257,9 +508,10 @@ std::vector<Term> Builder::rem_lemmas() const {
   std::vector<Term> out;
   for (const auto& [a1, c1, r1] : rems)
     for (const auto& [a2, c2, r2] : rems) {
-      if (!(c1 == c2) || a1.getKind() != Kind::ADD || a1.getNumChildren() != 2) continue;
-      bool shifted = (a1[0] == a2 && a1[1] == c1) || (a1[1] == a2 && a1[0] == c1);
-      if (!shifted) continue;
+      if (!(c1 == c2)) continue;
+      // a1 - a2 = c as polynomials (the dividends are in normal form).
+      auto p1 = poly(a1), p2 = poly(a2), pc = poly(c1);
+      if (!p1 || !p2 || !pc || !accumulate(*p1, *p2, -1) || *p1 != *pc) continue;
       Term same_sign = or_({and_({le(zero, a1), le(zero, a2)}), and_({lt(a1, zero), lt(a2, zero)})});
       out.push_back(implies(same_sign, eq(r1, r2)));
     }
@@ -273,6 +525,10 @@ Term Builder::real_div(const Term& a0, const Term& c0) const {
   return mul(a, inverse(c));
 }
 
+// 1/c with 1/0 = 0, pushed through products and exponentials so that equal quotients written
+// differently become the same term. Each step is an identity of the total inverse inv over the
+// reals: inv(a*b) = inv(a)*inv(b) (both 0 when a or b is 0), inv(inv(y)) = y, inv(-y) = -inv(y),
+// inv(exp(x)) = exp(-x) (exp(x) > 0).
 Term Builder::inverse(const Term& c0) const {
   Term c = to_real(c0);
   Term z = real(0);
@@ -280,7 +536,34 @@ Term Builder::inverse(const Term& c0) const {
     if (c.getRealValue() == "0" || c.getRealValue() == "0/1" || c.getRealValue() == "0.0") return z;
     return s.mkTerm(Kind::DIVISION, {real(1), c});
   }
+  switch (c.getKind()) {
+    case Kind::MULT: {
+      Term r = inverse(c[0]);
+      for (size_t i = 1; i < c.getNumChildren(); ++i) r = mul(r, inverse(c[i]));
+      return r;
+    }
+    case Kind::NEG: return neg(inverse(c[0]));
+    case Kind::EXPONENTIAL: return exp(neg(c[0]));
+    case Kind::ITE:  // c = inv(y) as built below
+      if (c[1] == z && c[2].getKind() == Kind::DIVISION && c[2][0] == real(1) && c[0] == eq(c[2][1], z))
+        return c[2][1];
+      break;
+    default: break;
+  }
   return ite(eq(c, z), z, s.mkTerm(Kind::DIVISION, {real(1), c}));
+}
+
+// exp(a + b) = exp(a) * exp(b), exp(a - b) = exp(a) * exp(-b), exp(0) = 1.
+Term Builder::exp(const Term& x0) const {
+  Term x = to_real(x0);
+  if (x.getKind() == Kind::CONST_RATIONAL && x == real(0)) return real(1);
+  if (x.getKind() == Kind::ADD) {
+    Term r = exp(x[0]);
+    for (size_t i = 1; i < x.getNumChildren(); ++i) r = mul(r, exp(x[i]));
+    return r;
+  }
+  if (x.getKind() == Kind::SUB && x.getNumChildren() == 2) return mul(exp(x[0]), exp(neg(x[1])));
+  return s.mkTerm(Kind::EXPONENTIAL, {x});
 }
 
 Term Builder::real_rem(const Term& a0, const Term& c0) const {

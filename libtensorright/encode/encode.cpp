@@ -49,16 +49,9 @@ Encoder::Encoder(cvc5::Solver& s, const Rule& r, DType t, std::vector<int> rk)
   for (size_t i = 0; i < ranks.size(); ++i)
     if (ranks[i] < 1 || (rule.rclasses[i].single && ranks[i] != 1))
       throw std::logic_error("encoder: bad rank for rclass " + rule.rclasses[i].name);
-  // Guard: reduce_max/min/prod (Node::reducer, an extension) have no encoding yet; reject them
-  // here, where every query (bound and verify) starts, so no such rule is ever reported proved.
-  auto no_reducer = [](const Node& n) {
-    if (n.op == Op::Sum && n.reducer != Reducer::Sum)
-      throw Unsupported(std::string(to_string(n.reducer)) +
-                        ": max/min/prod reductions are not encoded yet" + where(n.loc));
-  };
-  scan(*rule.lhs, no_reducer);
-  scan(*rule.rhs, no_reducer);
-  for (const auto& a : rule.assume) scan(*a.cond, no_reducer);
+  // reduce_max/min/prod (Node::reducer, an extension): folds, encoded in reduce.cpp; what
+  // cannot be encoded soundly is rejected there (here: in assumptions, malformed inits).
+  check_folds();
 
   // Summation-index maps: which side uses them, and how `match` pairs them.
   std::vector<int> lsi, rsi;
@@ -104,6 +97,45 @@ Encoder::Encoder(cvc5::Solver& s, const Rule& r, DType t, std::vector<int> rk)
 
   for (const auto& sc : rule.scalars)
     scalar_consts.push_back(s.mkConst(sort_of(b, sc.etype.resolve(dtype)), sc.name));
+
+  // A derived map (`map n : R = EXPR`) is its definition: n is replaced by EXPR on every axis
+  // (the precondition n == EXPR then folds to true). This is an equivalence, not a weakening:
+  // a model of one query is a model of the other with n := EXPR. It lets index arithmetic that
+  // cancels across derived attributes (e.g. XLA's slice/reverse start formula) fold before the
+  // solver sees it. Maps defined through a summation index or a cycle keep their constant.
+  {
+    std::vector<int> state(rule.maps.size(), 0);  // 0 to do, 1 in progress, 2 done
+    std::function<void(const IExpr&, std::set<int>&)> refs = [&](const IExpr& e, std::set<int>& out) {
+      if (e.kind == IK::Map) out.insert(e.id);
+      for (const auto& a : e.args)
+        if (a) refs(*a, out);
+    };
+    std::function<bool(int)> resolve = [&](int id) -> bool {  // true: id is final
+      if (state[id] == 2) return true;
+      if (state[id] == 1) return false;
+      state[id] = 1;
+      const auto& md = rule.maps[id];
+      bool ok = md.derived && !lset.count(id) && !rset.count(id);
+      if (ok) {
+        std::set<int> deps;
+        refs(*md.derived, deps);
+        for (int d : deps)
+          if (d == id || lset.count(d) || rset.count(d) || !resolve(d)) ok = false;
+      }
+      if (ok) {
+        std::vector<Term> def;
+        for (int j = 0; j < ranks[md.rclass] && ok; ++j) {
+          def.push_back(iexpr(*md.derived, j));
+          ok = def.back().getSort() == b.Int;
+        }
+        if (ok) map_consts[id] = def;
+      }
+      state[id] = 2;
+      return true;
+    };
+    for (size_t m = 0; m < rule.maps.size(); ++m) resolve(static_cast<int>(m));
+    iexpr_cache_.clear();
+  }
 
   for (size_t ti = 0; ti < rule.tensors.size(); ++ti) {
     const auto& td = rule.tensors[ti];
@@ -316,7 +348,7 @@ Term Encoder::valid(const Node& n) {
         cs.push_back(agg(k.rclass, true, [&](int j) { return b.eq(size(x, k, j), b.integer(1)); }));
       break;
     }
-    case Op::Conv: throw Unsupported("conv is not supported by the encoder" + where(n.loc));
+    case Op::Conv: cs.push_back(conv_valid(n)); break;  // conv.cpp
   }
   Term r = b.and_(cs);
   valid_cache_[&n] = r;
@@ -588,7 +620,7 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
     case Op::Exp: {
       Elem x = sub(0);
       if (x.sum) {
-        if (n.op != Op::Neg || !x.sum->f.tag.isNull()) no_sum(x);
+        if (n.op != Op::Neg || !x.sum->f.tag.isNull() || is_fold(x)) no_sum(x);
         auto s = std::make_shared<SumVal>(*x.sum);
         s->f.v = b.neg(s->f.v);
         return {x.def, {}, s};
@@ -604,7 +636,7 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
         if (!tg.isNull()) r.tag = b.ite(b.eq(tg, b.zero), b.zero, b.ite(b.eq(tg, b.integer(2)), tg, b.integer(1)));
       } else {
         if (t != DType::Real) throw Unsupported("exp on a non-real value" + where(n.loc));
-        Term e = b.s.mkTerm(Kind::EXPONENTIAL, {b.to_real(v.v)});
+        Term e = b.exp(v.v);
         if (tg.isNull()) {
           r.v = e;
         } else {  // exp(-inf) = 0, exp(+inf) = +inf, exp(Unknown) = Unknown
@@ -660,6 +692,7 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
     }
     case Op::Sum:
     case Op::Dot: {
+      if (n.op == Op::Sum && n.reducer != Reducer::Sum) return fold_at(n, idx);  // reduce.cpp
       // Summation-index constants for the contracted keys; the sum is kept as its summand.
       std::vector<BoxEntry> box;
       Index full = idx;
@@ -690,6 +723,7 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
         body = arith(Op::Mul, n, at(x, restrict_to(x, full)), at(y, restrict_to(y, full)));
       }
       if (box.empty()) return body;
+      if (is_fold(body)) throw Unsupported("a sum of max/min/prod reductions cannot be encoded" + where(n.loc));
       auto s = std::make_shared<SumVal>();
       if (body.sum) {
         if (!body.sum->f.tag.isNull()) throw Unsupported("a sum of infinities cannot be encoded" + where(n.loc));
@@ -807,7 +841,7 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
       }
       return at(x, ci);
     }
-    case Op::Conv: throw Unsupported("conv is not supported by the encoder" + where(n.loc));
+    case Op::Conv: return conv_at(n, idx);  // conv.cpp
   }
   throw Unsupported("internal: unknown operator");
 }
@@ -817,6 +851,7 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
 Elem Encoder::arith(Op op, const Node& n, const Elem& x, const Elem& y) {
   DType t = n.etype.resolve(dtype);
   Term def = b.and_({x.def, y.def});
+  if (is_fold(x) || is_fold(y)) return fold_arith(op, n, x, y);  // reduce.cpp
   if (x.sum || y.sum) {
     bool ok = op == Op::Mul || (op == Op::Div && t == DType::Real && !y.sum);
     if (!ok || (x.sum && !x.sum->f.tag.isNull()) || (y.sum && !y.sum->f.tag.isNull()) ||
@@ -961,7 +996,11 @@ Query Encoder::build() {
 
   Query q;
   Term lhs_access, eq_goal;
-  if (!le.sum && !re.sum) {
+  if (is_fold(le) || is_fold(re)) {
+    q.has_sums = true;  // the match and the unmatched-index goals are incomplete, as for sums
+    fold_compare(le, re, in_range_l, lhs_access, eq_goal);  // reduce.cpp
+    q.cex_hint = fold_hint_;
+  } else if (!le.sum && !re.sum) {
     lhs_val = le.val;
     rhs_val = re.val;
     lhs_access = b.and_({in_range_l, le.def});

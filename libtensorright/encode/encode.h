@@ -75,6 +75,8 @@ class Builder {
   Term real_rem(const Term& a, const Term& b) const;
   Term inverse(const Term& c) const;  // 1 / c, 0 for c = 0
 
+  Term exp(const Term& x) const;      // e^x, split over sums: exp(a + b) = exp(a) * exp(b)
+
   // Remainders with a symbolic divisor built so far (dividend, divisor, result), and the
   // shift lemma instances over them (see builder.cpp).
   struct Rem {
@@ -83,8 +85,28 @@ class Builder {
   mutable std::vector<Rem> rems;
   std::vector<Term> rem_lemmas() const;
 
+  // Int terms are kept in a polynomial normal form (builder.cpp): a sum of monomials, each an
+  // int64 coefficient times a sorted product of atoms (constants, reads, ite, div, mod terms).
+  // Equal polynomials give the same term, so index arithmetic that cancels folds away.
+  using Mono = std::vector<Term>;
+  using Poly = std::map<Mono, int64_t>;
+  std::optional<Poly> poly(const Term& t) const;  // nullopt: not Int, or int64 overflow
+  Term from_poly(const Poly& p) const;
+
+  // Rewrites t under the assumption that each fact term has the given truth value (ite guards
+  // and atoms equal to a fact fold). Used for the dividend of a division, which only matters
+  // where the divisor is non-zero.
+  Term assume(const Term& t, const std::vector<std::pair<Term, bool>>& facts) const;
+
  private:
   void unify(Term& a, Term& b) const;
+  // The SMT-LIB div/mod of a by c for c != 0 (the caller guards c = 0), with the multiples of a
+  // monomial divisor moved out: div(c*Q + R, c) = Q + div(R, c), mod(c*Q + R, c) = mod(R, c).
+  Term raw_divmod(const Term& a, const Term& c, bool mod, const std::vector<std::pair<Term, bool>>& facts) const;
+  std::optional<Poly> mono_times(const Mono& m, int64_t coef) const;
+  std::optional<Poly> times(const Poly& a, const Poly& b) const;
+  std::optional<int64_t> const_diff(const Term& a, const Term& c) const;
+  mutable std::unordered_map<Term, Poly> poly_cache_;
 };
 
 // An element value: v is Bool/Int/Real. tag is null when the value is certainly finite, otherwise
@@ -108,6 +130,12 @@ struct SumVal {
   Val f;
   std::vector<BoxEntry> box;
   std::vector<std::pair<Term, std::vector<BoxEntry>>> defs;
+  // Extension (reduce.cpp, docs/verifier.md "Max, min and product reductions"): for red != Sum
+  // this is the fold of `init` with f over the box (a "fold"); its unmatched SI entries carry fresh
+  // constants instead of 0, and the init's definedness is in the Elem's def.
+  Reducer red = Reducer::Sum;
+  Val init;
+  const Node* node = nullptr;  // the reduction (its element type, for arithmetic on the init)
 };
 
 // An element of a tensor at one index: defined-ness (excluding the index range, which the caller
@@ -135,6 +163,9 @@ struct Query {
   Term query;               // hyp ∧ lhs_access ∧ ¬(∧ goals)
   Term vacuity;             // hyp ∧ lhs_access
   bool has_sums = false;    // a match abstracts sums: a non-replaying model is inconclusive
+  // Folds (reduce.cpp): extra constraints that steer a satisfiable query towards a model that
+  // replays (exact folds, a dominating difference); only for the search, never for a proof.
+  Term cex_hint;
 };
 
 class Encoder {
@@ -210,6 +241,22 @@ class Encoder {
   std::vector<std::vector<Term>> si_consts_;
   bool inf_ = false;                              // the rule can produce infinities
   std::vector<Term> hyp_extra_;                   // lhs-sum definedness instances
+
+  // conv.cpp: a convolution is a sum over its feature and window indices (ConvAttrs in ir.h).
+  Term conv_attr(const Node& n, const char* name, const AxisKey& k, int j, int64_t dflt);
+  Term conv_valid(const Node& n);
+  Elem conv_at(const Node& n, const Index& idx);
+  static std::vector<uint64_t> signature_of(const Index& idx);  // identifies an index (sum_use_)
+
+  // reduce.cpp: reduce_max/min/prod (Op::Sum with a Reducer other than Sum).
+  static bool is_fold(const Elem& e) { return e.sum && e.sum->red != Reducer::Sum; }
+  void check_folds();  // constructor: forms rejected before any encoding
+  Elem fold_at(const Node& n, const Index& idx);
+  Elem fold_arith(Op op, const Node& n, const Elem& x, const Elem& y);
+  void fold_compare(const Elem& le, const Elem& re, const Term& in_range_l, Term& lhs_access, Term& eq_goal);
+  std::vector<Term> fold_goals_;  // exactness conditions of nested folds (extra goals)
+  Term fold_hint_;                // Query::cex_hint
+  int fold_fresh_ = 0;            // counter for the names of fresh unmatched-index constants
 };
 
 // Sort of the element type t.

@@ -438,6 +438,36 @@ DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, c
     std::string detail = "ranks (" + rk + "): " + describe(rule, m.inst) + " index " + idx_str(rule, m.index) +
                          (pre ? "" : " [preconditions/assumptions fail on replay]") +
                          (sc.holds ? " [refinement holds on replay]" : " [" + sc.reason + "]");
+    if (q.has_sums && !q.cex_hint.isNull()) {
+      // max/min/prod reductions (encode/reduce.cpp): solve once more with the encoder's hint (exact
+      // folds, a dominating difference); only a model that replays becomes a counterexample.
+      s->push();
+      s->assertFormula(q.query);
+      s->assertFormula(q.cex_hint);
+      std::optional<Model> hm;
+      if (s->checkSat().isSat()) {
+        try {
+          hm = read_model(*s, *e);
+          if (opts.minimise) minimise(*s, *e, *hm, opts);
+        } catch (const ModelError&) {
+          hm.reset();
+        }
+      }
+      s->pop();
+      if (hm) {
+        try {
+          SideCheck hc = check_at(rule, hm->inst, hm->index);
+          if (preconditions_hold(rule, hm->inst) && !hc.holds && !hc.inexact && hc.lhs.defined) {
+            out.res.verdict = Verdict::Counterexample;
+            out.cex = render(rule, *hm, hc, si_maps);
+            out.res.reason = hc.reason;
+            return finish();
+          }
+        } catch (const EvalOverflow&) {
+          // fall through: inconclusive, as without the hint
+        }
+      }
+    }
     if (q.has_sums) {
       out.res.verdict = Verdict::Unknown;
       out.res.reason = "the solver found a model that does not replay because `match` abstracts the sums "

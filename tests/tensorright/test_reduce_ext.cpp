@@ -1,7 +1,7 @@
 // The reduce_max / reduce_min / reduce_prod extension (ir.h, Reducer): syntax round trip, checker
 // facts and errors, exact evaluator values (empty ranges, infinities, Unknown), the rule files
 // rules/xla/reduce-init.tr and rules/xla-mutants/reduce-init.tr under random testing, and the
-// encoder's guard (such rules are `unsupported`, never proved).
+// verifier's verdicts on a few such rules (the encoding: test_reduce_encode.cpp).
 #include <doctest/doctest.h>
 
 #include <string>
@@ -275,28 +275,29 @@ TEST_CASE("reduce ext: rules/xla/reduce-init.tr and its mutants under random tes
   }
 }
 
-// The encoder has no encoding of these reductions yet: its guard makes every such rule
-// `unsupported` (for every dtype), so none can be reported proved, true or not.
-TEST_CASE("reduce ext: the verifier reports unsupported, never proved") {
+// The encoder encodes these reductions (encode/reduce.cpp; more in test_reduce_encode.cpp): a true
+// rule is proved, a false one refuted, and a form without a sound encoding stays `unsupported`.
+TEST_CASE("reduce ext: the verifier proves, refutes, or reports unsupported") {
   LoadedFile good = load_rule_source(
       "rule a : num {\n rclass R0, R1\n map s0, i, j : R0\n map s1 : R1\n tensor X : {R0: s0, R1: s1}\n"
       " lhs reduce_max(X, {R0: i}, init=-inf)\n rhs reduce_max(X, {R0: j}, init=-inf)\n match i == j\n}\n"
       "rule b : int {\n rclass R\n map n, i : R\n tensor X : {R: n}\n"
       " lhs X\n rhs X + 0 * broadcast(reduce_prod(X, {R: i}, init=1), {R: n})\n}\n"
-      // false, but still unsupported: the guard comes before any solving
+      // false: the empty range gives inf
       "rule c : num {\n rclass R0, R1\n map s0, i : R0\n map s1 : R1\n tensor X : {R0: s0, R1: s1}\n"
       " lhs const(0, {R1: s1})\n rhs reduce_min(X, {R0: i}, init=inf)\n}\n",
       "g.tr");
   VerifyOptions opts;
   opts.timeout_s = 5;
-  for (const Rule& rule : good.rules) {
+  const Verdict want[] = {Verdict::Proved, Verdict::Unsupported, Verdict::Counterexample};
+  REQUIRE(good.rules.size() == 3);
+  for (size_t i = 0; i < good.rules.size(); ++i) {
+    const Rule& rule = good.rules[i];
     CAPTURE(rule.name);
     RuleResult res = verify_rule(rule, "g.tr", opts);
-    CHECK(res.verdict == Verdict::Unsupported);
+    CHECK(res.verdict == want[i]);
     REQUIRE_FALSE(res.dtypes.empty());
-    for (const auto& d : res.dtypes) {
-      CHECK(d.verdict == Verdict::Unsupported);
-      CHECK(d.reason.find("max/min/prod reductions are not encoded yet") != std::string::npos);
-    }
+    for (const auto& d : res.dtypes)
+      if (want[i] != Verdict::Proved) CHECK(d.verdict != Verdict::Proved);
   }
 }
