@@ -87,9 +87,27 @@ struct Tuning {
   bool alias = false, batch = true;
 };
 
-Tuning resolve(const KernelTuning& t, int64_t hd, const Plan& plan, const PlanPass& pass, bool tc) {
+// Shared memory per block of the fused kernel; must match MmaEngine::SMEM, MmaTf32Engine::SMEM and
+// SimtEngine::SMEM in device_code.cpp.
+int64_t fused_smem(DType dt, int64_t hd, bool tc, const Tuning& tu) {
+  if (tc && dt == DType::TF32) return int64_t{tu.stages} * 64 * ((hd + 16) + (hd + 4)) * 4;
+  if (tc) return int64_t{tu.stages} * 2 * 64 * (hd + 8) * 2;
+  return (hd * 68 + 64 * hd + (tu.alias ? std::max<int64_t>(hd * 68, 64 * 68) : hd * 68 + 64 * 68)) * 4;
+}
+
+Tuning resolve(const KernelTuning& t, DType dt, int64_t hd, const Plan& plan, const PlanPass& pass, bool tc) {
   Tuning r;
-  if (tc) {
+  if (tc && dt == DType::TF32) {
+    // tf32 (MmaTf32Engine): 16 rows per warp only (its fp32 operands double the fragment
+    // registers: 32 rows would spill). Shared memory allows 3 blocks per SM at d = 64 (fp32 K and
+    // V stages, 74 KB each), but 3 blocks cap registers at 168 and spill; 2 blocks (up to 255
+    // registers, no spill) measured 1-10% faster on window, strided and bigbird at 4k (H200), so
+    // at most 2, fewer where shared memory allows fewer (1 at d = 128).
+    r.mw = 1;
+    r.stages = t.mma_stages > 0 ? t.mma_stages : 2;
+    const int64_t per_sm = 227 * 1024, fit = per_sm / (fused_smem(dt, hd, tc, r) + 1024);
+    r.min_blocks = t.min_blocks >= 0 ? t.min_blocks : static_cast<int>(std::clamp<int64_t>(fit, 1, 2));
+  } else if (tc) {
     // 32 rows per warp (2 warps, 255 registers, 4 blocks per SM) halves the ldmatrix traffic:
     // 2-3% faster on single-pass, one-run, period-1 plans (window, blocked); slower on strided
     // (-35%), longformer and bigbird (run registers spill), so 16 rows (4 warps) elsewhere.
@@ -178,7 +196,11 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   const int64_t HD = p.head_dim;
   GeneratedModule mod;
   mod.name = p.name;
-  mod.tensor_cores = (p.dtype == DType::BF16 || p.dtype == DType::FP16) && HD % 16 == 0 && HD <= 128;
+  // Tensor cores: bf16/fp16 (m16n8k16) at head_dim % 16 == 0, tf32 (m16n8k8, fp32 storage) at
+  // head_dim % 32 == 0 (its conflict-free fragment layout); fp32 runs on CUDA cores.
+  mod.tensor_cores = ((p.dtype == DType::BF16 || p.dtype == DType::FP16) && HD % 16 == 0 && HD <= 128) ||
+                     (p.dtype == DType::TF32 && HD % 32 == 0 && HD <= 128);
+  const bool tf32_tc = mod.tensor_cores && p.dtype == DType::TF32;
   // Row tiles of 64 rows: 4 warps x 16 rows on tensor cores, 16 x 8 threads x 4 rows on CUDA cores
   // (128-row tiles measured slower: heavier global-row tiles, fewer blocks per SM).
   mod.plan = make_plan(acsr, opt.tile);
@@ -235,7 +257,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     << mod.max_row_runs << " runs per row.\n"
     << "// Facts relied on: every row lies in exactly one segment; a segment's runs are disjoint; an affine\n"
     << "// run's start and count are (slope*i + offset)/den, exact on the segment's rows; runs lie in [0, kv_len).\n"
-    << "//\n// Fused kernel plan (" << (mod.tensor_cores ? "tensor cores, mma.sync m16n8k16" : "CUDA cores, fp32 FMA")
+    << "//\n// Fused kernel plan (" << (tf32_tc ? "tensor cores, mma.sync m16n8k8 tf32" : mod.tensor_cores ? "tensor cores, mma.sync m16n8k16" : "CUDA cores, fp32 FMA")
     << ", fp32 accumulation and online softmax):\n";
   {
     std::istringstream d(describe(plan));
@@ -329,17 +351,16 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     kd.role = "fused pass " + std::to_string(pi + 1) + "/" + std::to_string(plan.passes.size()) +
               " (rows grouped by i mod " + std::to_string(pass.period) + ")";
     kd.grid_x = static_cast<int64_t>(pass.tiles.size());
-    const Tuning tu = resolve(opt.tuning, HD, plan, pass, mod.tensor_cores);
-    // Must match MmaEngine::SMEM / SimtEngine::SMEM in device_code.cpp.
+    const Tuning tu = resolve(opt.tuning, p.dtype, HD, plan, pass, mod.tensor_cores);
     kd.block = mod.tensor_cores ? 128 / tu.mw : 128;
-    kd.smem_dynamic = mod.tensor_cores ? tu.stages * 2 * 64 * (HD + 8) * 2
-                      : (HD * 68 + 64 * HD + (tu.alias ? std::max<int64_t>(HD * 68, 64 * 68) : HD * 68 + 64 * 68)) * 4;
+    kd.smem_dynamic = fused_smem(p.dtype, HD, mod.tensor_cores, tu);
     mod.fused.push_back(kd);
     const std::string engine =
-        mod.tensor_cores ? std::string("MmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.mw) +
-                               ", " + std::to_string(tu.stages) + ">"
-                         : std::string("SimtEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " +
-                               (tu.alias ? "true" : "false") + ", " + (tu.batch ? "true" : "false") + ">";
+        tf32_tc ? "MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
+        : mod.tensor_cores ? std::string("MmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.mw) +
+                                 ", " + std::to_string(tu.stages) + ">"
+                           : std::string("SimtEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " +
+                                 (tu.alias ? "true" : "false") + ", " + (tu.batch ? "true" : "false") + ">";
     // Tensor cores: registers capped so that min_blocks blocks share an SM (resolve()).
     const std::string bounds =
         std::to_string(kd.block) + (tu.min_blocks > 0 ? ", " + std::to_string(tu.min_blocks) : std::string());

@@ -26,7 +26,8 @@ const char* kernel_kind_name(KernelKind);  // "fused", "pipeline"
 
 // Fused-kernel tuning knobs; 0 / -1 pick the measured defaults (docs/performance.md).
 struct KernelTuning {
-  int mma_warp_rows = 0;    // tensor cores: rows per warp, 16 (4 warps) or 32 (2 warps); 0: auto
+  int mma_warp_rows = 0;    // bf16/fp16 tensor cores: rows per warp, 16 (4 warps) or 32 (2 warps); 0: auto
+                            // (tf32 tensor cores always use 16)
   int mma_stages = 0;       // tensor cores: cp.async stages, 2 or 3; 0: auto
   int min_blocks = -1;      // __launch_bounds__ min blocks per SM (0: none); -1: auto
   int simt_alias = -1;      // CUDA cores: P^T shares K^T's shared memory (1) or not (0); -1: auto
@@ -65,7 +66,7 @@ struct GeneratedModule {
   int64_t workspace_floats_per_bh = 0; // fused state hand-over between passes (0: single pass)
   int64_t scores_floats_per_bh = 0;    // pipeline compressed scores (= nnz)
   int64_t nnz = 0;
-  bool tensor_cores = false;           // fused kernel uses mma.sync
+  bool tensor_cores = false;           // fused kernel uses mma.sync (bf16/fp16 m16n8k16, tf32 m16n8k8)
   std::string pattern_hash;            // "fnv1a64:<16 hex>" of the shape and the ACSR
   Plan plan;
   int64_t max_row_runs = 0;

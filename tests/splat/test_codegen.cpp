@@ -207,6 +207,22 @@ TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
   CHECK(l.fused[0].smem_dynamic == (64 * 68 + 64 * 64 + 64 * 68 + 64 * 68) * 4);
   CHECK(l.source.find("SimtEngine<float, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, false, false>") != std::string::npos);
   CHECK(l.source.find("__launch_bounds__(128) splat_fused_p0(") != std::string::npos);
+  // tf32 on tensor cores (m16n8k8): 4 warps x 16 rows, fp32 K (HD + 16) and V (HD + 4) rows in two
+  // stages; 2 blocks per SM at d = 64 (measured faster than the 3 that shared memory allows), 1 at d = 128.
+  GeneratedModule tf = gen(problem(window, 2048, "tf32"));
+  CHECK(tf.tensor_cores);
+  CHECK(tf.fused[0].block == 128);
+  CHECK(tf.fused[0].smem_dynamic == 2 * 64 * (80 + 68) * 4);
+  CHECK(tf.source.find("MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2>") != std::string::npos);
+  CHECK(tf.source.find("__launch_bounds__(128, 2) splat_fused_p0") != std::string::npos);
+  CHECK(tf.source.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos);
+  GeneratedModule t128 = gen(problem(window, 2048, "tf32", 128), parse_tuning("mw=32"));
+  CHECK(t128.fused[0].block == 128);  // tf32 keeps 16 rows per warp
+  CHECK(t128.source.find("__launch_bounds__(128, 1) splat_fused_p0") != std::string::npos);
+  // tf32 at a head_dim the tensor-core layout does not take (not a multiple of 32): CUDA cores
+  // would need a multiple of 32 too, so the fused kernel is refused with the JSON path.
+  CHECK_THROWS_WITH(gen(problem(window, 2048, "tf32", 48)), doctest::Contains("head_dim"));
+  CHECK(!gen(problem(window, 2048, "fp32")).tensor_cores);
 }
 
 // Every engine configuration the tuning can select builds (ptxas, the oldest architecture).
@@ -219,7 +235,8 @@ TEST_CASE("every kernel tuning variant compiles to CUBIN for sm_80") {
   };
   for (const V& v : {V{"bf16", 64, "mw=32,stages=3"}, V{"bf16", 128, "mw=16,stages=3"}, V{"fp16", 32, "mw=32"},
                      V{"fp32", 64, "alias=0,batch=1"}, V{"fp32", 96, "alias=1,batch=1,minb=0"},
-                     V{"fp32", 32, "alias=1,batch=0"}}) {
+                     V{"fp32", 32, "alias=1,batch=0"}, V{"tf32", 64, ""}, V{"tf32", 128, "stages=3"},
+                     V{"tf32", 32, "minb=2"}}) {
     CAPTURE(v.dtype);
     CAPTURE(v.d);
     CAPTURE(v.tuning);
