@@ -240,6 +240,23 @@ Counterexample render(const Rule& rule, const Model& m, const SideCheck& sc, con
 
 // ---- one dtype -------------------------------------------------------------------------------------
 
+// q with every exp(x) replaced by 1 and x = 0 added (null when q has no exp).
+cvc5::Term exp_free_probe(const enc::Builder& b, const cvc5::Term& q) {
+  std::vector<cvc5::Term> exps;
+  std::set<cvc5::Term> seen;
+  std::function<void(const cvc5::Term&)> walk = [&](const cvc5::Term& t) {
+    if (!seen.insert(t).second) return;
+    if (t.getKind() == cvc5::Kind::EXPONENTIAL) exps.push_back(t);
+    for (size_t i = 0; i < t.getNumChildren(); ++i) walk(t[i]);
+  };
+  walk(q);
+  if (exps.empty()) return {};
+  std::vector<cvc5::Term> ones(exps.size(), b.real(1));
+  std::vector<cvc5::Term> cs{q.substitute(exps, ones)};
+  for (const auto& x : exps) cs.push_back(b.eq(x[0], b.real(0)));
+  return b.and_(cs);
+}
+
 struct DTypeOutcome {
   DTypeResult res;
   std::optional<Counterexample> cex;
@@ -346,15 +363,33 @@ DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, c
   bool nonvacuous = false;
   std::optional<Verdict> inconclusive;
   std::string inconclusive_reason;
+  // Time bound per dtype: once a task is inconclusive the verdict cannot be `proved` any more, so
+  // the remaining tasks only look for a counterexample (short limit, no portfolio), and they stop
+  // once the dtype has used its budget.
+  const double budget_s = 1.5 * opts.timeout_s;
+  const double short_s = std::min(opts.timeout_s, 1.0);
+  bool degraded = false;
+  std::unique_ptr<cvc5::Solver> short_solver;
   for (const auto& ranks : rank_vectors(bounds.k)) {
+    if (inconclusive && since(t0) > budget_s) {
+      inconclusive_reason += "; stopped after " + std::to_string(out.res.tasks) + " tasks (time budget " +
+                             std::to_string(static_cast<int>(budget_s)) + " s)";
+      break;
+    }
     out.res.tasks++;
     std::optional<cvc5::Result> result;
     std::unique_ptr<cvc5::Solver> s2;
     cvc5::Solver* s = solver.get();
+    if (degraded) {
+      if (!short_solver) short_solver = make_solver(short_s, configs()[0]);
+      s = short_solver.get();
+    }
     std::unique_ptr<enc::Encoder> e;
     enc::Query q;
     bool timed_out = false;
-    for (size_t ci = 0; ci < (opts.portfolio ? configs().size() : 1); ++ci) {
+    std::optional<Verdict> task_inc;  // this task's inconclusive verdict, if no configuration decides it
+    std::string task_reason;
+    for (size_t ci = 0; ci < (opts.portfolio && !degraded ? configs().size() : 1); ++ci) {
       if (ci > 0) {
         // After a timeout the other configurations get a fifth of the limit each: they are for
         // queries the default strategy gets stuck on, and a hard query should not cost 3x.
@@ -371,6 +406,22 @@ DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, c
         return finish();
       }
       if (ci == 0 && !opts.dump_smt_dir.empty()) dump_smt(opts.dump_smt_dir, rule, file, dt, ranks, q.query);
+      if (ci == 0) {
+        // Transcendental models are out of cvc5's reach, so a query with exp is first tried with
+        // every exp argument 0: then it is algebraic (exp(0) = 1 exactly, also in the evaluator).
+        // A model of that restriction is a model of the query, and it is replayed like any other.
+        cvc5::Term probe = exp_free_probe(e->b, q.query);
+        if (!probe.isNull()) {
+          s->push();
+          s->assertFormula(probe);
+          cvc5::Result r = s->checkSat();
+          if (r.isSat()) {
+            result = r;
+            break;  // keep the push: the model is read below
+          }
+          s->pop();
+        }
+      }
       s->push();
       s->assertFormula(q.query);
       cvc5::Result r = s->checkSat();
@@ -383,17 +434,25 @@ DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, c
       why << r.getUnknownExplanation();
       bool to = r.getUnknownExplanation() == cvc5::UnknownExplanation::TIMEOUT;
       if (ci == 0) timed_out = to;
-      if (!inconclusive || to) {
-        inconclusive = to ? Verdict::Timeout : Verdict::Unknown;
+      if (!task_inc || to) {
+        task_inc = to ? Verdict::Timeout : Verdict::Unknown;
         std::ostringstream msg;
         if (to)
-          msg << "solver timeout (" << opts.timeout_s << " s per call) at ranks " << rank_text(rule, ranks);
+          msg << "solver timeout (" << (degraded ? short_s : opts.timeout_s) << " s per call) at ranks "
+              << rank_text(rule, ranks);
         else
           msg << "solver answered unknown (" << why.str() << ") at ranks " << rank_text(rule, ranks);
-        inconclusive_reason = msg.str();
+        task_reason = msg.str();
       }
     }
-    if (!result) continue;
+    if (!result) {
+      if (!inconclusive || (*task_inc == Verdict::Timeout && *inconclusive != Verdict::Timeout)) {
+        inconclusive = task_inc;
+        inconclusive_reason = task_reason;
+      }
+      degraded = true;
+      continue;
+    }
     if (result->isUnsat()) {
       s->pop();
       if (!nonvacuous) {

@@ -260,7 +260,10 @@ TEST_CASE("reduce ext: rules/xla/reduce-init.tr and its mutants under random tes
   CHECK(bad.rules.size() >= 3);
   for (const Rule& rule : good.rules) {
     CAPTURE(rule.name);
-    REQUIRE(rule.expect == Verdict::Proved);
+    // The corpus's true rules: proved, or true but beyond the encoder (unsupported). A vacuous rule
+    // has no defined left side to test.
+    if (rule.expect == Verdict::Vacuous) continue;
+    REQUIRE((rule.expect == Verdict::Proved || rule.expect == Verdict::Unsupported));
     RandomTestResult r = random_test(rule, 150, 11);
     CHECK(r.lhs_defined >= 100);  // the rules are not vacuous for the tester
     if (r.failing)

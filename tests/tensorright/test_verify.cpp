@@ -353,3 +353,186 @@ rule pad_zero : int {
   CHECK(run_cvc5(p2.string()).rfind("sat", 0) == 0);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("verify: slice of reverse with XLA's start formula is proved; an off-by-one start is refuted") {
+  const std::string rule = R"(
+rule slice_reverse : any {
+  rclass R
+  map s, st, e, p : R
+  map ne : R = s - st
+  map ns : R = (s - st) - (p * ((e - st - 1) div p) + OFF)
+  tensor A : {R: s}
+  lhs slice(reverse(A, {R}), start={R: st}, end={R: e}, stride={R: p})
+  rhs reverse(slice(A, start={R: ns}, end={R: ne}, stride={R: p}), {R})
+})";
+  auto with = [&](const std::string& off) {
+    std::string r = rule;
+    r.replace(r.find("OFF"), 3, off);
+    return r;
+  };
+  auto ok = run(with("1"));
+  CHECK(ok.verdict == Verdict::Proved);
+  for (const auto& d : ok.dtypes) CHECK(d.verdict == Verdict::Proved);
+  auto bad = run(with("2"));
+  REQUIRE(bad.verdict == Verdict::Counterexample);
+  CHECK(bad.cex.has_value());
+}
+
+TEST_CASE("verify: the padding and concat slice rules are proved, their wrong variants refuted") {
+  auto in_pad = run(R"(
+rule slice_in_padding_any : any {
+  rclass R
+  map s, l, h, it, st, e, p : R
+  map n : R = (e - st + p - 1) div p
+  tensor A : {R: s}
+  scalar a
+  pre any(e <= l || st >= l + s + max(0, s - 1) * it)
+  lhs slice(pad(A, a, low={R: l}, interior={R: it}, high={R: h}), start={R: st}, end={R: e}, stride={R: p})
+  rhs const(a, {R: n})
+})");
+  CHECK(in_pad.verdict == Verdict::Proved);
+  // One element too far: the window may reach the data.
+  auto off = run(R"(
+rule slice_in_padding_off : int {
+  rclass R
+  map s, l, h, it, st, e, p : R
+  map n : R = (e - st + p - 1) div p
+  tensor A : {R: s}
+  scalar a
+  pre any(e <= l + 1 || st >= l + s + max(0, s - 1) * it)
+  lhs slice(pad(A, a, low={R: l}, interior={R: it}, high={R: h}), start={R: st}, end={R: e}, stride={R: p})
+  rhs const(a, {R: n})
+})");
+  CHECK(off.verdict == Verdict::Counterexample);
+  auto shift = run(R"(
+rule slice_concat_shift : any {
+  rclass K single
+  rclass R
+  map sa, sb, st0, e0, p0 : K
+  map ns0 : K = st0 - sa
+  map ne0 : K = e0 - sa
+  map s, st1, e1, p1 : R
+  tensor A : {K: sa, R: s}
+  tensor B : {K: sb, R: s}
+  pre st0 >= sa
+  lhs slice(concat(A, B, axis=K), start={K: st0, R: st1}, end={K: e0, R: e1}, stride={K: p0, R: p1})
+  rhs slice(B, start={K: ns0, R: st1}, end={K: ne0, R: e1}, stride={K: p0, R: p1})
+})");
+  CHECK(shift.verdict == Verdict::Proved);
+}
+
+TEST_CASE("verify: nested real divisions and exp quotients are proved (x / 0 = 0), wrong ones refuted") {
+  for (const char* r : {"lhs (A / B) / (C / D)\n  rhs (A * D) / (B * C)", "lhs A / (B / C)\n  rhs (A * C) / B",
+                        "lhs exp(A) / exp(B)\n  rhs exp(A - B)"}) {
+    CAPTURE(r);
+    auto res = run(std::string("rule d : real {\n  rclass R\n  map s : R\n  tensor A, B, C, D : {R: s}\n  ") + r + "\n}");
+    CHECK(res.verdict == Verdict::Proved);
+  }
+  // A / (B / C) => (A * B) / C is wrong (B = C = 1, A = 2 is fine, A = 1, B = 2, C = 1 is not).
+  auto bad = run("rule d : real {\n  rclass R\n  map s : R\n  tensor A, B, C : {R: s}\n  lhs A / (B / C)\n  rhs (A * B) / C\n}");
+  CHECK(bad.verdict == Verdict::Counterexample);
+}
+
+TEST_CASE("verify: a rule with exp gets an exact counterexample at exp(0) = 1") {
+  auto r = run(R"(
+rule exp_lost : real {
+  rclass R0, R1
+  map s0 : R0
+  map s1 : R1
+  tensor A : {R0: s0}
+  lhs exp(broadcast(A, {R1: s1}))
+  rhs broadcast(A, {R1: s1})
+})");
+  REQUIRE(r.verdict == Verdict::Counterexample);
+  REQUIRE(r.cex.has_value());
+  CHECK(r.cex->lhs_value == "1");
+  CHECK(r.cex->rhs_value == "0");
+}
+
+TEST_CASE("verify: conv is a sum over features and the window, with the bijection obligations") {
+  // FoldConvInputPad: edge and interior padding of the input move into the conv's padding and
+  // lhs dilation.
+  auto fold = run(R"(
+rule conv_fold_input_pad : num {
+  rclass B, F, O, S
+  map b : B
+  map f, i, j : F
+  map o : O
+  map x, w, k, m, rd : S
+  map pl, pi, ph, lo, hi : S >= 0
+  map nlo : S = lo + pl
+  map nhi : S = hi + ph
+  map nld : S = 1 + pi
+  tensor IN : {B: b, F: f, S: x}
+  tensor W : {F: f, O: o, S: w}
+  lhs conv(pad(IN, 0, low={S: pl}, interior={S: pi}, high={S: ph}), W, feature={F: i}, spatial={S: k}, low={S: lo}, high={S: hi}, rhs_dilation={S: rd})
+  rhs conv(IN, W, feature={F: j}, spatial={S: m}, low={S: nlo}, high={S: nhi}, lhs_dilation={S: nld}, rhs_dilation={S: rd})
+  match i == j, k == m
+})");
+  CHECK(fold.verdict == Verdict::Proved);
+  // Without the dilation the shapes differ: a counterexample that replays in the evaluator.
+  auto nodil = run(R"(
+rule conv_no_dilation : int {
+  rclass B, F, O, S
+  map b : B
+  map f, i, j : F
+  map o : O
+  map x, w, k, m : S
+  map pi : S >= 0
+  tensor IN : {B: b, F: f, S: x}
+  tensor W : {F: f, O: o, S: w}
+  lhs conv(pad(IN, 0, interior={S: pi}), W, feature={F: i}, spatial={S: k})
+  rhs conv(IN, W, feature={F: j}, spatial={S: m})
+  match i == j, k == m
+})");
+  CHECK(nodil.verdict == Verdict::Counterexample);
+  // A stride changes the values: conv with stride 2 is not conv with stride 1.
+  auto stride = run(R"(
+rule conv_stride : int {
+  rclass B, F, O, S
+  map b : B
+  map f, i, j : F
+  map o : O
+  map x, w, k, m : S
+  tensor IN : {B: b, F: f, S: x}
+  tensor W : {F: f, O: o, S: w}
+  lhs conv(IN, W, feature={F: i}, spatial={S: k}, stride={S: 2}, high={S: x})
+  rhs conv(IN, W, feature={F: j}, spatial={S: m})
+  match i == j, k == m
+})");
+  CHECK(stride.verdict == Verdict::Counterexample);
+  // Empty input features: every output element is an empty sum, 0.
+  auto empty = run(R"(
+rule conv_empty_feature : num {
+  rclass B, F, O, S
+  map b : B
+  map f, i : F
+  map o : O
+  map x, w, k : S
+  map n : S = x - w + 1
+  tensor IN : {B: b, F: f, S: x}
+  tensor W : {F: f, O: o, S: w}
+  pre any(f == 0)
+  lhs conv(IN, W, feature={F: i}, spatial={S: k})
+  rhs const(0, {B: b, O: o, S: n})
+})");
+  CHECK(empty.verdict == Verdict::Proved);
+  // ... but not with features: a one-point sum (unmatched indices over a unit box) is the
+  // product IN * W, not 0.
+  auto nonempty = run(R"(
+rule conv_not_zero : int {
+  rclass B, F, O, S
+  map b : B
+  map f, i : F
+  map o : O
+  map x, w, k : S
+  map n : S = x - w + 1
+  tensor IN : {B: b, F: f, S: x}
+  tensor W : {F: f, O: o, S: w}
+  pre f == 1
+  pre w == 1
+  lhs conv(IN, W, feature={F: i}, spatial={S: k})
+  rhs const(0, {B: b, O: o, S: n})
+})");
+  CHECK(nonempty.verdict == Verdict::Counterexample);
+}
