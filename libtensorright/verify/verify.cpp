@@ -198,6 +198,7 @@ Counterexample render(const Rule& rule, const Model& m, const SideCheck& sc, con
   Counterexample c;
   c.dtype = m.inst.dtype;
   for (const auto& [r, n] : m.inst.rank) c.ranks[rule.rclasses[r].name] = n;
+  std::vector<Index> extent(rule.tensors.size());  // sizes per tensor, as an index of bounds
   for (size_t t = 0; t < rule.tensors.size(); ++t)
     for (const auto& [k, sz] : rule.tensors[t].shape) {
       std::vector<int64_t> v;
@@ -205,15 +206,27 @@ Counterexample render(const Rule& rule, const Model& m, const SideCheck& sc, con
         Value x = eval_iexpr(*sz, m.inst, j);
         v.push_back(x.kind == Value::Kind::Int ? x.i : 0);
       }
+      extent[t][k] = v;
       c.sizes.push_back({rule.tensors[t].name + "." + key_str(rule, k), vec_str(v)});
     }
+  // The solver also applies a tensor's function under guards that end up false (reads that do not
+  // happen); only elements inside the tensor are part of the counterexample.
+  auto inside = [&](size_t t, const Index& idx) {
+    for (const auto& [k, v] : idx) {
+      auto it = extent[t].find(k);
+      if (it == extent[t].end()) return false;
+      for (size_t j = 0; j < v.size(); ++j)
+        if (j >= it->second.size() || v[j] < 0 || v[j] >= it->second[j]) return false;
+    }
+    return true;
+  };
   for (const auto& [id, v] : m.inst.maps)
     if (!si_maps.count(id)) c.maps.push_back({rule.maps[id].name, vec_str(v)});
   for (const auto& [id, v] : m.inst.scalars) c.scalars.push_back({rule.scalars[id].name, v.str()});
   for (const auto& [k, v] : m.index) c.index.push_back({key_str(rule, k), vec_str(v)});
   for (const auto& [t, data] : m.inst.inputs)
     for (const auto& [idx, v] : data.elems)
-      c.inputs.push_back({rule.tensors[t].name + "[" + idx_str(rule, idx) + "]", v.str()});
+      if (inside(static_cast<size_t>(t), idx)) c.inputs.push_back({rule.tensors[t].name + "[" + idx_str(rule, idx) + "]", v.str()});
   c.lhs_value = sc.lhs.defined ? sc.lhs.value->str() : "undefined";
   c.rhs_value = sc.rhs.defined ? sc.rhs.value->str() : "undefined";
   std::ostringstream o;

@@ -536,3 +536,27 @@ rule conv_not_zero : int {
 })");
   CHECK(nonempty.verdict == Verdict::Counterexample);
 }
+
+TEST_CASE("verify: a counterexample lists only input elements inside their tensor") {
+  // The solver also evaluates reads under guards that end up false (here: reads of an empty A at
+  // negative indices); they are not part of the counterexample.
+  auto r = run(R"(
+rule pad_off_by_one : any {
+  rclass K single
+  rclass R
+  map n, lo : K
+  map two : K = lo + 1
+  map s : R
+  tensor A : {K: n, R: s}
+  scalar a
+  pre lo == 1
+  lhs concat(const(a, {K: lo, R: s}), A, axis=K)
+  rhs pad(A, a, low={K: two})
+})");
+  REQUIRE(r.verdict == Verdict::Counterexample);
+  REQUIRE(r.cex);
+  for (const auto& [name, value] : r.cex->inputs) {
+    CAPTURE(name);
+    CHECK(name.find('-') == std::string::npos);
+  }
+}
