@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   cli::Verbosity verbosity;
   cli::add_common(app, "splatc", verbosity);
   app.require_subcommand(1);
+  app.fallthrough();  // -v/-q may also follow the subcommand: `splatc emit P.json -q`
   std::vector<splatc::Command> commands = {
       splatc::register_analyze(app), splatc::register_show(app),
       splatc::register_emit(app), splatc::register_bench(app)};
