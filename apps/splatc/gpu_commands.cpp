@@ -1,83 +1,30 @@
 // splatc emit / bench: flag parsing only; the work is in libsplat (codegen, compile, runtime).
 #include <spdlog/spdlog.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "commands.h"
 #include "common/cli.h"
-#include "libsplat/analysis/analysis.h"
-#include "libsplat/codegen/codegen.h"
-#include "libsplat/compile/nvrtc.h"
+#include "libsplat/compile/emit.h"
 #include "libsplat/pattern/pattern.h"
 #include "libsplat/report/bench_report.h"
 #include "libsplat/runtime/bench.h"
 #include "libsplat/runtime/runtime.h"
 
-namespace fs = std::filesystem;
-
 namespace splatc {
 namespace {
 
 struct EmitArgs {
-  std::string pattern, target = "cuda", arch = "sm_90", out, kernel = "both";
+  std::string pattern, out, kernel = "both";
+  splat::EmitOptions opt;
 };
 
-// Writes all files or none: each goes to a temporary name first, then all are renamed.
-void write_all(const fs::path& dir, const std::vector<std::pair<std::string, std::string>>& files) {
-  fs::create_directories(dir);
-  std::vector<std::pair<fs::path, fs::path>> done;
-  try {
-    for (const auto& [name, data] : files) {
-      fs::path tmp = dir / ("." + name + ".tmp"), dst = dir / name;
-      std::ofstream f(tmp, std::ios::binary);
-      f.write(data.data(), static_cast<std::streamsize>(data.size()));
-      f.close();
-      if (!f) throw std::runtime_error("cannot write " + tmp.string());
-      done.push_back({tmp, dst});
-    }
-  } catch (...) {
-    for (auto& [tmp, dst] : done) fs::remove(tmp);
-    throw;
-  }
-  for (auto& [tmp, dst] : done) fs::rename(tmp, dst);
-}
-
 int run_emit(const EmitArgs& a) {
-  splat::Problem p = splat::load_problem(a.pattern);
-  try {
-    splat::parse_arch(a.arch);
-  } catch (const std::invalid_argument& e) {
-    throw splat::Error("", "--arch", e.what());
-  }
-  splat::Acsr acsr = splat::analyze(p);
-  splat::CodegenOptions co;
-  co.fused = a.kernel != "pipeline";
-  co.pipeline = a.kernel != "fused";
-  splat::GeneratedModule mod = splat::generate(p, acsr, co);
-  // Always compile: an emitted .cu is known to build for the requested architecture.
-  splat::CompileResult ptx = splat::nvrtc_compile(mod.source, p.name + ".cu", a.arch, splat::CompileTarget::Ptx);
-  if (!ptx.log.empty()) spdlog::warn("NVRTC: {}", ptx.log);
-  std::vector<std::pair<std::string, std::string>> files;
-  if (a.target == "cuda")
-    files.push_back({p.name + ".cu", mod.source});
-  else
-    files.push_back({p.name + ".ptx", ptx.image});
-  if (!mod.table.empty())
-    files.push_back({p.name + ".table.bin",
-                     std::string(reinterpret_cast<const char*>(mod.table.data()), mod.table.size() * sizeof(int32_t))});
-  std::vector<std::string> names;
-  for (auto& f : files) names.push_back(f.first);
-  names.push_back("manifest.json");
-  nlohmann::json m = splat::manifest(p, mod, a.target, a.arch, names);
-  m["table_file"] = mod.table.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.name + ".table.bin");
-  m["nvrtc"] = splat::nvrtc_version();
-  files.push_back({"manifest.json", m.dump(2) + "\n"});
-  write_all(a.out, files);
-  for (auto& f : files) std::cout << (fs::path(a.out) / f.first).string() << "\n";
+  splat::EmitOptions opt = a.opt;
+  opt.fused = a.kernel != "pipeline";
+  opt.pipeline = a.kernel != "fused";
+  for (const std::string& path : splat::emit(splat::load_problem(a.pattern), opt, a.out)) std::cout << path << "\n";
   return cli::kOk;
 }
 
@@ -130,8 +77,8 @@ Command register_emit(CLI::App& app) {
   auto args = std::make_shared<EmitArgs>();
   CLI::App* sub = app.add_subcommand("emit", "Generate CUDA C++ or PTX (NVRTC, no GPU needed) and manifest.json");
   sub->add_option("pattern", args->pattern, "Pattern JSON file")->required()->check(CLI::ExistingFile);
-  sub->add_option("--target", args->target, "cuda (the .cu source) or ptx")->check(CLI::IsMember({"cuda", "ptx"}));
-  sub->add_option("--arch", args->arch, "GPU architecture (sm_80, sm_90, ...)");
+  sub->add_option("--target", args->opt.target, "cuda (the .cu source) or ptx")->check(CLI::IsMember({"cuda", "ptx"}));
+  sub->add_option("--arch", args->opt.arch, "GPU architecture (sm_80, sm_90, ...)");
   sub->add_option("-o,--output", args->out, "Output directory")->required();
   sub->add_option("--kernel", args->kernel, "fused, pipeline or both")->check(CLI::IsMember({"fused", "pipeline", "both"}));
   return {sub, [args] { return run_emit(*args); }};
