@@ -6,46 +6,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <set>
 #include <thread>
 
 #include "common/cli.h"
-#include "libtensorright/check/check.h"
+#include "libtensorright/check/batch.h"
 #include "libtensorright/report/report.h"
 #include "libtensorright/verify/verify.h"
 
 namespace fs = std::filesystem;
-
-namespace {
-
-// Files named on the command line, and *.tr files found (recursively, sorted) under directories.
-// A path that does not exist becomes a load failure, so the rest of the batch still runs.
-std::vector<std::string> collect(const std::vector<std::string>& paths, std::vector<tr::report::LoadFailure>& failed) {
-  std::vector<std::string> files;
-  std::set<std::string> seen;
-  auto add = [&](const std::string& f) {
-    if (seen.insert(fs::path(f).lexically_normal().string()).second) files.push_back(f);
-  };
-  for (const auto& p : paths) {
-    std::error_code ec;
-    if (fs::is_directory(p, ec)) {
-      std::vector<std::string> found;
-      for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::follow_directory_symlink, ec);
-           !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
-        if (it->is_regular_file(ec) && it->path().extension() == ".tr") found.push_back(it->path().string());
-      if (ec) failed.push_back({p, p + ": error: cannot read directory: " + ec.message()});
-      std::sort(found.begin(), found.end());
-      for (const auto& f : found) add(f);
-    } else if (fs::exists(p, ec)) {
-      add(p);
-    } else {
-      failed.push_back({p, p + ": error: no such file or directory"});
-    }
-  }
-  return files;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"trverify: verify tensor-graph rewrite rules for every rank and size"};
@@ -74,21 +42,11 @@ int main(int argc, char** argv) {
   try {
     auto t0 = std::chrono::steady_clock::now();
     tr::report::Batch batch;
-    std::vector<std::string> files = collect(paths, batch.failed_files);
-    for (const auto& f : batch.failed_files) std::cerr << f.message << "\n";
-
-    std::vector<std::pair<std::string, tr::Rule>> rules;
-    for (const auto& f : files) {
-      try {
-        tr::LoadedFile lf = tr::load_rule_file(f);
-        spdlog::debug("{}: {} rule(s)", f, lf.rules.size());
-        for (auto& r : lf.rules)
-          if (rule_name.empty() || r.name == rule_name) rules.emplace_back(f, std::move(r));
-      } catch (const tr::Error& e) {
-        std::cerr << e.what() << "\n";  // the rendered FILE:LINE:COL diagnostic, printed once
-        batch.failed_files.push_back({f, e.what()});
-      }
-    }
+    tr::LoadedBatch loaded = tr::load_rule_paths(paths, rule_name);
+    for (const auto& f : loaded.failed) std::cerr << f.message << "\n";  // each diagnostic once
+    batch.failed_files = loaded.failed;
+    const auto& files = loaded.files;
+    auto& rules = loaded.rules;
     if (!rule_name.empty() && rules.empty()) {
       std::cerr << "trverify: error: no rule named '" << rule_name << "' in the given files\n";
       return cli::kBadInput;

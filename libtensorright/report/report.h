@@ -9,15 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "libtensorright/check/batch.h"
 #include "libtensorright/verify/verify.h"
 
 namespace tr::report {
 
 // A file that could not be parsed or type-checked; `message` is the rendered diagnostic.
-struct LoadFailure {
-  std::string file;
-  std::string message;
-};
+using LoadFailure = tr::LoadFailure;
 
 struct Batch {
   std::vector<RuleResult> results;

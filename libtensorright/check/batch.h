@@ -1,0 +1,27 @@
+#pragma once
+// Loading a batch of rule files, as `trverify PATH...` does: files named directly, and *.tr files
+// found recursively (sorted) under directories. A file that does not exist, parse or type-check is
+// recorded as a failure with its rendered diagnostic, and the rest of the batch still loads.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "libtensorright/check/ir.h"
+
+namespace tr {
+
+struct LoadFailure {
+  std::string file;
+  std::string message;  // the rendered diagnostic (FILE:LINE:COL: error: ... with source and caret)
+};
+
+struct LoadedBatch {
+  std::vector<std::string> files;                  // every file that was read, in order
+  std::vector<std::pair<std::string, Rule>> rules; // (file, rule) in file order
+  std::vector<LoadFailure> failed;
+};
+
+// rule_filter: when not empty, only rules of that name are kept.
+LoadedBatch load_rule_paths(const std::vector<std::string>& paths, const std::string& rule_filter = "");
+
+}  // namespace tr

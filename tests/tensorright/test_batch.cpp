@@ -1,0 +1,42 @@
+// Loading a batch of paths: directories recurse in sorted order, failures are recorded and the
+// rest still loads, the rule filter keeps only the named rule.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "libtensorright/check/batch.h"
+
+namespace fs = std::filesystem;
+
+TEST_CASE("batch: directories, failures and the rule filter") {
+  fs::path d = fs::temp_directory_path() / ("tr_batch_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d / "sub");
+  auto write = [](const fs::path& p, const std::string& text) { std::ofstream(p) << text; };
+  const std::string rule = "rule NAME : int {\n rclass R\n map s : R\n tensor A : {R: s}\n lhs A\n rhs A\n}\n";
+  write(d / "b.tr", std::string(rule).replace(5, 4, "b_rule"));
+  write(d / "sub" / "a.tr", std::string(rule).replace(5, 4, "a_rule"));
+  write(d / "sub" / "notes.txt", "not a rule file");
+  write(d / "bad.tr", "rule broken : int {\n  lhs A +\n}\n");
+
+  tr::LoadedBatch all = tr::load_rule_paths({d.string(), (d / "nope.tr").string()});
+  REQUIRE(all.files.size() == 3);  // b.tr, bad.tr, sub/a.tr: sorted by path, .txt skipped
+  CHECK(fs::path(all.files[1]).filename() == "bad.tr");
+  CHECK(fs::path(all.files[2]).filename() == "a.tr");
+  REQUIRE(all.rules.size() == 2);
+  CHECK(all.rules[0].second.name == "b_rule");
+  CHECK(all.rules[1].second.name == "a_rule");
+  REQUIRE(all.failed.size() == 2);
+  CHECK(all.failed[0].message.find("nope.tr: error: no such file") != std::string::npos);
+  CAPTURE(all.failed[1].message);
+  CHECK(all.failed[1].message.find("bad.tr:3:1: error: ") != std::string::npos);  // located diagnostic
+
+  tr::LoadedBatch one = tr::load_rule_paths({d.string(), (d / "b.tr").string()}, "a_rule");
+  CHECK(one.files.size() == 3);  // b.tr named twice loads once
+  REQUIRE(one.rules.size() == 1);
+  CHECK(one.rules[0].second.name == "a_rule");
+  fs::remove_all(d);
+}
