@@ -83,15 +83,15 @@ const char* elt_type(DType t) {
 // The fused kernel's tuning after defaults. The rules are measured on the H200 (B=1, H=16,
 // d=64; docs/performance.md, "splatc kernels (H200)"), each against the alternatives.
 struct Tuning {
-  int mw = 1, stages = 2, min_blocks = 4;
-  bool alias = false, batch = true;
+  int mw = 1, stages = 2, min_blocks = 4, bc = 64;
+  bool alias = false, batch = true, lazy = false;
 };
 
 // Shared memory per block of the fused kernel; must match MmaEngine::SMEM, MmaTf32Engine::SMEM and
 // SimtEngine::SMEM in device_code.cpp.
 int64_t fused_smem(DType dt, int64_t hd, bool tc, const Tuning& tu) {
   if (tc && dt == DType::TF32) return int64_t{tu.stages} * 64 * ((hd + 16) + (hd + 4)) * 4;
-  if (tc) return int64_t{tu.stages} * 2 * 64 * (hd + 8) * 2;
+  if (tc) return int64_t{tu.stages} * 2 * tu.bc * (hd + 8) * 2;
   return (hd * 68 + 64 * hd + (tu.alias ? std::max<int64_t>(hd * 68, 64 * 68) : hd * 68 + 64 * 68)) * 4;
 }
 
@@ -115,9 +115,17 @@ Tuning resolve(const KernelTuning& t, DType dt, int64_t hd, const Plan& plan, co
     r.mw = t.mma_warp_rows == 16 ? 1 : t.mma_warp_rows == 32 ? 2 : (hd <= 64 && simple ? 2 : 1);
     // A third cp.async stage measured no faster (and 1.5x the shared memory).
     r.stages = t.mma_stages > 0 ? t.mma_stages : 2;
+    // 64-key softmax steps, O always rescaled: the 128-key step and the lazy rescale are variants
+    // (docs/performance.md).
+    r.bc = t.mma_key_tile > 0 ? t.mma_key_tile : 64;
+    r.lazy = t.mma_lazy > 0;
     // 16 rows per warp: 128 registers (4 blocks, 16 warps per SM); more runs per row need more.
     // 32 rows per warp: 255 registers (5 blocks, 204 registers, spill heavily).
-    r.min_blocks = t.min_blocks >= 0 ? t.min_blocks : r.mw == 2 ? 4 : (pass.max_runs <= 2 ? 4 : 3);
+    // 128-key tiles: twice the stage memory, so at most 3 blocks per SM at d = 64 (2 stages).
+    r.min_blocks = t.min_blocks >= 0 ? t.min_blocks
+                   : r.bc == 128     ? static_cast<int>(std::clamp<int64_t>(227 * 1024 / (fused_smem(dt, hd, tc, r) + 1024), 1, 3))
+                   : r.mw == 2       ? 4
+                                     : (pass.max_runs <= 2 ? 4 : 3);
   } else {
     // Batched K/V loads with P^T aliased onto K^T at 3 blocks per SM (168 registers): equal or
     // faster everywhere (bigbird fp32 -20%) except two-run passes with split-KV tiles
@@ -168,8 +176,14 @@ KernelTuning parse_tuning(const std::string& spec) {
     } else if (key == "batch") {
       need(v == 0 || v == 1, "0 or 1");
       t.simt_batch = v;
+    } else if (key == "bc") {
+      need(v == 64 || v == 128, "64 or 128");
+      t.mma_key_tile = v;
+    } else if (key == "lazy") {
+      need(v == 0 || v == 1, "0 or 1");
+      t.mma_lazy = v;
     } else {
-      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch)");
+      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch, bc, lazy)");
     }
   }
   return t;
@@ -332,7 +346,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       << "__device__ const TileD kTiles" << pi << "[] = {\n" << tiles.str() << "};\n"
       << "// Groups {walk_begin, walk_count, item_begin, item_count, tabulated}: items walked together.\n"
       << "__device__ const GroupD kGroups" << pi << "[] = {\n" << groups.str() << "};\n"
-      << "// Walks {base, step, count}: keys base + u*step, gathered 64 at a time (one line per tile).\n"
+      << "// Walks {base, step, count}: keys base + u*step, gathered one key tile at a time (one line per tile).\n"
       << "__device__ const WalkD kWalks" << pi << "[] = {\n" << walks.str() << "};\n"
       << "__device__ const int kGroupItems" << pi << "[] = {" << gitems.str() << "};\n"
       << "__device__ const int kGroupRowBegin" << pi << "[] = {" << grbeg.str() << "};\n"
@@ -358,14 +372,16 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     const std::string engine =
         tf32_tc ? "MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : mod.tensor_cores ? std::string("MmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.mw) +
-                                 ", " + std::to_string(tu.stages) + ">"
+                                 ", " + std::to_string(tu.stages) + ", " + std::to_string(tu.bc) + ", " +
+                                 (tu.lazy ? "true" : "false") + ">"
                            : std::string("SimtEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " +
                                  (tu.alias ? "true" : "false") + ", " + (tu.batch ? "true" : "false") + ">";
     // Tensor cores: registers capped so that min_blocks blocks share an SM (resolve()).
     const std::string bounds =
         std::to_string(kd.block) + (tu.min_blocks > 0 ? ", " + std::to_string(tu.min_blocks) : std::string());
     s << "// " << (mod.tensor_cores ? std::to_string(16 * tu.mw) + " rows per warp, " + std::to_string(tu.stages) +
-                                          " cp.async stages"
+                                          " cp.async stages, " + std::to_string(tu.bc) + "-key softmax steps" +
+                                          (tu.lazy ? ", lazy O rescale" : "")
                                     : std::string("P^T ") + (tu.alias ? "shares K^T's" : "has its own") +
                                           " shared memory, " + (tu.batch ? "batched" : "per-element") + " K/V loads")
       << "\n";

@@ -32,9 +32,13 @@ struct KernelTuning {
   int min_blocks = -1;      // __launch_bounds__ min blocks per SM (0: none); -1: auto
   int simt_alias = -1;      // CUDA cores: P^T shares K^T's shared memory (1) or not (0); -1: auto
   int simt_batch = -1;      // CUDA cores: batched K/V global loads (1) or one at a time (0); -1: auto
+  int mma_key_tile = 0;     // bf16/fp16 tensor cores: keys per online-softmax step, 64 or 128; 0: auto
+  int mma_lazy = -1;        // bf16/fp16 tensor cores: skip the O rescale when no row of a warp raised its
+                            // max (1) or always rescale (0); -1: auto
 };
 
-// Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), e.g. the
+// Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), bc (64|128),
+// lazy (0|1), e.g. the
 // SPLATC_TUNE environment variable that `splatc bench` reads. Throws std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
 

@@ -171,9 +171,12 @@ __device__ __forceinline__ bool tab_kept(const Item& it, const int* table, i64 i
 // accumulators as the A operand). A thread owns rows g + 8h of its warp's 16*MW (g = lane / 4,
 // h < 2*MW); m-tile mt holds h = 2mt (accumulator elements 0, 1) and h = 2mt + 1 (2, 3).
 // ================================================================================================
-template <class T, int HD, int SEQ, int KV, int MW, int NSTAGES>
+// BCOLS: keys per online-softmax step (64, or 128: half the max/sum shuffles and O rescales per
+// key, twice the S registers). LAZY: the O rescale is skipped when no row of the warp raised its
+// running max (warp vote; alpha is exactly 1 then, so the result is unchanged).
+template <class T, int HD, int SEQ, int KV, int MW, int NSTAGES, int BCOLS = 64, bool LAZY = false>
 struct MmaEngine {
-  static constexpr int NT = 128 / MW, BR = 64, BC = 64, LDS = HD + 8, ROWS = 2 * MW, STAGES = NSTAGES;
+  static constexpr int NT = 128 / MW, BR = 64, BC = BCOLS, LDS = HD + 8, ROWS = 2 * MW, STAGES = NSTAGES;
   static constexpr int SMEM = STAGES * 2 * BC * LDS * 2;
   u16* Ks;
   u16* Vs;
@@ -291,31 +294,76 @@ struct MmaEngine {
             if (!keep(2 * mt + (e >> 1), n * 8 + 2 * t4 + (e & 1))) s[mt][n][e] = neg_inf();
     }
     const float mul = pos ? scale_log2 : 1.f;
+    if (LAZY) {
+      // Maxima first, then one vote: interior tiles of a window rarely raise any row's max.
+      float ref[ROWS], alpha[ROWS];
+      bool raised = false;
 #pragma unroll
-    for (int h = 0; h < ROWS; ++h) {
-      const int mt = h >> 1, hh = h & 1;
-      float mx = neg_inf();
+      for (int h = 0; h < ROWS; ++h) {
+        const int mt = h >> 1, hh = h & 1;
+        float mx = neg_inf();
 #pragma unroll
-      for (int n = 0; n < BC / 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * hh], s[mt][n][2 * hh + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h], mx * mul);
-      const float ref = m_new == neg_inf() ? 0.f : m_new;
-      const float alpha = fast_exp2(m[h] - ref);
-      m[h] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int n = 0; n < BC / 8; ++n) {
-        float p0 = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref)), p1 = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref));
-        s[mt][n][2 * hh] = p0;
-        s[mt][n][2 * hh + 1] = p1;
-        sum += p0 + p1;
+        for (int n = 0; n < BC / 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * hh], s[mt][n][2 * hh + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[h], mx * mul);
+        raised = raised || m_new > m[h];
+        ref[h] = m_new == neg_inf() ? 0.f : m_new;
+        alpha[h] = fast_exp2(m[h] - ref[h]);  // 1 when the max held (0 only while l and O are 0)
+        m[h] = m_new;
       }
-      l[h] = l[h] * alpha + sum;
+      if (__any_sync(0xffffffffu, raised)) {
 #pragma unroll
-      for (int d = 0; d < HD / 8; ++d) {
-        acc[mt][d][2 * hh] *= alpha;
-        acc[mt][d][2 * hh + 1] *= alpha;
+        for (int h = 0; h < ROWS; ++h) {
+          const int mt = h >> 1, hh = h & 1;
+          l[h] *= alpha[h];
+#pragma unroll
+          for (int d = 0; d < HD / 8; ++d) {
+            acc[mt][d][2 * hh] *= alpha[h];
+            acc[mt][d][2 * hh + 1] *= alpha[h];
+          }
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < ROWS; ++h) {
+        const int mt = h >> 1, hh = h & 1;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) {
+          float p0 = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref[h])), p1 = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref[h]));
+          s[mt][n][2 * hh] = p0;
+          s[mt][n][2 * hh + 1] = p1;
+          sum += p0 + p1;
+        }
+        l[h] += sum;
+      }
+    } else {
+#pragma unroll
+      for (int h = 0; h < ROWS; ++h) {
+        const int mt = h >> 1, hh = h & 1;
+        float mx = neg_inf();
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * hh], s[mt][n][2 * hh + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[h], mx * mul);
+        const float ref = m_new == neg_inf() ? 0.f : m_new;
+        const float alpha = fast_exp2(m[h] - ref);
+        m[h] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) {
+          float p0 = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref)), p1 = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref));
+          s[mt][n][2 * hh] = p0;
+          s[mt][n][2 * hh + 1] = p1;
+          sum += p0 + p1;
+        }
+        l[h] = l[h] * alpha + sum;
+#pragma unroll
+        for (int d = 0; d < HD / 8; ++d) {
+          acc[mt][d][2 * hh] *= alpha;
+          acc[mt][d][2 * hh + 1] *= alpha;
+        }
       }
     }
     // O += P.V: the S accumulators of n-tiles 2kb, 2kb+1 are the A fragment of k-block kb.
@@ -884,7 +932,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
                                            const int* group_items, const int* group_rbeg, const int* group_pmax,
                                            float scale_log2, const T* q, const T* k, const T* v,
                                            T* o, float* ws, const int* table) {
-  constexpr int BC = 64;
+  constexpr int BC = E::BC;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const TileD tile = tiles[blockIdx.x];
   const i64 bh = blockIdx.y;

@@ -160,6 +160,11 @@ TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
   CHECK(t.simt_alias == 0);
   CHECK(t.simt_batch == 1);
   CHECK(parse_tuning("").mma_warp_rows == 0);
+  CHECK(parse_tuning("bc=128,lazy=1").mma_key_tile == 128);
+  CHECK(parse_tuning("bc=128,lazy=1").mma_lazy == 1);
+  CHECK(parse_tuning("lazy=0").mma_lazy == 0);
+  CHECK_THROWS_AS(parse_tuning("bc=96"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_tuning("lazy=2"), std::invalid_argument);
   CHECK_THROWS_AS(parse_tuning("mw=24"), std::invalid_argument);
   CHECK_THROWS_AS(parse_tuning("stages=x"), std::invalid_argument);
   CHECK_THROWS_AS(parse_tuning("warps=2"), std::invalid_argument);
@@ -180,7 +185,7 @@ TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
   REQUIRE(w.fused.size() == 1);
   CHECK(w.fused[0].block == 64);
   CHECK(w.fused[0].smem_dynamic == 2 * 2 * 64 * 72 * 2);
-  CHECK(w.source.find("MmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 2>") != std::string::npos);
+  CHECK(w.source.find("MmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 2, 64, false>") != std::string::npos);
   CHECK(w.source.find("__launch_bounds__(64, 4) splat_fused_p0") != std::string::npos);
   // Two passes (strided): 4 warps x 16 rows.
   GeneratedModule s = gen(problem(strided, 2048));
@@ -191,6 +196,12 @@ TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
   CHECK(o.fused[0].block == 128);
   CHECK(o.fused[0].smem_dynamic == 3 * 2 * 64 * 72 * 2);
   CHECK(o.source.find("__launch_bounds__(128, 2) splat_fused_p0") != std::string::npos);
+  // 128-key softmax steps: twice the stage memory, hence at most 3 blocks per SM; lazy rescale.
+  GeneratedModule b = gen(problem(window, 2048), parse_tuning("bc=128,lazy=1"));
+  CHECK(b.fused[0].block == 64);
+  CHECK(b.fused[0].smem_dynamic == 2 * 2 * 128 * 72 * 2);
+  CHECK(b.source.find("MmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 2, 128, true>") != std::string::npos);
+  CHECK(b.source.find("__launch_bounds__(64, 3) splat_fused_p0") != std::string::npos);
   // fp32 window: P^T aliased on K^T (Q^T + V + one 64 x 68 tile), batched loads, 3 blocks per SM.
   GeneratedModule f = gen(problem(window, 2048, "fp32"));
   CHECK(f.fused[0].block == 128);
@@ -247,5 +258,36 @@ TEST_CASE("every kernel tuning variant compiles to CUBIN for sm_80") {
     GeneratedModule m = generate(p, analyze(p), co);
     CompileResult r = nvrtc_compile(m.source, "t.cu", "sm_80", CompileTarget::Cubin);
     CHECK(r.image.size() > 1000);
+  }
+}
+
+// The bf16/fp16 softmax-step variants (128-key steps, lazy O rescale) build for both architectures
+// the tuning targets, single-pass (32 rows per warp) and multi-pass with split-KV (16 rows per warp).
+TEST_CASE("key-tile and lazy-rescale variants compile to CUBIN for sm_80 and sm_90") {
+  const std::string window = R"({"window": {"left": 200, "right": 200}})";
+  const std::string longformer =
+      R"({"union": [{"window": {"left": 100, "right": 100}}, {"global": {"tokens": [0, 1, 2]}}]})";
+  struct V {
+    const std::string* pat;
+    const char* dtype;
+    int64_t d;
+    const char* tuning;
+  };
+  for (const V& v : {V{&window, "bf16", 64, "bc=128"}, V{&window, "bf16", 64, "lazy=1"},
+                     V{&window, "bf16", 64, "bc=128,lazy=1"}, V{&longformer, "bf16", 64, "bc=128,lazy=1"},
+                     V{&window, "fp16", 128, "mw=16,bc=128,lazy=1"}}) {
+    CAPTURE(*v.pat);
+    CAPTURE(v.dtype);
+    CAPTURE(v.tuning);
+    Problem p = problem(*v.pat, 1024, v.dtype, v.d);
+    CodegenOptions co;
+    co.pipeline = false;
+    co.tuning = parse_tuning(v.tuning);
+    GeneratedModule m = generate(p, analyze(p), co);
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      CAPTURE(arch);
+      CompileResult r = nvrtc_compile(m.source, "t.cu", arch, CompileTarget::Cubin);
+      CHECK(r.image.size() > 1000);
+    }
   }
 }
