@@ -7,6 +7,7 @@
 #include <functional>
 #include <sstream>
 
+#include "support.h"
 #include "libtensorright/check/check.h"
 #include "libtensorright/syntax/syntax.h"
 
@@ -14,6 +15,9 @@ using namespace tr;
 namespace fs = std::filesystem;
 
 namespace {
+
+using trtest::check_error;
+using trtest::one_rule;
 
 const std::string kForms = std::string(TRSPLAT_SOURCE_DIR) + "/tests/tensorright/data/frontend/forms.tr";
 
@@ -26,21 +30,6 @@ const Rule& find_rule(const LoadedFile& f, const std::string& name) {
 const LoadedFile& forms() {
   static const LoadedFile f = load_rule_file(kForms);
   return f;
-}
-
-std::string check_error(const std::string& src) {
-  try {
-    load_rule_source(src, "t.tr");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-Rule one_rule(const std::string& src) {
-  auto f = load_rule_source(src, "t.tr");
-  REQUIRE(f.rules.size() == 1);
-  return f.rules[0];
 }
 
 std::string sz(const Rule& r, const Node& n, const AxisKey& k) { return print_iexpr(r, *n.shape.at(k)); }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "support.h"
 #include "libtensorright/check/check.h"
 #include "libtensorright/semantics/semantics.h"
 #include "libtensorright/syntax/syntax.h"
@@ -16,20 +17,8 @@ using namespace tr;
 
 namespace {
 
-std::string check_error(const std::string& src) {
-  try {
-    load_rule_source(src, "t.tr");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-Rule one_rule(const std::string& src) {
-  LoadedFile f = load_rule_source(src, "t.tr");
-  REQUIRE(f.rules.size() == 1);
-  return f.rules[0];
-}
+using trtest::check_error;
+using trtest::one_rule;
 
 int id_of(const std::vector<MapDecl>& v, const std::string& n) {
   for (size_t i = 0; i < v.size(); ++i)

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "support.h"
 #include "libtensorright/check/check.h"
 #include "libtensorright/semantics/semantics.h"
 #include "libtensorright/verify/verify.h"
@@ -17,11 +18,7 @@ using namespace tr;
 
 namespace {
 
-Rule one_rule(const std::string& src) {
-  auto f = load_rule_source(src, "v.tr");
-  REQUIRE(f.rules.size() == 1);
-  return f.rules[0];
-}
+Rule one_rule(const std::string& src) { return trtest::one_rule(src, "v.tr"); }
 
 RuleResult run(const std::string& src, double timeout = 10) {
   VerifyOptions o;
