@@ -510,50 +510,34 @@ Elem Encoder::at(const Node& n, const Index& idx) {
   return e;
 }
 
-Term Encoder::box_cond(const std::vector<BoxEntry>& box) {
-  // Group the entries by SI map so that each map's range is one per-rclass condition.
+// A condition over a summation box, one per-rclass aggregate per SI map (so that each map's range is
+// one condition for the rank bound): every axis satisfies `entry` (all), or some axis does (any).
+// Axes of the rclass without an entry contribute `missing`.
+Term Encoder::box_agg(const std::vector<BoxEntry>& box, bool all, const std::function<Term(const BoxEntry&)>& entry) {
   std::map<int, std::vector<const BoxEntry*>> by;
   for (const auto& e : box) by[e.map].push_back(&e);
   std::vector<Term> cs;
   for (const auto& [m, es] : by) {
     int rc = es.front()->rclass;
-    cs.push_back(agg(rc, true, [&](int j) {
+    cs.push_back(agg(rc, all, [&](int j) {
       for (auto* e : es)
-        if (e->j == j) return b.and_({b.le(b.zero, e->si), b.lt(e->si, e->size)});
-      return b.T;
+        if (e->j == j) return entry(*e);
+      return all ? b.T : b.F;
     }));
   }
-  return b.and_(cs);
+  return all ? b.and_(cs) : b.or_(cs);
+}
+
+Term Encoder::box_cond(const std::vector<BoxEntry>& box) {
+  return box_agg(box, true, [&](const BoxEntry& e) { return b.and_({b.le(b.zero, e.si), b.lt(e.si, e.size)}); });
 }
 
 Term Encoder::box_empty(const std::vector<BoxEntry>& box) {
-  std::map<int, std::vector<const BoxEntry*>> by;
-  for (const auto& e : box) by[e.map].push_back(&e);
-  std::vector<Term> cs;
-  for (const auto& [m, es] : by) {
-    int rc = es.front()->rclass;
-    cs.push_back(agg(rc, false, [&](int j) {
-      for (auto* e : es)
-        if (e->j == j) return b.le(e->size, b.zero);
-      return b.F;
-    }));
-  }
-  return b.or_(cs);
+  return box_agg(box, false, [&](const BoxEntry& e) { return b.le(e.size, b.zero); });
 }
 
 Term Encoder::box_unit(const std::vector<BoxEntry>& box) {
-  std::map<int, std::vector<const BoxEntry*>> by;
-  for (const auto& e : box) by[e.map].push_back(&e);
-  std::vector<Term> cs;
-  for (const auto& [m, es] : by) {
-    int rc = es.front()->rclass;
-    cs.push_back(agg(rc, true, [&](int j) {
-      for (auto* e : es)
-        if (e->j == j) return b.eq(e->size, b.integer(1));
-      return b.T;
-    }));
-  }
-  return b.and_(cs);
+  return box_agg(box, true, [&](const BoxEntry& e) { return b.eq(e.size, b.integer(1)); });
 }
 
 Elem Encoder::at_uncached(const Node& n, const Index& idx) {

@@ -11,6 +11,7 @@
 // records it; the rank bound (bound/bound.h) walks the rank-1 query and counts these.
 #include <cvc5/cvc5.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -226,6 +227,7 @@ class Encoder {
   void collect_sums(const Node& n, std::vector<int>& out);
   Elem at_uncached(const Node& n, const Index& idx);
   Elem arith(Op op, const Node& n, const Elem& x, const Elem& y);
+  Term box_agg(const std::vector<BoxEntry>& box, bool all, const std::function<Term(const BoxEntry&)>& entry);
   Term box_cond(const std::vector<BoxEntry>& box);
   Term box_empty(const std::vector<BoxEntry>& box);
   Term box_unit(const std::vector<BoxEntry>& box);
