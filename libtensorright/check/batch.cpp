@@ -28,6 +28,8 @@ std::vector<std::string> collect(const std::vector<std::string>& paths, std::vec
            !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
         if (it->is_regular_file(ec) && it->path().extension() == ".tr") found.push_back(it->path().string());
       if (ec) failed.push_back({p, p + ": error: cannot read directory: " + ec.message()});
+      // A directory without rule files is almost always a wrong path: never a silent success.
+      else if (found.empty()) failed.push_back({p, p + ": error: no *.tr files in this directory"});
       std::sort(found.begin(), found.end());
       for (const auto& f : found) add(f);
     } else if (fs::exists(p, ec)) {

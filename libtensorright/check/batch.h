@@ -1,7 +1,8 @@
 #pragma once
 // Loading a batch of rule files, as `trverify PATH...` does: files named directly, and *.tr files
-// found recursively (sorted) under directories. A file that does not exist, parse or type-check is
-// recorded as a failure with its rendered diagnostic, and the rest of the batch still loads.
+// found recursively (sorted) under directories. A file that does not exist, parse or type-check, and
+// a directory holding no *.tr file, are recorded as failures with their rendered diagnostics; the
+// rest of the batch still loads.
 #include <string>
 #include <utility>
 #include <vector>

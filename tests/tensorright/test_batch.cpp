@@ -38,5 +38,11 @@ TEST_CASE("batch: directories, failures and the rule filter") {
   CHECK(one.files.size() == 3);  // b.tr named twice loads once
   REQUIRE(one.rules.size() == 1);
   CHECK(one.rules[0].second.name == "a_rule");
+
+  fs::create_directories(d / "empty");
+  tr::LoadedBatch none = tr::load_rule_paths({(d / "empty").string()});
+  CHECK(none.rules.empty());
+  REQUIRE(none.failed.size() == 1);
+  CHECK(none.failed[0].message.find("no *.tr files") != std::string::npos);
   fs::remove_all(d);
 }
