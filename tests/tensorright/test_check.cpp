@@ -321,18 +321,7 @@ TEST_CASE("check: catalogue of type errors with exact locations") {
     std::string err = check_error(src);
     REQUIRE(!err.empty());
     CHECK(err.substr(0, err.find('\n')) == c.first_line);
-    std::istringstream is(err);
-    std::string l1, l2, l3;
-    std::getline(is, l1);
-    std::getline(is, l2);
-    std::getline(is, l3);
-    auto c1 = l1.find(':'), c2 = l1.find(':', c1 + 1), c3 = l1.find(':', c2 + 1);
-    int line = std::stoi(l1.substr(c1 + 1, c2 - c1 - 1)), col = std::stoi(l1.substr(c2 + 1, c3 - c2 - 1));
-    std::istringstream ss(src);
-    std::string want;
-    for (int i = 0; i < line; ++i) std::getline(ss, want);
-    CHECK(l2 == want);
-    CHECK(l3 == std::string(static_cast<size_t>(col - 1), ' ') + "^");
+    trtest::check_diagnostic_layout(err, src);
   }
 }
 

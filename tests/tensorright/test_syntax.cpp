@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support.h"
 #include "libtensorright/check/check.h"
 #include "libtensorright/syntax/syntax.h"
 
@@ -251,18 +252,7 @@ TEST_CASE("syntax: catalogue of parse errors") {
     REQUIRE(!err.empty());
     CHECK(err.substr(0, err.find('\n')) == c.first_line);
     // Second line is the source line, third the caret under the column.
-    std::istringstream is(err);
-    std::string l1, l2, l3;
-    std::getline(is, l1);
-    std::getline(is, l2);
-    std::getline(is, l3);
-    auto c1 = l1.find(':'), c2 = l1.find(':', c1 + 1), c3 = l1.find(':', c2 + 1);
-    int line = std::stoi(l1.substr(c1 + 1, c2 - c1 - 1)), col = std::stoi(l1.substr(c2 + 1, c3 - c2 - 1));
-    std::istringstream src(c.src);
-    std::string want;
-    for (int i = 0; i < line; ++i) std::getline(src, want);
-    CHECK(l2 == want);
-    CHECK(l3 == std::string(static_cast<size_t>(col - 1), ' ') + "^");
+    trtest::check_diagnostic_layout(err, c.src);
   }
 }
 
