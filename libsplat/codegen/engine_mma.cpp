@@ -1,0 +1,296 @@
+// Tensor-core engine for bf16/fp16 (mma.sync m16n8k16, ldmatrix, cp.async). Part of the device text every
+// emitted module holds (see device_code.h); compiled by NVRTC, not by the host compiler.
+#include "libsplat/codegen/device_code.h"
+
+namespace splat {
+
+const char* engine_mma() {
+  return R"CUDA(
+// ================================================================================================
+// Engine: tensor cores (bf16 / fp16, head_dim % 16 == 0). 64-row tiles as 4 warps x 16 rows
+// (MW = 1) or 2 warps x 32 rows (MW = 2: each K/V fragment read from shared memory feeds two
+// mma instead of one, halving the ldmatrix traffic that bounds the MW = 1 kernel). Key tiles of
+// 64 keys gathered through cp.async into STAGES shared-memory stages; S = Q.K^T and O += P.V with
+// mma.m16n8k16; online softmax in registers (FlashAttention-2 scheme, P reused from the S
+// accumulators as the A operand). A thread owns rows g + 8h of its warp's 16*MW (g = lane / 4,
+// h < 2*MW); m-tile mt holds h = 2mt (accumulator elements 0, 1) and h = 2mt + 1 (2, 3).
+// ================================================================================================
+// BCOLS: keys per online-softmax step (64, or 128: half the max/sum shuffles and O rescales per
+// key, twice the S registers). LAZY: the O rescale is skipped when no row of the warp raised its
+// running max (warp vote; alpha is exactly 1 then, so the result is unchanged).
+template <class T, int HD, int SEQ, int KV, int MW, int NSTAGES, int BCOLS = 64, bool LAZY = false>
+struct MmaEngine {
+  static constexpr int NT = 128 / MW, BR = 64, BC = BCOLS, LDS = HD + 8, ROWS = 2 * MW, STAGES = NSTAGES;
+  static constexpr int SMEM = STAGES * 2 * BC * LDS * 2;
+  u16* Ks;
+  u16* Vs;
+  const T* kg;
+  const T* vg;
+  u32 qf[MW][HD / 16][4];
+  float m[ROWS], l[ROWS];
+  float acc[MW][HD / 8][4];
+
+  __device__ __forceinline__ static int slot(int h) {
+    return (threadIdx.x >> 5) * 16 * MW + ((threadIdx.x & 31) >> 2) + 8 * h;
+  }
+
+  __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, i64 bh,
+                                        bool first, const float* ws) {
+    Ks = reinterpret_cast<u16*>(smem);
+    Vs = Ks + STAGES * BC * LDS;
+    kg = k + bh * KV * HD;
+    vg = v + bh * KV * HD;
+    const T* qg = q + bh * SEQ * HD;
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int mt = 0; mt < MW; ++mt)
+#pragma unroll
+      for (int kb = 0; kb < HD / 16; ++kb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          i64 i = row[2 * mt + (e & 1)];
+          int col = kb * 16 + 2 * t4 + (e >> 1) * 8;
+          qf[mt][kb][e] = i >= 0 ? *reinterpret_cast<const u32*>(qg + i * HD + col) : 0u;
+        }
+#pragma unroll
+    for (int h = 0; h < ROWS; ++h) {
+      m[h] = neg_inf();
+      l[h] = 0.f;
+      if (!first && row[h] >= 0) {
+        const float* ml = ws + (i64)gridDim.y * SEQ * HD + (bh * SEQ + row[h]) * 2;
+        m[h] = ml[0];
+        l[h] = t4 == 0 ? ml[1] : 0.f;  // l is summed over the 4 lanes of a row at the end
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MW; ++mt)
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          i64 i = row[2 * mt + (e >> 1)];
+          acc[mt][d][e] = (!first && i >= 0) ? ws[(bh * SEQ + i) * HD + d * 8 + 2 * t4 + (e & 1)] : 0.f;
+        }
+  }
+
+  // Gathers keys base + u*step, u in [u0, u0 + BC) (zeros past the walk) into stage buf.
+  // Thread t copies 16-byte chunk t % CH of rows t / CH + k*(NT/CH): one multiply per tile.
+  __device__ __forceinline__ void load(int buf, const WalkD& w, int u0) {
+    constexpr int CH = HD / 8, RSTEP = NT / CH;
+    u16* kd = Ks + buf * BC * LDS;
+    u16* vd = Vs + buf * BC * LDS;
+    const int c = threadIdx.x % CH, r0 = threadIdx.x / CH;
+    const i64 off = ((i64)w.base + (i64)(u0 + r0) * w.step) * HD + c * 8;
+    const i64 dstep = (i64)RSTEP * w.step * HD;
+#pragma unroll
+    for (int k = 0; k < (BC + RSTEP - 1) / RSTEP; ++k) {
+      const int r = r0 + k * RSTEP;
+      if (r >= BC) break;  // head_dim < 32: fewer chunks than threads
+      const bool ok = u0 + r < w.count;
+      const i64 o = ok ? off + k * dstep : 0;
+      cp_async16(kd + r * LDS + c * 8, kg + o, ok ? 16 : 0);
+      cp_async16(vd + r * LDS + c * 8, vg + o, ok ? 16 : 0);
+    }
+  }
+
+  template <class Keep>
+  __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
+    const u16* Kb = Ks + buf * BC * LDS;
+    const u16* Vb = Vs + buf * BC * LDS;
+    const int lane = threadIdx.x & 31, t4 = lane & 3;
+    float s[MW][BC / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < MW; ++mt)
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
+#pragma unroll
+    for (int kb = 0; kb < HD / 16; ++kb) {
+#pragma unroll
+      for (int np = 0; np < BC / 16; ++np) {
+        u32 b0, b1, b2, b3;
+        ldmatrix_x4(b0, b1, b2, b3, Kb + (16 * np + (lane & 7) + ((lane >> 4) << 3)) * LDS + kb * 16 + ((lane >> 3) & 1) * 8);
+#pragma unroll
+        for (int mt = 0; mt < MW; ++mt) {
+          mma16816<T>(s[mt][2 * np], qf[mt][kb], b0, b1);
+          mma16816<T>(s[mt][2 * np + 1], qf[mt][kb], b2, b3);
+        }
+      }
+    }
+    // Masked scores become -inf; with a positive scale the row max is taken on raw scores and the
+    // scale folds into the exponent (one FFMA + EX2 per score).
+    const bool pos = scale_log2 > 0.f;
+    if (!pos) {
+#pragma unroll
+      for (int mt = 0; mt < MW; ++mt)
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mt][n][e] *= scale_log2;
+    }
+    // Uniform branch: interior key tiles skip the mask entirely.
+    if (!full) {
+#pragma unroll
+      for (int mt = 0; mt < MW; ++mt)
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (!keep(2 * mt + (e >> 1), n * 8 + 2 * t4 + (e & 1))) s[mt][n][e] = neg_inf();
+    }
+    const float mul = pos ? scale_log2 : 1.f;
+    if (LAZY) {
+      // Maxima first, then one vote: interior tiles of a window rarely raise any row's max.
+      float ref[ROWS], alpha[ROWS];
+      bool raised = false;
+#pragma unroll
+      for (int h = 0; h < ROWS; ++h) {
+        const int mt = h >> 1, hh = h & 1;
+        float mx = neg_inf();
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * hh], s[mt][n][2 * hh + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[h], mx * mul);
+        raised = raised || m_new > m[h];
+        ref[h] = m_new == neg_inf() ? 0.f : m_new;
+        alpha[h] = fast_exp2(m[h] - ref[h]);  // 1 when the max held (0 only while l and O are 0)
+        m[h] = m_new;
+      }
+      if (__any_sync(0xffffffffu, raised)) {
+#pragma unroll
+        for (int h = 0; h < ROWS; ++h) {
+          const int mt = h >> 1, hh = h & 1;
+          l[h] *= alpha[h];
+#pragma unroll
+          for (int d = 0; d < HD / 8; ++d) {
+            acc[mt][d][2 * hh] *= alpha[h];
+            acc[mt][d][2 * hh + 1] *= alpha[h];
+          }
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < ROWS; ++h) {
+        const int mt = h >> 1, hh = h & 1;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) {
+          float p0 = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref[h])), p1 = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref[h]));
+          s[mt][n][2 * hh] = p0;
+          s[mt][n][2 * hh + 1] = p1;
+          sum += p0 + p1;
+        }
+        l[h] += sum;
+      }
+    } else {
+#pragma unroll
+      for (int h = 0; h < ROWS; ++h) {
+        const int mt = h >> 1, hh = h & 1;
+        float mx = neg_inf();
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * hh], s[mt][n][2 * hh + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[h], mx * mul);
+        const float ref = m_new == neg_inf() ? 0.f : m_new;
+        const float alpha = fast_exp2(m[h] - ref);
+        m[h] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) {
+          float p0 = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref)), p1 = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref));
+          s[mt][n][2 * hh] = p0;
+          s[mt][n][2 * hh + 1] = p1;
+          sum += p0 + p1;
+        }
+        l[h] = l[h] * alpha + sum;
+#pragma unroll
+        for (int d = 0; d < HD / 8; ++d) {
+          acc[mt][d][2 * hh] *= alpha;
+          acc[mt][d][2 * hh + 1] *= alpha;
+        }
+      }
+    }
+    // O += P.V: the S accumulators of n-tiles 2kb, 2kb+1 are the A fragment of k-block kb.
+#pragma unroll
+    for (int kb = 0; kb < BC / 16; ++kb) {
+      u32 a[MW][4];
+#pragma unroll
+      for (int mt = 0; mt < MW; ++mt) {
+        a[mt][0] = pack2<T>(s[mt][2 * kb][0], s[mt][2 * kb][1]);
+        a[mt][1] = pack2<T>(s[mt][2 * kb][2], s[mt][2 * kb][3]);
+        a[mt][2] = pack2<T>(s[mt][2 * kb + 1][0], s[mt][2 * kb + 1][1]);
+        a[mt][3] = pack2<T>(s[mt][2 * kb + 1][2], s[mt][2 * kb + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < HD / 16; ++dp) {
+        u32 b0, b1, b2, b3;
+        ldmatrix_x4_trans(b0, b1, b2, b3, Vb + (16 * kb + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + 16 * dp + (lane >> 4) * 8);
+#pragma unroll
+        for (int mt = 0; mt < MW; ++mt) {
+          mma16816<T>(acc[mt][2 * dp], a[mt], b0, b1);
+          mma16816<T>(acc[mt][2 * dp + 1], a[mt], b2, b3);
+        }
+      }
+    }
+  }
+
+  // Partial state of a split-KV chunk: acc [bh][slot][64][HD], then (m, l) [bh][slot][64].
+  __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float* wsplit) {
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int h = 0; h < ROWS; ++h) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+#pragma unroll
+    for (int h = 0; h < ROWS; ++h) {
+      const int mt = h >> 1, hh = h & 1;
+      const i64 base = (bh * nslots + split_slot) * 64 + slot(h);
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d)
+        *reinterpret_cast<float2*>(wsplit + base * HD + d * 8 + 2 * t4) = make_float2(acc[mt][d][2 * hh], acc[mt][d][2 * hh + 1]);
+      if (t4 == 0) {
+        float* ml = wsplit + (i64)gridDim.y * nslots * 64 * HD + base * 2;
+        ml[0] = m[h];
+        ml[1] = l[h];
+      }
+    }
+  }
+
+  __device__ __forceinline__ void end(const i64* row, i64 bh, bool last, T* o, float* ws) {
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int h = 0; h < ROWS; ++h) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+#pragma unroll
+    for (int h = 0; h < ROWS; ++h) {
+      const int mt = h >> 1, hh = h & 1;
+      const i64 i = row[h];
+      if (i < 0) continue;
+      if (last) {
+        const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+#pragma unroll
+        for (int d = 0; d < HD / 8; ++d)
+          *reinterpret_cast<u32*>(o + (bh * SEQ + i) * HD + d * 8 + 2 * t4) =
+              pack2<T>(acc[mt][d][2 * hh] * inv, acc[mt][d][2 * hh + 1] * inv);
+      } else {
+#pragma unroll
+        for (int d = 0; d < HD / 8; ++d)
+          *reinterpret_cast<float2*>(ws + (bh * SEQ + i) * HD + d * 8 + 2 * t4) =
+              make_float2(acc[mt][d][2 * hh], acc[mt][d][2 * hh + 1]);
+        if (t4 == 0) {
+          float* ml = ws + (i64)gridDim.y * SEQ * HD + (bh * SEQ + i) * 2;
+          ml[0] = m[h];
+          ml[1] = l[h];
+        }
+      }
+    }
+  }
+};
+
+)CUDA";
+}
+
+}  // namespace splat

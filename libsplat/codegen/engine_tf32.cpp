@@ -1,0 +1,241 @@
+// Tensor-core engine for tf32 (mma.sync m16n8k8, fp32 storage). Part of the device text every
+// emitted module holds (see device_code.h); compiled by NVRTC, not by the host compiler.
+#include "libsplat/codegen/device_code.h"
+
+namespace splat {
+
+const char* engine_tf32() {
+  return R"CUDA(
+// ================================================================================================
+// Engine: tensor cores, tf32 (fp32 storage, head_dim % 32 == 0). 64-row tiles as 4 warps x 16
+// rows; key tiles of 64 fp32 keys gathered by cp.async into STAGES shared-memory stages;
+// S = Q.K^T and O += P.V with mma.m16n8k8.tf32 (operands rounded by cvt.rna.tf32.f32 as the
+// fragments are loaded), online softmax in fp32 as in MmaEngine. ldmatrix moves 16-bit pairs, so
+// fragments come from plain shared loads. Both contractions are free in the order of their k
+// slots, which are mapped so that every shared load is a conflict-free 16-byte vector:
+//  * S, k-step 2j+s: slot t (a0/a1, b0) is head column 16j + 4t + 2s, slot t+4 (a2/a3, b1) the
+//    next one. Lane (g, t) reads K row 8n+g, columns 16j + 4t .. +3 (one float4 per two
+//    k-steps); K rows hold HD + 16 floats, so rows g and g+1 are 16 banks apart and a quarter
+//    warp covers the 32 banks once.
+//  * P.V, 8-key step: slot t is key 2t, slot t+4 key 2t+1 -- exactly the keys the S accumulators
+//    hold (c0/c2: 2t, c1/c3: 2t+1), so P feeds the mma with no shuffle.
+//  * O, n-tile dn, column c: head column 32(dn/4) + 4c + dn%4. The V operand of lane (g, t) is
+//    then V[key][32j + 4g .. +3] (one float4 per four n-tiles); V rows hold HD + 4 floats (keys
+//    2t and 2t+2 are 8 banks apart). A lane's O columns are 32j + 8t .. +7.
+// A thread owns rows g and g+8 of its warp's 16 (h = 0, 1), like MmaEngine with MW = 1.
+// ================================================================================================
+template <int HD, int SEQ, int KV, int NSTAGES>
+struct MmaTf32Engine {
+  static constexpr int NT = 128, BR = 64, BC = 64, LDK = HD + 16, LDV = HD + 4, ROWS = 2, STAGES = NSTAGES;
+  static constexpr int SMEM = STAGES * BC * (LDK + LDV) * 4;
+  float* Ks;
+  float* Vs;
+  const float* kg;
+  const float* vg;
+  u32 qf[HD / 8][4];
+  float m[2], l[2];
+  float acc[HD / 8][4];
+
+  __device__ __forceinline__ static int slot(int h) {
+    return (threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 2) + 8 * h;
+  }
+  // Head column of O accumulator element e of n-tile dn (lane t = t4).
+  __device__ __forceinline__ static int ocol(int dn, int e, int t4) {
+    return (dn >> 2) * 32 + (2 * t4 + (e & 1)) * 4 + (dn & 3);
+  }
+
+  __device__ __forceinline__ void begin(unsigned char* smem, const float* q, const float* k, const float* v,
+                                        const i64* row, i64 bh, bool first, const float* ws) {
+    Ks = reinterpret_cast<float*>(smem);
+    Vs = Ks + STAGES * BC * LDK;
+    kg = k + bh * KV * HD;
+    vg = v + bh * KV * HD;
+    const float* qg = q + bh * SEQ * HD;
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int j = 0; j < HD / 16; ++j) {
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (row[h] >= 0) x = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
+        qf[2 * j][h] = to_tf32(x.x);
+        qf[2 * j][h + 2] = to_tf32(x.y);
+        qf[2 * j + 1][h] = to_tf32(x.z);
+        qf[2 * j + 1][h + 2] = to_tf32(x.w);
+      }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m[h] = neg_inf();
+      l[h] = 0.f;
+      if (!first && row[h] >= 0) {
+        const float* ml = ws + (i64)gridDim.y * SEQ * HD + (bh * SEQ + row[h]) * 2;
+        m[h] = ml[0];
+        l[h] = t4 == 0 ? ml[1] : 0.f;  // l is summed over the 4 lanes of a row at the end
+      }
+    }
+#pragma unroll
+    for (int d = 0; d < HD / 8; ++d)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const i64 i = row[e >> 1];
+        acc[d][e] = (!first && i >= 0) ? ws[(bh * SEQ + i) * HD + ocol(d, e, t4)] : 0.f;
+      }
+  }
+
+  // Gathers keys base + u*step, u in [u0, u0 + BC) (zeros past the walk) into stage buf.
+  __device__ __forceinline__ void load(int buf, const WalkD& w, int u0) {
+    constexpr int CH = HD / 4, RSTEP = NT / CH;
+    float* kd = Ks + buf * BC * LDK;
+    float* vd = Vs + buf * BC * LDV;
+    const int c = threadIdx.x % CH, r0 = threadIdx.x / CH;
+    const i64 off = ((i64)w.base + (i64)(u0 + r0) * w.step) * HD + c * 4;
+    const i64 dstep = (i64)RSTEP * w.step * HD;
+#pragma unroll
+    for (int k = 0; k < BC / RSTEP; ++k) {
+      const int r = r0 + k * RSTEP;
+      const bool ok = u0 + r < w.count;
+      const i64 o = ok ? off + k * dstep : 0;
+      cp_async16(kd + r * LDK + c * 4, kg + o, ok ? 16 : 0);
+      cp_async16(vd + r * LDV + c * 4, vg + o, ok ? 16 : 0);
+    }
+  }
+
+  template <class Keep>
+  __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
+    const float* Kb = Ks + buf * BC * LDK;
+    const float* Vb = Vs + buf * BC * LDV;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    float s[BC / 8][4];
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    // k outer, key n-tiles inner: 8 independent accumulator chains between dependent mma.
+#pragma unroll
+    for (int j = 0; j < HD / 16; ++j) {
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n) {
+        const float4 x = *reinterpret_cast<const float4*>(Kb + (8 * n + g) * LDK + 16 * j + 4 * t4);
+        mma1688_tf32(s[n], qf[2 * j], to_tf32(x.x), to_tf32(x.y));
+        mma1688_tf32(s[n], qf[2 * j + 1], to_tf32(x.z), to_tf32(x.w));
+      }
+    }
+    // Masked scores become -inf; with a positive scale the row max is taken on raw scores and the
+    // scale folds into the exponent (one FFMA + EX2 per score).
+    const bool pos = scale_log2 > 0.f;
+    if (!pos) {
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
+    }
+    if (!full) {  // uniform branch: interior key tiles skip the mask
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (!keep(e >> 1, n * 8 + 2 * t4 + (e & 1))) s[n][e] = neg_inf();
+    }
+    const float mul = pos ? scale_log2 : 1.f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = neg_inf();
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h], mx * mul);
+      const float ref = m_new == neg_inf() ? 0.f : m_new;
+      const float alpha = fast_exp2(m[h] - ref);
+      m[h] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n) {
+        const float p0 = fast_exp2(fmaf(s[n][2 * h], mul, -ref)), p1 = fast_exp2(fmaf(s[n][2 * h + 1], mul, -ref));
+        s[n][2 * h] = p0;
+        s[n][2 * h + 1] = p1;
+        sum += p0 + p1;
+      }
+      l[h] = l[h] * alpha + sum;
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d) {
+        acc[d][2 * h] *= alpha;
+        acc[d][2 * h + 1] *= alpha;
+      }
+    }
+    // O += P.V, one 8-key step per S n-tile kb (slot t: key 2t, slot t+4: key 2t+1).
+#pragma unroll
+    for (int kb = 0; kb < BC / 8; ++kb) {
+      const u32 a[4] = {to_tf32(s[kb][0]), to_tf32(s[kb][2]), to_tf32(s[kb][1]), to_tf32(s[kb][3])};
+      const float* v0 = Vb + (8 * kb + 2 * t4) * LDV + 4 * g;
+#pragma unroll
+      for (int j = 0; j < HD / 32; ++j) {
+        const float4 x0 = *reinterpret_cast<const float4*>(v0 + 32 * j);
+        const float4 x1 = *reinterpret_cast<const float4*>(v0 + LDV + 32 * j);
+        mma1688_tf32(acc[4 * j], a, to_tf32(x0.x), to_tf32(x1.x));
+        mma1688_tf32(acc[4 * j + 1], a, to_tf32(x0.y), to_tf32(x1.y));
+        mma1688_tf32(acc[4 * j + 2], a, to_tf32(x0.z), to_tf32(x1.z));
+        mma1688_tf32(acc[4 * j + 3], a, to_tf32(x0.w), to_tf32(x1.w));
+      }
+    }
+  }
+
+  // Row h's values at head columns 32j + 4(2t + p) .. +3 (p = 0, 1), times f.
+  __device__ __forceinline__ float4 ovec(int h, int j, int p, float f) const {
+    const int e = 2 * h + p;
+    return make_float4(acc[4 * j][e] * f, acc[4 * j + 1][e] * f, acc[4 * j + 2][e] * f, acc[4 * j + 3][e] * f);
+  }
+
+  // Partial state of a split-KV chunk: acc [bh][slot][64][HD], then (m, l) [bh][slot][64].
+  __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float* wsplit) {
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const i64 base = (bh * nslots + split_slot) * 64 + slot(h);
+#pragma unroll
+      for (int j = 0; j < HD / 32; ++j)
+#pragma unroll
+        for (int p = 0; p < 2; ++p)
+          *reinterpret_cast<float4*>(wsplit + base * HD + 32 * j + 4 * (2 * t4 + p)) = ovec(h, j, p, 1.f);
+      if (t4 == 0) {
+        float* ml = wsplit + (i64)gridDim.y * nslots * 64 * HD + base * 2;
+        ml[0] = m[h];
+        ml[1] = l[h];
+      }
+    }
+  }
+
+  __device__ __forceinline__ void end(const i64* row, i64 bh, bool last, float* o, float* ws) {
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const i64 i = row[h];
+      if (i < 0) continue;
+      const float f = last ? (l[h] > 0.f ? 1.f / l[h] : 0.f) : 1.f;
+      float* dst = (last ? o : ws) + (bh * SEQ + i) * HD;
+#pragma unroll
+      for (int j = 0; j < HD / 32; ++j)
+#pragma unroll
+        for (int p = 0; p < 2; ++p)
+          *reinterpret_cast<float4*>(dst + 32 * j + 4 * (2 * t4 + p)) = ovec(h, j, p, f);
+      if (!last && t4 == 0) {
+        float* ml = ws + (i64)gridDim.y * SEQ * HD + (bh * SEQ + i) * 2;
+        ml[0] = m[h];
+        ml[1] = l[h];
+      }
+    }
+  }
+};
+
+)CUDA";
+}
+
+}  // namespace splat
