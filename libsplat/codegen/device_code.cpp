@@ -536,7 +536,8 @@ __device__ __forceinline__ void spmm_row(const Seg* segs, int nseg, const SegRun
 
 const std::string& device_code() {
   static const std::string text =
-      std::string(device_common()) + engine_mma() + engine_tf32() + engine_simt() + device_driver();
+      std::string(device_common()) + engine_mma() + engine_wgmma() + engine_tf32() + engine_tf32x3() + engine_simt() +
+      device_driver();
   return text;
 }
 
