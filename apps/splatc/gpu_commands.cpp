@@ -78,9 +78,10 @@ Command register_emit(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("emit", "Generate CUDA C++ or PTX (NVRTC, no GPU needed) and manifest.json");
   sub->add_option("pattern", args->pattern, "Pattern JSON file")->required()->check(CLI::ExistingFile);
   sub->add_option("--target", args->opt.target, "cuda (the .cu source) or ptx")->check(CLI::IsMember({"cuda", "ptx"}));
-  sub->add_option("--arch", args->opt.arch, "GPU architecture (sm_80, sm_90, ...)");
+  sub->add_option("--arch", args->opt.arch, "GPU architecture (sm_80, sm_90, sm_90a: Hopper wgmma kernels, ...)");
   sub->add_option("-o,--output", args->out, "Output directory")->required();
   sub->add_option("--kernel", args->kernel, "fused, pipeline or both")->check(CLI::IsMember({"fused", "pipeline", "both"}));
+  sub->add_option("--tune", args->opt.tuning, "Fused-kernel tuning, key=value,... (as SPLATC_TUNE for bench)");
   return {sub, [args] { return run_emit(*args); }};
 }
 

@@ -87,18 +87,19 @@ struct Tuning {
   bool alias = false, batch = true, lazy = false;
 };
 
-// Shared memory per block of the fused kernel; must match MmaEngine::SMEM, MmaTf32Engine::SMEM and
-// SimtEngine::SMEM in device_code.cpp.
+// Shared memory per block of the fused kernel; must match MmaEngine::SMEM, MmaTf32Engine::SMEM (also
+// MmaTf32x3Engine's: fp32 with tensor cores) and SimtEngine::SMEM (engine_*.cpp).
 int64_t fused_smem(DType dt, int64_t hd, bool tc, const Tuning& tu) {
-  if (tc && dt == DType::TF32) return int64_t{tu.stages} * 64 * ((hd + 16) + (hd + 4)) * 4;
+  if (tc && (dt == DType::TF32 || dt == DType::FP32)) return int64_t{tu.stages} * 64 * ((hd + 16) + (hd + 4)) * 4;
   if (tc) return int64_t{tu.stages} * 2 * tu.bc * (hd + 8) * 2;
   return (hd * 68 + 64 * hd + (tu.alias ? std::max<int64_t>(hd * 68, 64 * 68) : hd * 68 + 64 * 68)) * 4;
 }
 
 Tuning resolve(const KernelTuning& t, DType dt, int64_t hd, const Plan& plan, const PlanPass& pass, bool tc) {
   Tuning r;
-  if (tc && dt == DType::TF32) {
-    // tf32 (MmaTf32Engine): 16 rows per warp only (its fp32 operands double the fragment
+  if (tc && (dt == DType::TF32 || dt == DType::FP32)) {
+    // tf32 (MmaTf32Engine) and fp32 as 3xTF32 (MmaTf32x3Engine, the same layout and fragments,
+    // Q's lo fragments in registers too): 16 rows per warp only (its fp32 operands double the fragment
     // registers: 32 rows would spill). Shared memory allows 3 blocks per SM at d = 64 (fp32 K and
     // V stages, 74 KB each), but 3 blocks cap registers at 168 and spill; 2 blocks (up to 255
     // registers, no spill) measured 1-10% faster on window, strided and bigbird at 4k (H200), so
@@ -182,8 +183,17 @@ KernelTuning parse_tuning(const std::string& spec) {
     } else if (key == "lazy") {
       need(v == 0 || v == 1, "0 or 1");
       t.mma_lazy = v;
+    } else if (key == "wgrows") {
+      need(v == 64 || v == 128, "64 or 128");
+      t.wg_rows = v;
+    } else if (key == "wg") {
+      need(v >= 0 && v <= 2, "0, 1 or 2");
+      t.wgmma = v;
+    } else if (key == "x3") {
+      need(v == 0 || v == 1, "0 or 1");
+      t.fp32_x3 = v;
     } else {
-      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch, bc, lazy)");
+      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch, bc, lazy, wg, wgrows, x3)");
     }
   }
   return t;
@@ -211,13 +221,31 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   GeneratedModule mod;
   mod.name = p.name;
   // Tensor cores: bf16/fp16 (m16n8k16) at head_dim % 16 == 0, tf32 (m16n8k8, fp32 storage) at
-  // head_dim % 32 == 0 (its conflict-free fragment layout); fp32 runs on CUDA cores.
+  // head_dim % 32 == 0 (its conflict-free fragment layout); fp32 at that head_dim as three tf32
+  // products (3xTF32, fp32 accuracy) unless the tuning asks for CUDA cores (x3=0), else CUDA cores.
+  const bool x3 = p.dtype == DType::FP32 && HD % 32 == 0 && HD <= 128 && opt.tuning.fp32_x3 != 0;
   mod.tensor_cores = ((p.dtype == DType::BF16 || p.dtype == DType::FP16) && HD % 16 == 0 && HD <= 128) ||
-                     (p.dtype == DType::TF32 && HD % 32 == 0 && HD <= 128);
+                     (p.dtype == DType::TF32 && HD % 32 == 0 && HD <= 128) || x3;
   const bool tf32_tc = mod.tensor_cores && p.dtype == DType::TF32;
+  // Hopper: wgmma (an sm_90a-only feature) for bf16/fp16 at head_dim 64, whose 128-byte key rows
+  // fill the 128-byte swizzle exactly.
+  const bool wg = mod.tensor_cores && !tf32_tc && !x3 && HD == 64 && opt.arch == "sm_90a" && opt.tuning.wgmma != 0;
+  mod.engine = wg ? "wgmma" : tf32_tc ? "mma.sync tf32" : x3 ? "mma.sync 3xtf32" : mod.tensor_cores ? "mma.sync" : "cuda cores";
   // Row tiles of 64 rows: 4 warps x 16 rows on tensor cores, 16 x 8 threads x 4 rows on CUDA cores
   // (128-row tiles measured slower: heavier global-row tiles, fewer blocks per SM).
   mod.plan = make_plan(acsr, opt.tile);
+  // wgmma with two warpgroups per block (128-row tiles) where the tuning asks for it and no pass
+  // splits tiles (split-KV state slots are laid out for 64-row tiles).
+  int wgs = 1;
+  if (wg && opt.tuning.wg_rows == 128 && opt.tile.br == 64) {
+    TileShape t2 = opt.tile;
+    t2.br = 128;
+    Plan p2 = make_plan(acsr, t2);
+    if (std::all_of(p2.passes.begin(), p2.passes.end(), [](const PlanPass& ps) { return ps.splits.empty(); })) {
+      mod.plan = std::move(p2);
+      wgs = 2;
+    }
+  }
   const Plan& plan = mod.plan;
   mod.nnz = plan.nnz;
   mod.table = plan.table;
@@ -271,7 +299,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     << mod.max_row_runs << " runs per row.\n"
     << "// Facts relied on: every row lies in exactly one segment; a segment's runs are disjoint; an affine\n"
     << "// run's start and count are (slope*i + offset)/den, exact on the segment's rows; runs lie in [0, kv_len).\n"
-    << "//\n// Fused kernel plan (" << (tf32_tc ? "tensor cores, mma.sync m16n8k8 tf32" : mod.tensor_cores ? "tensor cores, mma.sync m16n8k16" : "CUDA cores, fp32 FMA")
+    << "//\n// Fused kernel plan (" << (wg ? "tensor cores, sm_90a wgmma m64n64k16" : tf32_tc ? "tensor cores, mma.sync m16n8k8 tf32" : x3 ? "tensor cores, fp32 as 3xTF32 (hi*hi + hi*lo + lo*hi), mma.sync m16n8k8" : mod.tensor_cores ? "tensor cores, mma.sync m16n8k16" : "CUDA cores, fp32 FMA")
     << ", fp32 accumulation and online softmax):\n";
   {
     std::istringstream d(describe(plan));
@@ -365,12 +393,25 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     kd.role = "fused pass " + std::to_string(pi + 1) + "/" + std::to_string(plan.passes.size()) +
               " (rows grouped by i mod " + std::to_string(pass.period) + ")";
     kd.grid_x = static_cast<int64_t>(pass.tiles.size());
-    const Tuning tu = resolve(opt.tuning, p.dtype, HD, plan, pass, mod.tensor_cores);
-    kd.block = mod.tensor_cores ? 128 / tu.mw : 128;
-    kd.smem_dynamic = fused_smem(p.dtype, HD, mod.tensor_cores, tu);
+    Tuning tu = resolve(opt.tuning, p.dtype, HD, plan, pass, mod.tensor_cores);
+    if (wg) {
+      // One warpgroup of 4 x 16 rows, 64-key steps; 4 blocks per SM as the mma.sync kernel with
+      // 16 rows per warp (3 where rows carry 3+ runs).
+      tu.mw = 1;
+      tu.bc = 64;
+      tu.lazy = false;
+      if (opt.tuning.wgmma == 2 && opt.tuning.mma_stages <= 0) tu.stages = 3;
+      if (opt.tuning.min_blocks < 0) tu.min_blocks = (pass.max_runs <= 2 ? 4 : 3) / wgs;
+    }
+    kd.block = wg ? 128 * wgs : mod.tensor_cores ? 128 / tu.mw : 128;
+    // wgmma: 1024-byte aligned swizzled stages (WgmmaEngine::SMEM).
+    kd.smem_dynamic = wg ? int64_t{2} * tu.stages * 64 * HD * 2 + 1024 : fused_smem(p.dtype, HD, mod.tensor_cores, tu);
     mod.fused.push_back(kd);
     const std::string engine =
-        tf32_tc ? "MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
+        wg        ? std::string("WgmmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) +
+                 (opt.tuning.wgmma == 2 ? ", true, " : ", false, ") + std::to_string(wgs) + ">"
+        : tf32_tc ? "MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
+        : x3      ? "MmaTf32x3Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : mod.tensor_cores ? std::string("MmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.mw) +
                                  ", " + std::to_string(tu.stages) + ", " + std::to_string(tu.bc) + ", " +
                                  (tu.lazy ? "true" : "false") + ">"
@@ -379,7 +420,9 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     // Tensor cores: registers capped so that min_blocks blocks share an SM (resolve()).
     const std::string bounds =
         std::to_string(kd.block) + (tu.min_blocks > 0 ? ", " + std::to_string(tu.min_blocks) : std::string());
-    s << "// " << (mod.tensor_cores ? std::to_string(16 * tu.mw) + " rows per warp, " + std::to_string(tu.stages) +
+    s << "// " << (wg ? std::to_string(wgs) + " warpgroup(s) of 4 warps x 16 rows, " + std::to_string(tu.stages) +
+                          " cp.async stages (128-byte swizzle), 64-key softmax steps"
+                   : mod.tensor_cores ? std::to_string(16 * tu.mw) + " rows per warp, " + std::to_string(tu.stages) +
                                           " cp.async stages, " + std::to_string(tu.bc) + "-key softmax steps" +
                                           (tu.lazy ? ", lazy O rescale" : "")
                                     : std::string("P^T ") + (tu.alias ? "shares K^T's" : "has its own") +
@@ -510,6 +553,7 @@ nlohmann::json manifest(const Problem& p, const GeneratedModule& mod, const std:
               {"scores_floats_per_bh", mod.scores_floats_per_bh},
               {"table_words", mod.table.size()},
               {"tensor_cores", mod.tensor_cores},
+              {"engine", mod.engine},
               {"tile", {{"rows", mod.plan.shape.br}, {"keys", mod.plan.shape.bc}, {"fill", mod.plan.tile_fill()}}}};
 }
 

@@ -35,14 +35,24 @@ struct KernelTuning {
   int mma_key_tile = 0;     // bf16/fp16 tensor cores: keys per online-softmax step, 64 or 128; 0: auto
   int mma_lazy = -1;        // bf16/fp16 tensor cores: skip the O rescale when no row of a warp raised its
                             // max (1) or always rescale (0); -1: auto
+  int wgmma = -1;           // bf16/fp16 at head_dim 64 compiled for sm_90a: Hopper wgmma engine (1), the same
+                            // with P.V left running into the next tile (2, 3 stages) or mma.sync (0);
+                            // -1: auto (wgmma)
+  int wg_rows = 0;          // wgmma: rows per block, 64 (one warpgroup) or 128 (two sharing K/V stages; not
+                            // for plans with split-KV tiles); 0: auto
+  int fp32_x3 = -1;         // fp32 at head_dim % 32 == 0, <= 128: tensor cores as three tf32 products
+                            // (3xTF32, MmaTf32x3Engine) (1) or CUDA cores (SimtEngine) (0); -1: auto (3xTF32)
 };
 
 // Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), bc (64|128),
-// lazy (0|1), e.g. the
-// SPLATC_TUNE environment variable that `splatc bench` reads. Throws std::invalid_argument.
+// lazy (0|1), wg (0|1|2), wgrows (64|128), x3 (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
+// std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
 
 struct CodegenOptions {
+  // Target architecture ("sm_90a", "sm_80", ...): arch-specific engines (wgmma on sm_90a) are used
+  // only when the module is compiled for that target; empty or another arch: portable mma.sync.
+  std::string arch;
   TileShape tile;
   bool fused = true;
   bool pipeline = true;
@@ -70,7 +80,10 @@ struct GeneratedModule {
   int64_t workspace_floats_per_bh = 0; // fused state hand-over between passes (0: single pass)
   int64_t scores_floats_per_bh = 0;    // pipeline compressed scores (= nnz)
   int64_t nnz = 0;
-  bool tensor_cores = false;           // fused kernel uses mma.sync (bf16/fp16 m16n8k16, tf32 m16n8k8)
+  bool tensor_cores = false;           // fused kernel uses mma.sync (bf16/fp16 m16n8k16, tf32 m16n8k8, fp32 as
+                                       // 3xTF32 m16n8k8) or wgmma
+  std::string engine;                  // fused kernel's engine: "wgmma", "mma.sync", "mma.sync tf32",
+                                       // "mma.sync 3xtf32", "cuda cores", ...
   std::string pattern_hash;            // "fnv1a64:<16 hex>" of the shape and the ACSR
   Plan plan;
   int64_t max_row_runs = 0;

@@ -176,6 +176,15 @@ const char* device_driver() {
 // tile is "full" (no mask) when every row keeps all of its keys.
 // R: most runs a row has in one group (from the plan).
 // ================================================================================================
+// Engines whose compute reads stages through another proxy (wgmma) define landed(), called once a
+// stage's copies have completed and before the barrier that publishes it, and drain(), called
+// after a walk's last tile (contractions still running end there). LOOKAHEAD, where defined, is
+// how many tiles are loaded ahead (default: STAGES - 1).
+template <class E, class = void> struct HasLanded { static constexpr bool value = false; };
+template <class E> struct HasLanded<E, decltype(void(&E::landed))> { static constexpr bool value = true; };
+template <class E, class = void> struct Lookahead { static constexpr int value = E::STAGES - 1; };
+template <class E> struct Lookahead<E, decltype(void(E::LOOKAHEAD))> { static constexpr int value = E::LOOKAHEAD; };
+
 template <class E, class T, int SEQ, int HD, int PERIOD, int R, int NSLOTS, bool FIRST, bool LAST>
 __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles, const GroupD* groups, const WalkD* walks,
                                            const int* group_items, const int* group_rbeg, const int* group_pmax,
@@ -259,12 +268,14 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
         for (int r = 0; r < R; ++r) mine_mod = mine_mod || md[h][r] != 1;
       const bool modular = __syncthreads_or(mine_mod);
       const int ntiles = (w.count + BC - 1) / BC;
-      // cp.async pipeline of S stages: S - 1 key tiles in flight while one is computed. One
-      // commit group per tile slot (empty past the walk) keeps the wait count uniform.
-      constexpr int S = E::STAGES;
+      // cp.async pipeline of S stages: LA = S - 1 key tiles in flight while one is computed (S - 2
+      // for engines that leave the previous tile's contraction running into the next tile: its
+      // stage is refilled one tile later). One commit group per tile slot (empty past the walk)
+      // keeps the wait count uniform.
+      constexpr int S = E::STAGES, LA = Lookahead<E>::value;
       if (S > 1) {
 #pragma unroll
-        for (int p = 0; p < S - 1; ++p) {
+        for (int p = 0; p < LA; ++p) {
           if (p < ntiles) e.load(p, w, p * BC);
           cp_async_commit();
         }
@@ -273,10 +284,11 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
         const int buf = S > 1 ? kt % S : 0;
         const int u0 = kt * BC;
         if (S > 1) {
-          const int nx = kt + S - 1;
+          const int nx = kt + LA;
           if (nx < ntiles) e.load(nx % S, w, nx * BC);
           cp_async_commit();
-          cp_async_wait<S - 1>();  // tile kt has landed (this thread's copies; the barrier below: all)
+          cp_async_wait<LA>();  // tile kt has landed (this thread's copies; the barrier below: all)
+          if constexpr (HasLanded<E>::value) e.landed();
         } else {
           __syncthreads();
           e.load(0, w, u0);
@@ -313,8 +325,10 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
             return u < w.count && tab_kept(*tab, table, row[h], (i64)w.base + (i64)u * w.step);
           });
         }
-        if (S > 1) __syncthreads();  // the stage is refilled S - 1 tiles later
+        if (S > 1) __syncthreads();  // the stage is refilled LA tiles later
       }
+      // Deferred contractions end before the next walk refills stages (after its first barrier).
+      if constexpr (HasLanded<E>::value) e.drain();
     }
   }
   if (NSLOTS > 0 && tile.split_slot >= 0)

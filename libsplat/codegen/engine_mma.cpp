@@ -93,12 +93,19 @@ struct MmaEngine {
     }
   }
 
+  // One key tile: scores, online softmax (scores become probabilities in place), O += P.V.
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
-    const u16* Kb = Ks + buf * BC * LDS;
-    const u16* Vb = Vs + buf * BC * LDS;
-    const int lane = threadIdx.x & 31, t4 = lane & 3;
     float s[MW][BC / 8][4];
+    scores(buf, s);
+    softmax(s, full, scale_log2, keep);
+    accumulate(buf, s);
+  }
+
+  // S = Q.K^T for the tile in stage buf.
+  __device__ __forceinline__ void scores(int buf, float (&s)[MW][BC / 8][4]) {
+    const u16* Kb = Ks + buf * BC * LDS;
+    const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int mt = 0; mt < MW; ++mt)
 #pragma unroll
@@ -116,6 +123,13 @@ struct MmaEngine {
         }
       }
     }
+  }
+
+  // Masks, scales and exponentiates S in place (probabilities, not yet normalised) and rescales
+  // O and the running sums to the new row maxima.
+  template <class Keep>
+  __device__ __forceinline__ void softmax(float (&s)[MW][BC / 8][4], bool full, float scale_log2, Keep keep) {
+    const int t4 = threadIdx.x & 3;
     // Masked scores become -inf; with a positive scale the row max is taken on raw scores and the
     // scale folds into the exponent (one FFMA + EX2 per score).
     const bool pos = scale_log2 > 0.f;
@@ -210,6 +224,12 @@ struct MmaEngine {
         }
       }
     }
+  }
+
+  // O += P.V for the tile in stage buf, P the probabilities left in s by softmax().
+  __device__ __forceinline__ void accumulate(int buf, const float (&s)[MW][BC / 8][4]) {
+    const u16* Vb = Vs + buf * BC * LDS;
+    const int lane = threadIdx.x & 31;
     // O += P.V: the S accumulators of n-tiles 2kb, 2kb+1 are the A fragment of k-block kb.
 #pragma unroll
     for (int kb = 0; kb < BC / 16; ++kb) {

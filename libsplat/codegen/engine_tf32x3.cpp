@@ -6,6 +6,162 @@ namespace splat {
 
 const char* engine_tf32x3() {
   return R"CUDA(
+// ================================================================================================
+// Engine: fp32 on tensor cores as three tf32 products (3xTF32; fp32 storage, head_dim % 32 == 0).
+// Every operand x is split into hi = rna_tf32(x) and lo = rna_tf32(x - hi) (x - hi is exact in
+// fp32: hi is x with its 13 low mantissa bits rounded away), and a*b ~= a_hi*b_hi + a_hi*b_lo +
+// a_lo*b_hi with fp32 accumulation: |x - hi - lo| <= 2^-22 |x| and the dropped a_lo*b_lo is at
+// most 2^-22 |a*b|, so a product is within about 3 * 2^-22 |a*b| (plain tf32: 2^-10) and both
+// contractions are about as accurate as fp32 FMA chains (docs/splatc-kernels.md, 3xTF32).
+// The two small products go into the accumulator before the big one (they are not absorbed by
+// it). Layouts, fragment mapping, cp.async stages and the online softmax are MmaTf32Engine's
+// (this engine derives from it): only begin (Q's hi and lo fragments, kept in registers) and
+// compute (three mma per product) differ.
+// ================================================================================================
+__device__ __forceinline__ void split_tf32(float x, u32& hi, u32& lo) {
+  hi = to_tf32(x);
+  lo = to_tf32(x - __uint_as_float(hi));
+}
+// D += A*B with A = a_hi + a_lo, B = b_hi + b_lo (one m16n8k8 step): small products first.
+__device__ __forceinline__ void mma1688_3xtf32(float* d, const u32* ah, const u32* al, u32 bh0, u32 bh1, u32 bl0,
+                                               u32 bl1) {
+  mma1688_tf32(d, al, bh0, bh1);
+  mma1688_tf32(d, ah, bl0, bl1);
+  mma1688_tf32(d, ah, bh0, bh1);
+}
+
+template <int HD, int SEQ, int KV, int NSTAGES>
+struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES> {
+  using Base = MmaTf32Engine<HD, SEQ, KV, NSTAGES>;
+  using Base::BC;
+  using Base::LDK;
+  using Base::LDV;
+  using Base::Ks;
+  using Base::Vs;
+  using Base::qf;
+  using Base::m;
+  using Base::l;
+  using Base::acc;
+  u32 ql[HD / 8][4];  // lo parts of Q's fragments (qf: hi parts)
+
+  __device__ __forceinline__ void begin(unsigned char* smem, const float* q, const float* k, const float* v,
+                                        const i64* row, i64 bh, bool first, const float* ws) {
+    // Pointers, Q's hi fragments (rna_tf32, as MmaTf32Engine rounds them), (m, l) and O.
+    Base::begin(smem, q, k, v, row, bh, first, ws);
+    // The lo fragments from the same Q elements (the loads are the base's: same addresses).
+    const float* qg = q + bh * SEQ * HD;
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int j = 0; j < HD / 16; ++j) {
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (row[h] >= 0) x = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
+        ql[2 * j][h] = to_tf32(x.x - __uint_as_float(qf[2 * j][h]));
+        ql[2 * j][h + 2] = to_tf32(x.y - __uint_as_float(qf[2 * j][h + 2]));
+        ql[2 * j + 1][h] = to_tf32(x.z - __uint_as_float(qf[2 * j + 1][h]));
+        ql[2 * j + 1][h + 2] = to_tf32(x.w - __uint_as_float(qf[2 * j + 1][h + 2]));
+      }
+  }
+
+  template <class Keep>
+  __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
+    const float* Kb = Ks + buf * BC * LDK;
+    const float* Vb = Vs + buf * BC * LDV;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    float s[BC / 8][4];
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    // S = Q.K^T: k outer, key n-tiles inner (8 independent accumulator chains); MmaTf32Engine's
+    // slot order (k-step 2j: K columns 16j + 4t, +1; k-step 2j+1: 16j + 4t + 2, +3).
+#pragma unroll
+    for (int j = 0; j < HD / 16; ++j) {
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n) {
+        const float4 x = *reinterpret_cast<const float4*>(Kb + (8 * n + g) * LDK + 16 * j + 4 * t4);
+        u32 h0, l0, h1, l1, h2, l2, h3, l3;
+        split_tf32(x.x, h0, l0);
+        split_tf32(x.y, h1, l1);
+        split_tf32(x.z, h2, l2);
+        split_tf32(x.w, h3, l3);
+        mma1688_3xtf32(s[n], qf[2 * j], ql[2 * j], h0, h1, l0, l1);
+        mma1688_3xtf32(s[n], qf[2 * j + 1], ql[2 * j + 1], h2, h3, l2, l3);
+      }
+    }
+    // Online softmax: as MmaTf32Engine::compute.
+    const bool pos = scale_log2 > 0.f;
+    if (!pos) {
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
+    }
+    if (!full) {  // uniform branch: interior key tiles skip the mask
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (!keep(e >> 1, n * 8 + 2 * t4 + (e & 1))) s[n][e] = neg_inf();
+    }
+    const float mul = pos ? scale_log2 : 1.f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = neg_inf();
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h], mx * mul);
+      const float ref = m_new == neg_inf() ? 0.f : m_new;
+      const float alpha = fast_exp2(m[h] - ref);
+      m[h] = m_new;
+      float sum = 0.f;
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n) {
+        const float p0 = fast_exp2(fmaf(s[n][2 * h], mul, -ref)), p1 = fast_exp2(fmaf(s[n][2 * h + 1], mul, -ref));
+        s[n][2 * h] = p0;
+        s[n][2 * h + 1] = p1;
+        sum += p0 + p1;
+      }
+      l[h] = l[h] * alpha + sum;
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d) {
+        acc[d][2 * h] *= alpha;
+        acc[d][2 * h + 1] *= alpha;
+      }
+    }
+    // O += P.V, one 8-key step per S n-tile kb (slot t: key 2t, slot t+4: key 2t+1); P is split
+    // once per step, V per element.
+#pragma unroll
+    for (int kb = 0; kb < BC / 8; ++kb) {
+      u32 ah[4], al[4];
+      split_tf32(s[kb][0], ah[0], al[0]);
+      split_tf32(s[kb][2], ah[1], al[1]);
+      split_tf32(s[kb][1], ah[2], al[2]);
+      split_tf32(s[kb][3], ah[3], al[3]);
+      const float* v0 = Vb + (8 * kb + 2 * t4) * LDV + 4 * g;
+#pragma unroll
+      for (int j = 0; j < HD / 32; ++j) {
+        const float4 x0 = *reinterpret_cast<const float4*>(v0 + 32 * j);
+        const float4 x1 = *reinterpret_cast<const float4*>(v0 + LDV + 32 * j);
+        u32 h0, l0, h1, l1;
+        split_tf32(x0.x, h0, l0);
+        split_tf32(x1.x, h1, l1);
+        mma1688_3xtf32(acc[4 * j], ah, al, h0, h1, l0, l1);
+        split_tf32(x0.y, h0, l0);
+        split_tf32(x1.y, h1, l1);
+        mma1688_3xtf32(acc[4 * j + 1], ah, al, h0, h1, l0, l1);
+        split_tf32(x0.z, h0, l0);
+        split_tf32(x1.z, h1, l1);
+        mma1688_3xtf32(acc[4 * j + 2], ah, al, h0, h1, l0, l1);
+        split_tf32(x0.w, h0, l0);
+        split_tf32(x1.w, h1, l1);
+        mma1688_3xtf32(acc[4 * j + 3], ah, al, h0, h1, l0, l1);
+      }
+    }
+  }
+};
+
 )CUDA";
 }
 

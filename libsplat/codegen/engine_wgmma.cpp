@@ -6,6 +6,150 @@ namespace splat {
 
 const char* engine_wgmma() {
   return R"CUDA(
+// ================================================================================================
+// Hopper tensor-core engine for bf16/fp16: the MmaEngine's 64-row tile (4 warps x 16 rows, one
+// warpgroup) with both contractions on wgmma (sm_90a only: wgmma is an arch-specific feature, so
+// codegen selects this engine only when compiling for sm_90a, and the text below is compiled only
+// there). Why: the mma.sync kernel is bound by instruction issue (ldmatrix + 64 mma.sync per warp
+// and key tile, IPC ~1.9); here each contraction of a 64x64 tile is four wgmma.m64n64k16 reading
+// K and V straight from shared memory, so the warps issue little more than the softmax.
+//  * K and V stages are 64 keys x 128 bytes (head_dim 64), stored with the 128-byte swizzle
+//    (16-byte chunk c of key r at chunk c ^ (r % 8)) that the descriptors name, 1024-byte aligned.
+//  * S = Q.K^T: A = Q fragments in registers (the mma.sync A layout is the wgmma one), B = K, which
+//    is K-major ([key][d]); the k-step kb starts 32 bytes further into the swizzled rows.
+//  * O += P.V: A = P packed from the S accumulators (same register layout as mma.sync), B = V
+//    ([key][d]: N-major, transposed by the instruction); the k-step kb starts 16 keys (2048 bytes)
+//    further.
+//  * Accumulators (S and O) have the mma.sync m16n8 C layout per warp, so MmaEngine's online
+//    softmax, begin and end are reused as they are.
+//  * cp.async writes through the generic proxy and wgmma reads through the async proxy: every
+//    thread fences (landed()) after its copies completed and before the barrier that publishes
+//    the stage.
+// ================================================================================================
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+typedef unsigned long long u64;
+// Shared-memory matrix descriptor: start address, leading and stride byte offsets both 1024 (the
+// distance between 8-row groups; the other one is unused with 64-element rows), 128-byte swizzle.
+__device__ __forceinline__ u64 wg_desc(u32 addr) {
+  return (u64)((addr & 0x3ffff) >> 4) | ((u64)(1024 >> 4) << 16) | ((u64)(1024 >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Keeps the compiler from moving reads or writes of accumulator registers across the asynchronous
+// wgmma (the asm statements are ordered; these make every register an operand of one).
+__device__ __forceinline__ void wg_hold(float (&d)[8][4]) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[n][e])::"memory");
+}
+__device__ __forceinline__ void cp_async16_s(u32 dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+// D (+)= A.B, m64n64k16, A from registers, B from shared memory (TB: 1 = N-major), fp32 D.
+#define SPLAT_WG_RS(TY, TB, OUT, ACC)                                                             \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                        \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                          \
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, " #TB ";\n}\n"                          \
+               : OUT(d[0][0]), OUT(d[0][1]), OUT(d[0][2]), OUT(d[0][3]), OUT(d[1][0]), OUT(d[1][1]), OUT(d[1][2]), OUT(d[1][3]), OUT(d[2][0]), OUT(d[2][1]), OUT(d[2][2]), OUT(d[2][3]), OUT(d[3][0]), OUT(d[3][1]), OUT(d[3][2]), OUT(d[3][3]), OUT(d[4][0]), OUT(d[4][1]), OUT(d[4][2]), OUT(d[4][3]), OUT(d[5][0]), OUT(d[5][1]), OUT(d[5][2]), OUT(d[5][3]), OUT(d[6][0]), OUT(d[6][1]), OUT(d[6][2]), OUT(d[6][3]), OUT(d[7][0]), OUT(d[7][1]), OUT(d[7][2]), OUT(d[7][3])                                                                              \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), ACC)
+template <class T, int TB> __device__ __forceinline__ void wg_mma(float (&d)[8][4], const u32 (&a)[4], u64 desc);
+template <class T, int TB> __device__ __forceinline__ void wg_mma0(float (&d)[8][4], const u32 (&a)[4], u64 desc);
+template <> __device__ __forceinline__ void wg_mma<bf16_t, 0>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("bf16", 0, "+f", "n"(1)); }
+template <> __device__ __forceinline__ void wg_mma<bf16_t, 1>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("bf16", 1, "+f", "n"(1)); }
+template <> __device__ __forceinline__ void wg_mma<f16_t, 0>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("f16", 0, "+f", "n"(1)); }
+template <> __device__ __forceinline__ void wg_mma<f16_t, 1>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("f16", 1, "+f", "n"(1)); }
+// D = A.B (D's previous values are not read).
+template <> __device__ __forceinline__ void wg_mma0<bf16_t, 0>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("bf16", 0, "=f", "n"(0)); }
+template <> __device__ __forceinline__ void wg_mma0<f16_t, 0>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("f16", 0, "=f", "n"(0)); }
+#undef SPLAT_WG_RS
+
+// DEFER: O += P.V of a tile is left running while the driver moves to the next tile (its barrier,
+// mask tests and loads) and is waited for together with the next S; the stage it reads is then
+// refilled one tile later (LOOKAHEAD = NSTAGES - 2, so DEFER needs 3 stages).
+// WGS: warpgroups per block (1 or 2). Two share every K/V stage: a 128-row tile, so half the
+// blocks, half the per-block start-up (Q, first stages) and half the K/V traffic per row. Warp w
+// owns rows 16w .. 16w + 15 as before (MmaEngine::slot), so warpgroup w / 4 holds rows 64(w / 4)
+// onwards. Split-KV state slots assume 64-row tiles: plans with split tiles use WGS = 1.
+template <class T, int HD, int SEQ, int KV, int NSTAGES, bool DEFER = false, int WGS = 1>
+struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, false> {
+  static_assert(!DEFER || NSTAGES >= 3, "a deferred P.V needs a third stage");
+  static_assert(WGS == 1 || WGS == 2, "one or two warpgroups");
+  static constexpr int NT = 128 * WGS, BR = 64 * WGS;
+  static constexpr int LOOKAHEAD = DEFER ? NSTAGES - 2 : NSTAGES - 1;
+  static_assert(HD == 64, "the wgmma engine's swizzled stages hold 128-byte key rows");
+  using Base = MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, false>;
+  static constexpr int TILE = 64 * HD * 2;                         // one K or V stage, bytes
+  static constexpr int SMEM = 2 * NSTAGES * TILE + 1024;           // + alignment slack
+  u32 kbase;  // shared address of K stage 0 (1024-aligned); V stage s at kbase + (NSTAGES + s) * TILE
+
+  __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, i64 bh,
+                                        bool first, const float* ws) {
+    Base::begin(smem, q, k, v, row, bh, first, ws);
+    kbase = (smem_addr(smem) + 1023u) & ~1023u;
+  }
+
+  // Same gather as MmaEngine::load (thread t: chunk t % 8 of keys t / 8 + RS*k), swizzled stores.
+  __device__ __forceinline__ void load(int buf, const WalkD& w, int u0) {
+    constexpr int RS = NT / 8;  // keys per round
+    const int c = threadIdx.x & 7, r0 = threadIdx.x >> 3;
+    const i64 off = ((i64)w.base + (i64)(u0 + r0) * w.step) * HD + c * 8;
+    const i64 dstep = (i64)RS * w.step * HD;
+    const u32 kd = kbase + buf * TILE + r0 * 128 + ((c ^ (r0 & 7)) << 4);  // (r0 + RS*k) % 8 == r0 % 8
+    const u32 vd = kd + NSTAGES * TILE;
+#pragma unroll
+    for (int k = 0; k < 64 / RS; ++k) {
+      const bool ok = u0 + r0 + RS * k < w.count;
+      const i64 o = ok ? off + k * dstep : 0;
+      cp_async16_s(kd + k * RS * 128, this->kg + o, ok ? 16 : 0);
+      cp_async16_s(vd + k * RS * 128, this->vg + o, ok ? 16 : 0);
+    }
+  }
+
+  // This thread's copies have completed (cp.async.wait_group): publish them to the async proxy.
+  __device__ __forceinline__ void landed() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+  template <class Keep>
+  __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
+    float s[1][8][4];
+    const u64 dk = wg_desc(kbase + buf * TILE), dv = wg_desc(kbase + (NSTAGES + buf) * TILE);
+    wg_fence();
+    wg_mma0<T, 0>(s[0], this->qf[0][0], dk);
+#pragma unroll
+    for (int kb = 1; kb < HD / 16; ++kb) wg_mma<T, 0>(s[0], this->qf[0][kb], dk + 2 * kb);
+    wg_commit();
+    wg_wait0();  // S, and the previous tile's deferred P.V
+    wg_hold(s[0]);
+    if (DEFER) wg_hold(this->acc[0]);
+    this->softmax(s, full, scale_log2, keep);
+    u32 a[4][4];
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb) {
+      a[kb][0] = pack2<T>(s[0][2 * kb][0], s[0][2 * kb][1]);
+      a[kb][1] = pack2<T>(s[0][2 * kb][2], s[0][2 * kb][3]);
+      a[kb][2] = pack2<T>(s[0][2 * kb + 1][0], s[0][2 * kb + 1][1]);
+      a[kb][3] = pack2<T>(s[0][2 * kb + 1][2], s[0][2 * kb + 1][3]);
+    }
+    wg_hold(this->acc[0]);
+    wg_fence();
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb) wg_mma<T, 1>(this->acc[0], a[kb], dv + 128 * kb);
+    wg_commit();
+    if (!DEFER) {
+      wg_wait0();
+      wg_hold(this->acc[0]);
+    }
+  }
+
+  __device__ __forceinline__ void drain() {
+    if (DEFER) {
+      wg_wait0();
+      wg_hold(this->acc[0]);
+    }
+  }
+};
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
 )CUDA";
 }
 

@@ -50,6 +50,12 @@ std::vector<std::string> emit(const Problem& p, const EmitOptions& o, const std:
   CodegenOptions co;
   co.fused = o.fused;
   co.pipeline = o.pipeline;
+  co.arch = o.arch;
+  try {
+    co.tuning = parse_tuning(o.tuning);
+  } catch (const std::invalid_argument& e) {
+    throw Error("", "--tune", e.what());
+  }
   GeneratedModule mod = generate(p, acsr, co);
   CompileResult ptx = nvrtc_compile(mod.source, p.name + ".cu", o.arch, CompileTarget::Ptx);
   if (!ptx.log.empty()) spdlog::warn("NVRTC: {}", ptx.log);

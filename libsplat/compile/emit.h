@@ -13,6 +13,7 @@ struct EmitOptions {
   std::string target = "cuda";  // "cuda" (the .cu source) or "ptx"
   std::string arch = "sm_90";
   bool fused = true, pipeline = true;
+  std::string tuning;  // fused-kernel tuning, "key=value,..." as SPLATC_TUNE (docs/splatc-kernels.md); "" = defaults
 };
 
 // Writes into out_dir (created if missing) and returns the written paths in order. Throws

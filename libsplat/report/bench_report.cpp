@@ -84,6 +84,7 @@ nlohmann::json bench_json(const std::vector<ProblemResult>& results, const std::
                                {"passes", r.passes},
                                {"tile_fill", r.tile_fill},
                                {"tensor_cores", r.tensor_cores},
+                               {"engine", r.engine},
                                {"compile_seconds", r.compile_seconds},
                                {"kernels", ks}});
   }

@@ -45,6 +45,7 @@ struct ProblemResult {
   int passes = 0;
   double tile_fill = 0;
   bool tensor_cores = false;
+  std::string engine;          // fused kernel's engine (GeneratedModule::engine)
   double compile_seconds = 0;
   std::vector<KernelResult> kernels;
   bool pass() const;

@@ -208,7 +208,7 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
                                  std::string& device_description,
                                  const std::function<void(const ProblemResult&)>& progress) {
   DeviceInfo dev = device_info();
-  const std::string arch = dev.arch();
+  const std::string arch = dev.target_arch();
   device_description = dev.name + " (" + arch + ", " + std::to_string(dev.sms) + " SMs, " +
                        std::to_string(dev.memory >> 20) + " MiB, driver " + std::to_string(dev.driver_version) +
                        ", runtime " + std::to_string(dev.runtime_version) + ", NVRTC " + nvrtc_version() + ")";
@@ -230,6 +230,7 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
     co.fused = opt.fused;
     co.pipeline = opt.pipeline;
     co.tuning = tuning;
+    co.arch = arch;
     x.gen = std::make_shared<GeneratedModule>(generate(p, x.acsr, co));
     std::string src = x.gen->source, name = p.name + ".cu";
     x.cubin = std::async(std::launch::async, [src, name, arch] {
@@ -281,6 +282,7 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
     r.passes = static_cast<int>(gen.plan.passes.size());
     r.tile_fill = gen.plan.tile_fill();
     r.tensor_cores = gen.tensor_cores;
+    r.engine = gen.engine;
     CompileResult cr = x.cubin.get();
     r.compile_seconds = cr.seconds;
     auto mod = std::make_shared<Module>(cr.image);

@@ -37,8 +37,9 @@ Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions
   CodegenOptions co;
   co.fused = opt.kind == KernelKind::Fused;
   co.pipeline = opt.kind == KernelKind::Pipeline;
+  co.arch = opt.arch.empty() ? dev.target_arch() : opt.arch;
   auto gen = std::make_shared<const GeneratedModule>(generate(problem, acsr, co));
-  std::string arch = opt.arch.empty() ? dev.arch() : opt.arch;
+  const std::string& arch = co.arch;
   CompileResult img = nvrtc_compile(gen->source, gen->name + ".cu", arch, CompileTarget::Cubin);
   auto mod = std::make_shared<Module>(img.image);
   return Kernel(gen, mod, opt.kind, problem.batch * problem.heads);

@@ -21,7 +21,7 @@ namespace splat {
 
 struct BuildOptions {
   KernelKind kind = KernelKind::Fused;
-  std::string arch;  // "" = the current device's (sm_XY)
+  std::string arch;  // "" = the current device's (sm_90a on sm_90 devices, else sm_XY)
 };
 
 class Kernel {

@@ -31,6 +31,9 @@ struct DeviceInfo {
   size_t l2_bytes = 0;
   int driver_version = 0, runtime_version = 0;
   std::string arch() const { return "sm_" + std::to_string(cc_major * 10 + cc_minor); }
+  // What kernels are compiled for: the arch-specific target on sm_90 (wgmma needs sm_90a, which
+  // runs on exactly that chip), the plain one elsewhere.
+  std::string target_arch() const { return cc_major == 9 && cc_minor == 0 ? "sm_90a" : arch(); }
 };
 
 // The current device (0); throws NoGpuError when none can be used.

@@ -202,8 +202,9 @@ TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
   CHECK(b.fused[0].smem_dynamic == 2 * 2 * 128 * 72 * 2);
   CHECK(b.source.find("MmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 2, 128, true>") != std::string::npos);
   CHECK(b.source.find("__launch_bounds__(64, 3) splat_fused_p0") != std::string::npos);
-  // fp32 window: P^T aliased on K^T (Q^T + V + one 64 x 68 tile), batched loads, 3 blocks per SM.
-  GeneratedModule f = gen(problem(window, 2048, "fp32"));
+  // fp32 window on CUDA cores (x3=0): P^T aliased on K^T (Q^T + V + one 64 x 68 tile), batched
+  // loads, 3 blocks per SM.
+  GeneratedModule f = gen(problem(window, 2048, "fp32"), parse_tuning("x3=0"));
   CHECK(f.fused[0].block == 128);
   CHECK(f.fused[0].smem_dynamic == (64 * 68 + 64 * 64 + 64 * 68) * 4);
   CHECK(f.source.find("SimtEngine<float, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, true>") != std::string::npos);
@@ -211,7 +212,7 @@ TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
   // fp32 with two runs per row and split-KV tiles (global rows): separate P^T, per-element loads,
   // no register cap.
   Problem lp = problem(longformer, 4096, "fp32");
-  GeneratedModule l = gen(lp);
+  GeneratedModule l = gen(lp, parse_tuning("x3=0"));
   REQUIRE(!l.plan.passes.empty());
   CHECK(l.plan.passes[0].max_runs == 2);
   CHECK(!l.plan.passes[0].splits.empty());
@@ -233,7 +234,7 @@ TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
   // tf32 at a head_dim the tensor-core layout does not take (not a multiple of 32): CUDA cores
   // would need a multiple of 32 too, so the fused kernel is refused with the JSON path.
   CHECK_THROWS_WITH(gen(problem(window, 2048, "tf32", 48)), doctest::Contains("head_dim"));
-  CHECK(!gen(problem(window, 2048, "fp32")).tensor_cores);
+  CHECK(!gen(problem(window, 2048, "fp32"), parse_tuning("x3=0")).tensor_cores);
 }
 
 // Every engine configuration the tuning can select builds (ptxas, the oldest architecture).
@@ -245,8 +246,8 @@ TEST_CASE("every kernel tuning variant compiles to CUBIN for sm_80") {
     const char* tuning;
   };
   for (const V& v : {V{"bf16", 64, "mw=32,stages=3"}, V{"bf16", 128, "mw=16,stages=3"}, V{"fp16", 32, "mw=32"},
-                     V{"fp32", 64, "alias=0,batch=1"}, V{"fp32", 96, "alias=1,batch=1,minb=0"},
-                     V{"fp32", 32, "alias=1,batch=0"}, V{"tf32", 64, ""}, V{"tf32", 128, "stages=3"},
+                     V{"fp32", 64, "x3=0,alias=0,batch=1"}, V{"fp32", 96, "x3=0,alias=1,batch=1,minb=0"},
+                     V{"fp32", 32, "x3=0,alias=1,batch=0"}, V{"tf32", 64, ""}, V{"tf32", 128, "stages=3"},
                      V{"tf32", 32, "minb=2"}}) {
     CAPTURE(v.dtype);
     CAPTURE(v.d);
@@ -290,4 +291,97 @@ TEST_CASE("key-tile and lazy-rescale variants compile to CUBIN for sm_80 and sm_
       CHECK(r.image.size() > 1000);
     }
   }
+}
+
+// Hopper wgmma engine: chosen only when generating for sm_90a (bf16/fp16, head_dim 64); its launch
+// configuration follows the tuning; every default bf16/fp16 pattern and every wgmma variant builds
+// for sm_90a (ptxas checks the wgmma operands, descriptors and fences).
+TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning") {
+  const std::string window = R"({"window": {"left": 256, "right": 256}})";
+  const std::string longformer =
+      R"({"union": [{"window": {"left": 256, "right": 256}}, {"global": {"tokens": [0, 1, 2, 3]}}]})";
+  auto gen = [](const Problem& p, const std::string& arch, const std::string& tuning = "") {
+    CodegenOptions co;
+    co.pipeline = false;
+    co.arch = arch;
+    co.tuning = parse_tuning(tuning);
+    return generate(p, analyze(p), co);
+  };
+  GeneratedModule w = gen(problem(window, 2048), "sm_90a");
+  CHECK(w.engine == "wgmma");
+  CHECK(w.fused[0].block == 128);
+  CHECK(w.fused[0].smem_dynamic == 2 * 2 * 64 * 64 * 2 + 1024);
+  CHECK(w.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, false, 1>") != std::string::npos);
+  CHECK(w.source.find("__launch_bounds__(128, 4) splat_fused_p0") != std::string::npos);
+  // Not on other architectures, other head dims, fp32/tf32, or when the tuning says no.
+  CHECK(gen(problem(window, 2048), "sm_90").engine == "mma.sync");
+  CHECK(gen(problem(window, 2048), "").engine == "mma.sync");
+  CHECK(gen(problem(window, 2048, "bf16", 128), "sm_90a").engine == "mma.sync");
+  CHECK(gen(problem(window, 2048, "fp16"), "sm_90a").engine == "wgmma");
+  CHECK(gen(problem(window, 2048, "tf32"), "sm_90a").engine == "mma.sync tf32");
+  CHECK(gen(problem(window, 2048, "fp32"), "sm_90a").engine == "mma.sync 3xtf32");
+  CHECK(gen(problem(window, 2048), "sm_90a", "wg=0").engine == "mma.sync");
+  // Deferred P.V: three stages. Two warpgroups: 256 threads, 128-row tiles, 2 blocks per SM, but
+  // not where the plan splits tiles (longformer's global rows).
+  GeneratedModule d = gen(problem(window, 2048), "sm_90a", "wg=2");
+  CHECK(d.fused[0].smem_dynamic == 2 * 3 * 64 * 64 * 2 + 1024);
+  CHECK(d.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, true, 1>") != std::string::npos);
+  GeneratedModule r = gen(problem(window, 2048), "sm_90a", "wgrows=128");
+  CHECK(r.fused[0].block == 256);
+  CHECK(r.plan.shape.br == 128);
+  CHECK(r.source.find("__launch_bounds__(256, 2) splat_fused_p0") != std::string::npos);
+  GeneratedModule lr = gen(problem(longformer, 2048), "sm_90a", "wgrows=128");
+  CHECK(lr.plan.shape.br == 64);
+  CHECK(lr.fused[0].block == 128);
+  CHECK_THROWS_AS(parse_tuning("wg=3"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_tuning("wgrows=96"), std::invalid_argument);
+  for (const char* tuning : {"", "wg=2", "wgrows=128", "wgrows=128,stages=3"}) {
+    CAPTURE(tuning);
+    for (const std::string* pat : {&window, &longformer}) {
+      GeneratedModule m = gen(problem(*pat, 1024, "fp16"), "sm_90a", tuning);
+      CompileResult c = nvrtc_compile(m.source, "t.cu", "sm_90a", CompileTarget::Cubin);
+      CHECK(c.image.size() > 1000);
+    }
+  }
+}
+
+TEST_CASE("128-row tiles (two warpgroups) cover each kept key once") {
+  for (const char* pat : {R"({"window": {"left": 37, "right": 20}})",
+                          R"({"dilated": {"left": 20, "right": 20, "dilation": 3}})",
+                          R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})",
+                          R"({"blocked": {"block": 48}})"}) {
+    CAPTURE(pat);
+    Problem p = problem(pat, 300);
+    Acsr a = analyze(p);
+    TileShape t;
+    t.br = 128;
+    auto visits = cpu_model_visits(make_plan(a, t));
+    for (int64_t i = 0; i < p.seq_len; ++i) {
+      std::vector<int64_t> v = visits[static_cast<size_t>(i)];
+      std::sort(v.begin(), v.end());
+      std::vector<int64_t> want;
+      for (int64_t j = 0; j < p.kv_len; ++j)
+        if (kept(p, i, j)) want.push_back(j);
+      REQUIRE_MESSAGE(v == want, "row " << i);
+    }
+  }
+}
+
+TEST_CASE("every bf16/fp16 pattern in patterns/ compiles for sm_90a with the wgmma engine") {
+  int n = 0;
+  for (const fs::path& f : pattern_files()) {
+    const std::string name = f.filename().string();
+    if (name.find("-bf16") == std::string::npos && name.find("-fp16") == std::string::npos) continue;
+    CAPTURE(name);
+    Problem p = load_problem(f.string());
+    CodegenOptions co;
+    co.arch = "sm_90a";
+    GeneratedModule m = generate(p, analyze(p), co);
+    CHECK(m.engine == "wgmma");
+    // CUBIN: ptxas checks the wgmma operands; the pipeline kernels are arch-independent.
+    CompileResult cubin = nvrtc_compile(m.source, p.name + ".cu", "sm_90a", CompileTarget::Cubin);
+    CHECK(cubin.image.size() > 1000);
+    ++n;
+  }
+  CHECK(n >= 20);
 }
