@@ -187,7 +187,7 @@ KernelTuning parse_tuning(const std::string& spec) {
       need(v == 64 || v == 128, "64 or 128");
       t.wg_rows = v;
     } else if (key == "wg") {
-      need(v >= 0 && v <= 2, "0, 1 or 2");
+      need(v == 0 || v == 1, "0 or 1");
       t.wgmma = v;
     } else if (key == "x3") {
       need(v == 0 || v == 1, "0 or 1");
@@ -338,8 +338,9 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     std::ostringstream tiles, groups, walks, gitems, grbeg, gpmax;
     int64_t ng = 0, nw = 0, ni = 0;
     for (const PlanTile& t : pass.tiles) {
+      const int64_t first_walk = !t.groups.empty() && !t.groups[0].walks.empty() ? nw : -1;
       tiles << "  {" << t.phase << ", " << t.m_begin << ", " << t.m_end << ", " << ng << ", " << t.groups.size() << ", "
-            << t.split_slot << ", " << (t.split_lead ? 1 : 0) << "},\n";
+            << t.split_slot << ", " << (t.split_lead ? 1 : 0) << ", " << first_walk << "},\n";
       for (const PlanGroup& g : t.groups) {
         groups << "  {" << nw << ", " << g.walks.size() << ", " << ni << ", " << g.items.size() << ", "
                << (g.tabulated ? 1 : 0) << "},\n";
@@ -369,7 +370,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     if (ni == 0) gitems << "0", grbeg << "0", gpmax << "0";
     s << "\n// Pass " << pi << ": rows grouped by i mod " << pass.period << ", " << pass.tiles.size()
       << " row tiles (longest first).\n"
-      << "// Tiles {phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead}: rows phase + " << pass.period
+      << "// Tiles {phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead, first_walk}: rows phase + " << pass.period
       << "*m, m in [m_begin, m_end).\n"
       << "__device__ const TileD kTiles" << pi << "[] = {\n" << tiles.str() << "};\n"
       << "// Groups {walk_begin, walk_count, item_begin, item_count, tabulated}: items walked together.\n"
@@ -400,7 +401,6 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       tu.mw = 1;
       tu.bc = 64;
       tu.lazy = false;
-      if (opt.tuning.wgmma == 2 && opt.tuning.mma_stages <= 0) tu.stages = 3;
       if (opt.tuning.min_blocks < 0) tu.min_blocks = (pass.max_runs <= 2 ? 4 : 3) / wgs;
     }
     kd.block = wg ? 128 * wgs : mod.tensor_cores ? 128 / tu.mw : 128;
@@ -409,7 +409,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     mod.fused.push_back(kd);
     const std::string engine =
         wg        ? std::string("WgmmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) +
-                 (opt.tuning.wgmma == 2 ? ", true, " : ", false, ") + std::to_string(wgs) + ">"
+                 ", " + std::to_string(wgs) + ">"
         : tf32_tc ? "MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : x3      ? "MmaTf32x3Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : mod.tensor_cores ? std::string("MmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.mw) +

@@ -126,7 +126,9 @@ struct Item {
 };
 // Fused plan, per pass: a row tile (rows phase + PERIOD*m, m in [m_begin, m_end)) and its groups;
 // a group (items walked together) and its walks; a walk (keys base + u*step, u < count).
-struct TileD { int phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead; };
+// first_walk: index of the first group's first walk (-1 if none), so that its first key tiles can
+// be requested before the rows' runs are looked up.
+struct TileD { int phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead, first_walk; };
 // Split-KV: the rows of a split tile and the slots of its chunks' partial states.
 struct SplitD { int phase, m_begin, m_end, slot_begin, slot_count; };
 struct GroupD { int walk_begin, walk_count, item_begin, item_count, tabulated; };
@@ -177,13 +179,9 @@ const char* device_driver() {
 // R: most runs a row has in one group (from the plan).
 // ================================================================================================
 // Engines whose compute reads stages through another proxy (wgmma) define landed(), called once a
-// stage's copies have completed and before the barrier that publishes it, and drain(), called
-// after a walk's last tile (contractions still running end there). LOOKAHEAD, where defined, is
-// how many tiles are loaded ahead (default: STAGES - 1).
+// stage's copies have completed and before the barrier that publishes it.
 template <class E, class = void> struct HasLanded { static constexpr bool value = false; };
 template <class E> struct HasLanded<E, decltype(void(&E::landed))> { static constexpr bool value = true; };
-template <class E, class = void> struct Lookahead { static constexpr int value = E::STAGES - 1; };
-template <class E> struct Lookahead<E, decltype(void(E::LOOKAHEAD))> { static constexpr int value = E::LOOKAHEAD; };
 
 template <class E, class T, int SEQ, int HD, int PERIOD, int R, int NSLOTS, bool FIRST, bool LAST>
 __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles, const GroupD* groups, const WalkD* walks,
@@ -204,6 +202,20 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
   // Split chunks other than the lead start from an empty state; the lead continues the state
   // handed over by earlier passes.
   e.begin(smem_raw, q, k, v, row, bh, FIRST || (tile.split_slot >= 0 && !tile.split_lead), ws);
+  // cp.async pipeline of S stages: S - 1 key tiles in flight while one is computed. One commit
+  // group per tile slot (empty past the walk) keeps the wait count uniform. The first walk's
+  // first tiles are requested here, before the group and item tables are read (a chain of
+  // dependent loads), so that their latency overlaps the run look-up.
+  constexpr int S = E::STAGES, LA = S - 1;
+  const bool early = S > 1 && tile.first_walk >= 0;
+  if (early) {
+    const WalkD w0 = walks[tile.first_walk];
+#pragma unroll
+    for (int p = 0; p < LA; ++p) {
+      if (p * BC < w0.count) e.load(p, w0, p * BC);
+      cp_async_commit();
+    }
+  }
   for (int gi = 0; gi < tile.group_count; ++gi) {
     const GroupD g = groups[tile.group_begin + gi];
     // The rows' runs in this group.
@@ -268,12 +280,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
         for (int r = 0; r < R; ++r) mine_mod = mine_mod || md[h][r] != 1;
       const bool modular = __syncthreads_or(mine_mod);
       const int ntiles = (w.count + BC - 1) / BC;
-      // cp.async pipeline of S stages: LA = S - 1 key tiles in flight while one is computed (S - 2
-      // for engines that leave the previous tile's contraction running into the next tile: its
-      // stage is refilled one tile later). One commit group per tile slot (empty past the walk)
-      // keeps the wait count uniform.
-      constexpr int S = E::STAGES, LA = Lookahead<E>::value;
-      if (S > 1) {
+      if (S > 1 && !(early && gi == 0 && wi == 0)) {
 #pragma unroll
         for (int p = 0; p < LA; ++p) {
           if (p < ntiles) e.load(p, w, p * BC);
@@ -287,7 +294,8 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
           const int nx = kt + LA;
           if (nx < ntiles) e.load(nx % S, w, nx * BC);
           cp_async_commit();
-          cp_async_wait<LA>();  // tile kt has landed (this thread's copies; the barrier below: all)
+          // Tile kt has landed (this thread's copies; the barrier below: all).
+          cp_async_wait<LA>();
           if constexpr (HasLanded<E>::value) e.landed();
         } else {
           __syncthreads();
@@ -327,8 +335,6 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
         }
         if (S > 1) __syncthreads();  // the stage is refilled LA tiles later
       }
-      // Deferred contractions end before the next walk refills stages (after its first barrier).
-      if constexpr (HasLanded<E>::value) e.drain();
     }
   }
   if (NSLOTS > 0 && tile.split_slot >= 0)

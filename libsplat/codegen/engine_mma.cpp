@@ -125,6 +125,29 @@ struct MmaEngine {
     }
   }
 
+  // Max and sum of this thread's scores of row half hh (BC / 4 values) as balanced trees: depth
+  // log2 instead of a serial chain of dependent FMNMX / FADD (ncu: "wait" stalls led).
+  __device__ __forceinline__ static float row_max(const float (&s)[BC / 8][4], int hh) {
+    float t[BC / 8];
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n) t[n] = fmaxf(s[n][2 * hh], s[n][2 * hh + 1]);
+#pragma unroll
+    for (int w = BC / 16; w >= 1; w >>= 1)
+#pragma unroll
+      for (int n = 0; n < w; ++n) t[n] = fmaxf(t[n], t[n + w]);
+    return t[0];
+  }
+  __device__ __forceinline__ static float row_sum(const float (&s)[BC / 8][4], int hh) {
+    float t[BC / 8];
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n) t[n] = s[n][2 * hh] + s[n][2 * hh + 1];
+#pragma unroll
+    for (int w = BC / 16; w >= 1; w >>= 1)
+#pragma unroll
+      for (int n = 0; n < w; ++n) t[n] += t[n + w];
+    return t[0];
+  }
+
   // Masks, scales and exponentiates S in place (probabilities, not yet normalised) and rescales
   // O and the running sums to the new row maxima.
   template <class Keep>
@@ -159,9 +182,7 @@ struct MmaEngine {
 #pragma unroll
       for (int h = 0; h < ROWS; ++h) {
         const int mt = h >> 1, hh = h & 1;
-        float mx = neg_inf();
-#pragma unroll
-        for (int n = 0; n < BC / 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * hh], s[mt][n][2 * hh + 1]));
+        float mx = row_max(s[mt], hh);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_new = fmaxf(m[h], mx * mul);
@@ -185,38 +206,30 @@ struct MmaEngine {
 #pragma unroll
       for (int h = 0; h < ROWS; ++h) {
         const int mt = h >> 1, hh = h & 1;
-        float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < BC / 8; ++n) {
-          float p0 = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref[h])), p1 = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref[h]));
-          s[mt][n][2 * hh] = p0;
-          s[mt][n][2 * hh + 1] = p1;
-          sum += p0 + p1;
+          s[mt][n][2 * hh] = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref[h]));
+          s[mt][n][2 * hh + 1] = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref[h]));
         }
-        l[h] += sum;
+        l[h] += row_sum(s[mt], hh);
       }
     } else {
 #pragma unroll
       for (int h = 0; h < ROWS; ++h) {
         const int mt = h >> 1, hh = h & 1;
-        float mx = neg_inf();
-#pragma unroll
-        for (int n = 0; n < BC / 8; ++n) mx = fmaxf(mx, fmaxf(s[mt][n][2 * hh], s[mt][n][2 * hh + 1]));
+        float mx = row_max(s[mt], hh);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_new = fmaxf(m[h], mx * mul);
         const float ref = m_new == neg_inf() ? 0.f : m_new;
         const float alpha = fast_exp2(m[h] - ref);
         m[h] = m_new;
-        float sum = 0.f;
 #pragma unroll
         for (int n = 0; n < BC / 8; ++n) {
-          float p0 = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref)), p1 = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref));
-          s[mt][n][2 * hh] = p0;
-          s[mt][n][2 * hh + 1] = p1;
-          sum += p0 + p1;
+          s[mt][n][2 * hh] = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref));
+          s[mt][n][2 * hh + 1] = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref));
         }
-        l[h] = l[h] * alpha + sum;
+        l[h] = l[h] * alpha + row_sum(s[mt], hh);
 #pragma unroll
         for (int d = 0; d < HD / 8; ++d) {
           acc[mt][d][2 * hh] *= alpha;

@@ -42,7 +42,7 @@ __device__ __forceinline__ void wg_hold(float (&d)[8][4]) {
 #pragma unroll
   for (int n = 0; n < 8; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[n][e])::"memory");
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[n][e]));
 }
 __device__ __forceinline__ void cp_async16_s(u32 dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
@@ -65,19 +65,14 @@ template <> __device__ __forceinline__ void wg_mma0<bf16_t, 0>(float (&d)[8][4],
 template <> __device__ __forceinline__ void wg_mma0<f16_t, 0>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("f16", 0, "=f", "n"(0)); }
 #undef SPLAT_WG_RS
 
-// DEFER: O += P.V of a tile is left running while the driver moves to the next tile (its barrier,
-// mask tests and loads) and is waited for together with the next S; the stage it reads is then
-// refilled one tile later (LOOKAHEAD = NSTAGES - 2, so DEFER needs 3 stages).
 // WGS: warpgroups per block (1 or 2). Two share every K/V stage: a 128-row tile, so half the
 // blocks, half the per-block start-up (Q, first stages) and half the K/V traffic per row. Warp w
 // owns rows 16w .. 16w + 15 as before (MmaEngine::slot), so warpgroup w / 4 holds rows 64(w / 4)
 // onwards. Split-KV state slots assume 64-row tiles: plans with split tiles use WGS = 1.
-template <class T, int HD, int SEQ, int KV, int NSTAGES, bool DEFER = false, int WGS = 1>
+template <class T, int HD, int SEQ, int KV, int NSTAGES, int WGS = 1>
 struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, false> {
-  static_assert(!DEFER || NSTAGES >= 3, "a deferred P.V needs a third stage");
   static_assert(WGS == 1 || WGS == 2, "one or two warpgroups");
   static constexpr int NT = 128 * WGS, BR = 64 * WGS;
-  static constexpr int LOOKAHEAD = DEFER ? NSTAGES - 2 : NSTAGES - 1;
   static_assert(HD == 64, "the wgmma engine's swizzled stages hold 128-byte key rows");
   using Base = MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, false>;
   static constexpr int TILE = 64 * HD * 2;                         // one K or V stage, bytes
@@ -119,9 +114,8 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, false> {
 #pragma unroll
     for (int kb = 1; kb < HD / 16; ++kb) wg_mma<T, 0>(s[0], this->qf[0][kb], dk + 2 * kb);
     wg_commit();
-    wg_wait0();  // S, and the previous tile's deferred P.V
+    wg_wait0();
     wg_hold(s[0]);
-    if (DEFER) wg_hold(this->acc[0]);
     this->softmax(s, full, scale_log2, keep);
     u32 a[4][4];
 #pragma unroll
@@ -136,17 +130,8 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, false> {
 #pragma unroll
     for (int kb = 0; kb < 4; ++kb) wg_mma<T, 1>(this->acc[0], a[kb], dv + 128 * kb);
     wg_commit();
-    if (!DEFER) {
-      wg_wait0();
-      wg_hold(this->acc[0]);
-    }
-  }
-
-  __device__ __forceinline__ void drain() {
-    if (DEFER) {
-      wg_wait0();
-      wg_hold(this->acc[0]);
-    }
+    wg_wait0();
+    wg_hold(this->acc[0]);
   }
 };
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

@@ -311,7 +311,7 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   CHECK(w.engine == "wgmma");
   CHECK(w.fused[0].block == 128);
   CHECK(w.fused[0].smem_dynamic == 2 * 2 * 64 * 64 * 2 + 1024);
-  CHECK(w.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, false, 1>") != std::string::npos);
+  CHECK(w.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1>") != std::string::npos);
   CHECK(w.source.find("__launch_bounds__(128, 4) splat_fused_p0") != std::string::npos);
   // Not on other architectures, other head dims, fp32/tf32, or when the tuning says no.
   CHECK(gen(problem(window, 2048), "sm_90").engine == "mma.sync");
@@ -321,11 +321,11 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   CHECK(gen(problem(window, 2048, "tf32"), "sm_90a").engine == "mma.sync tf32");
   CHECK(gen(problem(window, 2048, "fp32"), "sm_90a").engine == "mma.sync 3xtf32");
   CHECK(gen(problem(window, 2048), "sm_90a", "wg=0").engine == "mma.sync");
-  // Deferred P.V: three stages. Two warpgroups: 256 threads, 128-row tiles, 2 blocks per SM, but
-  // not where the plan splits tiles (longformer's global rows).
-  GeneratedModule d = gen(problem(window, 2048), "sm_90a", "wg=2");
+  // Three stages. Two warpgroups: 256 threads, 128-row tiles, 2 blocks per SM, but not where the
+  // plan splits tiles (longformer's global rows).
+  GeneratedModule d = gen(problem(window, 2048), "sm_90a", "stages=3");
   CHECK(d.fused[0].smem_dynamic == 2 * 3 * 64 * 64 * 2 + 1024);
-  CHECK(d.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, true, 1>") != std::string::npos);
+  CHECK(d.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1>") != std::string::npos);
   GeneratedModule r = gen(problem(window, 2048), "sm_90a", "wgrows=128");
   CHECK(r.fused[0].block == 256);
   CHECK(r.plan.shape.br == 128);
@@ -333,9 +333,9 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   GeneratedModule lr = gen(problem(longformer, 2048), "sm_90a", "wgrows=128");
   CHECK(lr.plan.shape.br == 64);
   CHECK(lr.fused[0].block == 128);
-  CHECK_THROWS_AS(parse_tuning("wg=3"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_tuning("wg=2"), std::invalid_argument);
   CHECK_THROWS_AS(parse_tuning("wgrows=96"), std::invalid_argument);
-  for (const char* tuning : {"", "wg=2", "wgrows=128", "wgrows=128,stages=3"}) {
+  for (const char* tuning : {"", "stages=3", "wgrows=128", "wgrows=128,stages=3"}) {
     CAPTURE(tuning);
     for (const std::string* pat : {&window, &longformer}) {
       GeneratedModule m = gen(problem(*pat, 1024, "fp16"), "sm_90a", tuning);
