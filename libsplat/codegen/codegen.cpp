@@ -338,9 +338,12 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     std::ostringstream tiles, groups, walks, gitems, grbeg, gpmax;
     int64_t ng = 0, nw = 0, ni = 0;
     for (const PlanTile& t : pass.tiles) {
-      const int64_t first_walk = !t.groups.empty() && !t.groups[0].walks.empty() ? nw : -1;
+      // The tile's walks follow each other in kWalks (groups in order, none empty).
+      int64_t walk_total = 0;
+      for (const PlanGroup& g : t.groups) walk_total += static_cast<int64_t>(g.walks.size());
       tiles << "  {" << t.phase << ", " << t.m_begin << ", " << t.m_end << ", " << ng << ", " << t.groups.size() << ", "
-            << t.split_slot << ", " << (t.split_lead ? 1 : 0) << ", " << first_walk << "},\n";
+            << t.split_slot << ", " << (t.split_lead ? 1 : 0) << ", " << (walk_total ? nw : -1) << ", " << walk_total
+            << "},\n";
       for (const PlanGroup& g : t.groups) {
         groups << "  {" << nw << ", " << g.walks.size() << ", " << ni << ", " << g.items.size() << ", "
                << (g.tabulated ? 1 : 0) << "},\n";
@@ -370,7 +373,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     if (ni == 0) gitems << "0", grbeg << "0", gpmax << "0";
     s << "\n// Pass " << pi << ": rows grouped by i mod " << pass.period << ", " << pass.tiles.size()
       << " row tiles (longest first).\n"
-      << "// Tiles {phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead, first_walk}: rows phase + " << pass.period
+      << "// Tiles {phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead, first_walk, walk_total}: rows phase + " << pass.period
       << "*m, m in [m_begin, m_end).\n"
       << "__device__ const TileD kTiles" << pi << "[] = {\n" << tiles.str() << "};\n"
       << "// Groups {walk_begin, walk_count, item_begin, item_count, tabulated}: items walked together.\n"

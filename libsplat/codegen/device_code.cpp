@@ -126,9 +126,9 @@ struct Item {
 };
 // Fused plan, per pass: a row tile (rows phase + PERIOD*m, m in [m_begin, m_end)) and its groups;
 // a group (items walked together) and its walks; a walk (keys base + u*step, u < count).
-// first_walk: index of the first group's first walk (-1 if none), so that its first key tiles can
-// be requested before the rows' runs are looked up.
-struct TileD { int phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead, first_walk; };
+// A tile's walks are contiguous in the walk table, group after group: first_walk (-1 if none) and
+// walk_total let the loads run through all of them as one stream of key tiles.
+struct TileD { int phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead, first_walk, walk_total; };
 // Split-KV: the rows of a split tile and the slots of its chunks' partial states.
 struct SplitD { int phase, m_begin, m_end, slot_begin, slot_count; };
 struct GroupD { int walk_begin, walk_count, item_begin, item_count, tabulated; };
@@ -202,19 +202,35 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
   // Split chunks other than the lead start from an empty state; the lead continues the state
   // handed over by earlier passes.
   e.begin(smem_raw, q, k, v, row, bh, FIRST || (tile.split_slot >= 0 && !tile.split_lead), ws);
-  // cp.async pipeline of S stages: S - 1 key tiles in flight while one is computed. One commit
-  // group per tile slot (empty past the walk) keeps the wait count uniform. The first walk's
-  // first tiles are requested here, before the group and item tables are read (a chain of
-  // dependent loads), so that their latency overlaps the run look-up.
+  // cp.async pipeline of S stages: the tile's key tiles, over all its walks and groups, form one
+  // stream; loads run S - 1 tiles ahead of the computation, across walk and group boundaries (so
+  // short walks, e.g. one lattice tile each, do not each wait for a load). The c-th computed tile
+  // is the c-th loaded one, in stage c % S. One commit group per tile slot (empty past the end)
+  // keeps the wait count uniform. The first loads are issued before the group and item tables are
+  // read (a chain of dependent loads), so that their latency overlaps the run look-up.
   constexpr int S = E::STAGES, LA = S - 1;
-  const bool early = S > 1 && tile.first_walk >= 0;
-  if (early) {
-    const WalkD w0 = walks[tile.first_walk];
-#pragma unroll
-    for (int p = 0; p < LA; ++p) {
-      if (p * BC < w0.count) e.load(p, w0, p * BC);
-      cp_async_commit();
+  int lw = -1, lu = 0, issued = 0, computed = 0;  // load cursor: walk lw of the tile, key offset lu
+  WalkD lwalk = {0, 1, 0};
+  auto next_walk = [&]() {  // the next walk with keys (the compute loop skips empty ones too)
+    lu = 0;
+    do {
+      if (++lw >= tile.walk_total) return;
+      lwalk = walks[tile.first_walk + lw];
+    } while (lwalk.count <= 0);
+  };
+  auto load_next = [&]() {
+    if (lw < tile.walk_total) {
+      e.load(issued % S, lwalk, lu);
+      lu += BC;
+      if (lu >= lwalk.count) next_walk();
     }
+    cp_async_commit();
+    ++issued;
+  };
+  if (S > 1) next_walk();
+  if (S > 1) {
+#pragma unroll
+    for (int p = 0; p < LA; ++p) load_next();
   }
   for (int gi = 0; gi < tile.group_count; ++gi) {
     const GroupD g = groups[tile.group_begin + gi];
@@ -280,21 +296,12 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
         for (int r = 0; r < R; ++r) mine_mod = mine_mod || md[h][r] != 1;
       const bool modular = __syncthreads_or(mine_mod);
       const int ntiles = (w.count + BC - 1) / BC;
-      if (S > 1 && !(early && gi == 0 && wi == 0)) {
-#pragma unroll
-        for (int p = 0; p < LA; ++p) {
-          if (p < ntiles) e.load(p, w, p * BC);
-          cp_async_commit();
-        }
-      }
       for (int kt = 0; kt < ntiles; ++kt) {
-        const int buf = S > 1 ? kt % S : 0;
+        const int buf = S > 1 ? computed % S : 0;
         const int u0 = kt * BC;
         if (S > 1) {
-          const int nx = kt + LA;
-          if (nx < ntiles) e.load(nx % S, w, nx * BC);
-          cp_async_commit();
-          // Tile kt has landed (this thread's copies; the barrier below: all).
+          load_next();  // into the stage of the previous computed tile (all threads are past it)
+          // This tile has landed (this thread's copies; the barrier below: all).
           cp_async_wait<LA>();
           if constexpr (HasLanded<E>::value) e.landed();
         } else {
@@ -334,6 +341,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
           });
         }
         if (S > 1) __syncthreads();  // the stage is refilled LA tiles later
+        ++computed;
       }
     }
   }

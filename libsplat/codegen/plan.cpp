@@ -240,6 +240,42 @@ void split_heavy_tiles(PlanPass& pass, int bc) {
   pass.tiles = std::move(out);
 }
 
+
+
+// The items of an affine group split by the key lattice (start mod stride) of their runs on the
+// tile's rows; an item whose rows start on different lattices stays in a mixed group.
+std::vector<PlanGroup> split_by_lattice(const Plan& plan, const PlanGroup& g, const std::vector<int64_t>& rows) {
+  std::map<int64_t, PlanGroup> by;
+  for (int k : g.items) {
+    const PlanItem& it = plan.items[static_cast<size_t>(k)];
+    int64_t res = -2;
+    for (int64_t i : rows) {
+      Run r;
+      if (i < 0 || !item_run(it, i, r)) continue;
+      const int64_t x = ((r.start % r.stride) + r.stride) % r.stride;
+      res = res == -2 ? x : (res == x ? res : -1);
+    }
+    by[res].items.push_back(k);
+  }
+  std::vector<PlanGroup> out;
+  for (auto& [res, grp] : by) out.push_back(std::move(grp));
+  return out;
+}
+
+int64_t group_key_tiles(const Plan& plan, const std::vector<PlanGroup>& groups, const std::vector<int64_t>& rows,
+                        int bc) {
+  int64_t n = 0;
+  for (const PlanGroup& g : groups) {
+    std::vector<Run> runs;
+    for (int64_t i : rows) {
+      std::vector<Run> rr = group_row_runs(plan, g, i);
+      runs.insert(runs.end(), rr.begin(), rr.end());
+    }
+    for (const KeyWalk& w : walks_for(runs, bc)) n += (w.count + bc - 1) / bc;
+  }
+  return n;
+}
+
 }  // namespace
 
 bool item_run(const PlanItem& it, int64_t i, Run& out) {
@@ -347,7 +383,22 @@ Plan make_plan(const Acsr& acsr, const TileShape& shape) {
             affine[it.run.stride].items.push_back(k);
           }
         }
-        for (auto& [stride, g] : affine) tile.groups.push_back(std::move(g));
+        for (auto& [stride, g] : affine) {
+          if (stride == 1) {
+            tile.groups.push_back(std::move(g));
+            continue;
+          }
+          // Runs of one stride on several key lattices (e.g. the `fixed` pattern's summary
+          // columns: 8 residues mod 128) would be walked with step 1 and modular masks over their
+          // whole span; one group per lattice gathers only kept keys. Split when that needs no
+          // more key tiles.
+          std::vector<PlanGroup> split = split_by_lattice(plan, g, rows);
+          if (split.size() > 1 && group_key_tiles(plan, split, rows, bc) <= group_key_tiles(plan, {g}, rows, bc)) {
+            for (PlanGroup& x : split) tile.groups.push_back(std::move(x));
+          } else {
+            tile.groups.push_back(std::move(g));
+          }
+        }
         for (PlanGroup& g : tab) tile.groups.push_back(std::move(g));
         for (PlanGroup& g : tile.groups) {
           std::vector<Run> runs;

@@ -49,6 +49,8 @@ TEST_CASE("plan covers each kept key once (window, dilated, strided, blocked, lo
            R"({"union": [{"window": {"left": 30, "right": 30}}, {"global": {"tokens": [0, 1, 2, 77]}}]})",
            R"({"union": [{"block_window": {"block": 16, "left": 1, "right": 1}}, {"global": {"tokens": [0, 5]}},
                          {"random_blocks": {"block": 16, "per_row": 2, "seed": 3}}]})",
+           R"({"fixed": {"block": 32, "summary": 4}})",
+           R"({"union": [{"fixed": {"block": 40, "summary": 3}}, {"dilated": {"left": 9, "right": 9, "dilation": 2}}]})",
        }) {
     CAPTURE(pat);
     Problem p = problem(pat, 300);
@@ -384,4 +386,23 @@ TEST_CASE("every bf16/fp16 pattern in patterns/ compiles for sm_90a with the wgm
     ++n;
   }
   CHECK(n >= 20);
+}
+
+// Runs of one stride on several lattices (the `fixed` pattern's summary columns, residues 120..127
+// mod 128) get one group per lattice: gathered with step 128, no modular masks, few key tiles.
+TEST_CASE("plan gives each key lattice of a stride its own group (fixed pattern)") {
+  Problem p = problem(R"({"fixed": {"block": 128, "summary": 8}})", 4096);
+  Plan plan = make_plan(analyze(p));
+  REQUIRE(plan.passes.size() == 1);
+  int64_t lattice_walks = 0, key_tiles = 0;
+  for (const PlanTile& t : plan.passes[0].tiles) {
+    key_tiles += t.key_tiles;
+    for (const PlanGroup& g : t.groups)
+      for (const KeyWalk& w : g.walks) lattice_walks += w.step == 128;
+  }
+  // 64 row tiles x 8 summary lattices; 774 key tiles where one stride-1 walk per tile took 3962.
+  CHECK(lattice_walks == 64 * 8);
+  CHECK(key_tiles < 800);
+  CHECK(plan.tile_fill() > 0.45);
+  CHECK(plan.passes[0].max_runs <= 8);
 }
