@@ -48,11 +48,16 @@ __device__ __forceinline__ void cp_async16_s(u32 dst, const void* src, int src_b
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
 // D (+)= A.B, m64n64k16, A from registers, B from shared memory (TB: 1 = N-major), fp32 D.
-#define SPLAT_WG_RS(TY, TB, OUT, ACC)                                                             \
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                        \
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                          \
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, " #TB ";\n}\n"                          \
-               : OUT(d[0][0]), OUT(d[0][1]), OUT(d[0][2]), OUT(d[0][3]), OUT(d[1][0]), OUT(d[1][1]), OUT(d[1][2]), OUT(d[1][3]), OUT(d[2][0]), OUT(d[2][1]), OUT(d[2][2]), OUT(d[2][3]), OUT(d[3][0]), OUT(d[3][1]), OUT(d[3][2]), OUT(d[3][3]), OUT(d[4][0]), OUT(d[4][1]), OUT(d[4][2]), OUT(d[4][3]), OUT(d[5][0]), OUT(d[5][1]), OUT(d[5][2]), OUT(d[5][3]), OUT(d[6][0]), OUT(d[6][1]), OUT(d[6][2]), OUT(d[6][3]), OUT(d[7][0]), OUT(d[7][1]), OUT(d[7][2]), OUT(d[7][3])                                                                              \
+#define SPLAT_WG_RS(TY, TB, OUT, ACC)                                                                                            \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                                      \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                                       \
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                         \
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                               \
+               "{%32, %33, %34, %35}, %36, p, 1, 1, " #TB ";\n}\n"                                                               \
+               : OUT(d[0][0]), OUT(d[0][1]), OUT(d[0][2]), OUT(d[0][3]), OUT(d[1][0]), OUT(d[1][1]), OUT(d[1][2]), OUT(d[1][3]), \
+                 OUT(d[2][0]), OUT(d[2][1]), OUT(d[2][2]), OUT(d[2][3]), OUT(d[3][0]), OUT(d[3][1]), OUT(d[3][2]), OUT(d[3][3]), \
+                 OUT(d[4][0]), OUT(d[4][1]), OUT(d[4][2]), OUT(d[4][3]), OUT(d[5][0]), OUT(d[5][1]), OUT(d[5][2]), OUT(d[5][3]), \
+                 OUT(d[6][0]), OUT(d[6][1]), OUT(d[6][2]), OUT(d[6][3]), OUT(d[7][0]), OUT(d[7][1]), OUT(d[7][2]), OUT(d[7][3])  \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), ACC)
 template <class T, int TB> __device__ __forceinline__ void wg_mma(float (&d)[8][4], const u32 (&a)[4], u64 desc);
 template <class T, int TB> __device__ __forceinline__ void wg_mma0(float (&d)[8][4], const u32 (&a)[4], u64 desc);
@@ -66,7 +71,8 @@ template <> __device__ __forceinline__ void wg_mma0<f16_t, 0>(float (&d)[8][4], 
 #undef SPLAT_WG_RS
 
 // WGS: warpgroups per block (1 or 2). Two share every K/V stage: a 128-row tile, so half the
-// blocks, half the per-block start-up (Q, first stages) and half the K/V traffic per row. Warp w
+// blocks, half the per-block start-up (Q, first stages) and half the K/V traffic per row; measured
+// 10-30% slower on the H200 (8-warp barriers), so a tuning key (`wgrows=128`), not the default. Warp w
 // owns rows 16w .. 16w + 15 as before (MmaEngine::slot), so warpgroup w / 4 holds rows 64(w / 4)
 // onwards. Split-KV state slots assume 64-row tiles: plans with split tiles use WGS = 1.
 template <class T, int HD, int SEQ, int KV, int NSTAGES, int WGS = 1>
