@@ -369,6 +369,28 @@ TEST_CASE("128-row tiles (two warpgroups) cover each kept key once") {
   }
 }
 
+// The GPU edge-case problems (scripts/check-gpu) build for both targets with every engine they
+// select: wgmma, mma.sync (bf16/fp16 at d = 128), tf32, 3xTF32 at d = 32/64/96/128.
+TEST_CASE("the GPU edge-case problems in tests/gpu compile to CUBIN for sm_80 and sm_90a") {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(TRSPLAT_SOURCE_DIR) / "tests" / "gpu")) {
+    if (e.path().extension() != ".json") continue;
+    CAPTURE(e.path().string());
+    Problem p = load_problem(e.path().string());
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      CAPTURE(arch);
+      CodegenOptions co;
+      co.arch = arch;
+      co.pipeline = false;
+      GeneratedModule m = generate(p, analyze(p), co);
+      CompileResult c = nvrtc_compile(m.source, p.name + ".cu", arch, CompileTarget::Cubin);
+      CHECK(c.image.size() > 1000);
+    }
+    ++n;
+  }
+  CHECK(n >= 10);
+}
+
 TEST_CASE("every bf16/fp16 pattern in patterns/ compiles for sm_90a with the wgmma engine") {
   int n = 0;
   for (const fs::path& f : pattern_files()) {
