@@ -104,12 +104,19 @@ struct MmaTf32Engine {
     }
   }
 
+  // One key tile: scores, online softmax (scores become probabilities in place), O += P.V.
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
-    const float* Kb = Ks + buf * BC * LDK;
-    const float* Vb = Vs + buf * BC * LDV;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
     float s[BC / 8][4];
+    scores(buf, s);
+    softmax(s, full, scale_log2, keep);
+    accumulate(buf, s);
+  }
+
+  // S = Q.K^T for the tile in stage buf.
+  __device__ __forceinline__ void scores(int buf, float (&s)[BC / 8][4]) const {
+    const float* Kb = Ks + buf * BC * LDK;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
 #pragma unroll
     for (int n = 0; n < BC / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
     // k outer, key n-tiles inner: 8 independent accumulator chains between dependent mma.
@@ -122,6 +129,13 @@ struct MmaTf32Engine {
         mma1688_tf32(s[n], qf[2 * j + 1], to_tf32(x.z), to_tf32(x.w));
       }
     }
+  }
+
+  // Masks, scales and exponentiates S in place (probabilities, not yet normalised) and rescales
+  // O and the running sums to the new row maxima.
+  template <class Keep>
+  __device__ __forceinline__ void softmax(float (&s)[BC / 8][4], bool full, float scale_log2, Keep keep) {
+    const int t4 = threadIdx.x & 3;
     // Masked scores become -inf; with a positive scale the row max is taken on raw scores and the
     // scale folds into the exponent (one FFMA + EX2 per score).
     const bool pos = scale_log2 > 0.f;
@@ -165,6 +179,12 @@ struct MmaTf32Engine {
         acc[d][2 * h + 1] *= alpha;
       }
     }
+  }
+
+  // O += P.V for the tile in stage buf, P the probabilities left in s by softmax().
+  __device__ __forceinline__ void accumulate(int buf, const float (&s)[BC / 8][4]) {
+    const float* Vb = Vs + buf * BC * LDV;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
     // O += P.V, one 8-key step per S n-tile kb (slot t: key 2t, slot t+4: key 2t+1).
 #pragma unroll
     for (int kb = 0; kb < BC / 8; ++kb) {

@@ -15,8 +15,8 @@ const char* engine_tf32x3() {
 // contractions are about as accurate as fp32 FMA chains (docs/splatc-kernels.md, 3xTF32).
 // The two small products go into the accumulator before the big one (they are not absorbed by
 // it). Layouts, fragment mapping, cp.async stages and the online softmax are MmaTf32Engine's
-// (this engine derives from it): only begin (Q's hi and lo fragments, kept in registers) and
-// compute (three mma per product) differ.
+// (this engine derives from it): only begin (Q's hi and lo fragments, kept in registers) and the
+// two contractions (three mma per product) differ.
 // ================================================================================================
 __device__ __forceinline__ void split_tf32(float x, u32& hi, u32& lo) {
   hi = to_tf32(x);
@@ -39,8 +39,6 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES> {
   using Base::Ks;
   using Base::Vs;
   using Base::qf;
-  using Base::m;
-  using Base::l;
   using Base::acc;
   u32 ql[HD / 8][4];  // lo parts of Q's fragments (qf: hi parts)
 
@@ -64,16 +62,22 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES> {
       }
   }
 
+  // One key tile: MmaTf32Engine's online softmax between this engine's two contractions.
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
-    const float* Kb = Ks + buf * BC * LDK;
-    const float* Vb = Vs + buf * BC * LDV;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
     float s[BC / 8][4];
+    scores(buf, s);
+    this->softmax(s, full, scale_log2, keep);
+    accumulate(buf, s);
+  }
+
+  // S = Q.K^T: k outer, key n-tiles inner (8 independent accumulator chains); MmaTf32Engine's
+  // slot order (k-step 2j: K columns 16j + 4t, +1; k-step 2j+1: 16j + 4t + 2, +3).
+  __device__ __forceinline__ void scores(int buf, float (&s)[BC / 8][4]) const {
+    const float* Kb = Ks + buf * BC * LDK;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
 #pragma unroll
     for (int n = 0; n < BC / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-    // S = Q.K^T: k outer, key n-tiles inner (8 independent accumulator chains); MmaTf32Engine's
-    // slot order (k-step 2j: K columns 16j + 4t, +1; k-step 2j+1: 16j + 4t + 2, +3).
 #pragma unroll
     for (int j = 0; j < HD / 16; ++j) {
 #pragma unroll
@@ -88,50 +92,13 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES> {
         mma1688_3xtf32(s[n], qf[2 * j + 1], ql[2 * j + 1], h2, h3, l2, l3);
       }
     }
-    // Online softmax: as MmaTf32Engine::compute.
-    const bool pos = scale_log2 > 0.f;
-    if (!pos) {
-#pragma unroll
-      for (int n = 0; n < BC / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
-    }
-    if (!full) {  // uniform branch: interior key tiles skip the mask
-#pragma unroll
-      for (int n = 0; n < BC / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (!keep(e >> 1, n * 8 + 2 * t4 + (e & 1))) s[n][e] = neg_inf();
-    }
-    const float mul = pos ? scale_log2 : 1.f;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = neg_inf();
-#pragma unroll
-      for (int n = 0; n < BC / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h], mx * mul);
-      const float ref = m_new == neg_inf() ? 0.f : m_new;
-      const float alpha = fast_exp2(m[h] - ref);
-      m[h] = m_new;
-      float sum = 0.f;
-#pragma unroll
-      for (int n = 0; n < BC / 8; ++n) {
-        const float p0 = fast_exp2(fmaf(s[n][2 * h], mul, -ref)), p1 = fast_exp2(fmaf(s[n][2 * h + 1], mul, -ref));
-        s[n][2 * h] = p0;
-        s[n][2 * h + 1] = p1;
-        sum += p0 + p1;
-      }
-      l[h] = l[h] * alpha + sum;
-#pragma unroll
-      for (int d = 0; d < HD / 8; ++d) {
-        acc[d][2 * h] *= alpha;
-        acc[d][2 * h + 1] *= alpha;
-      }
-    }
-    // O += P.V, one 8-key step per S n-tile kb (slot t: key 2t, slot t+4: key 2t+1); P is split
-    // once per step, V per element.
+  }
+
+  // O += P.V, one 8-key step per S n-tile kb (slot t: key 2t, slot t+4: key 2t+1); P is split
+  // once per step, V per element.
+  __device__ __forceinline__ void accumulate(int buf, const float (&s)[BC / 8][4]) {
+    const float* Vb = Vs + buf * BC * LDV;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
 #pragma unroll
     for (int kb = 0; kb < BC / 8; ++kb) {
       u32 ah[4], al[4];
