@@ -227,8 +227,8 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
     cp_async_commit();
     ++issued;
   };
-  if (S > 1) next_walk();
   if (S > 1) {
+    next_walk();
 #pragma unroll
     for (int p = 0; p < LA; ++p) load_next();
   }
