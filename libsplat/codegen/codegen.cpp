@@ -84,7 +84,7 @@ const char* elt_type(DType t) {
 // d=64; docs/performance.md, "splatc kernels (H200)"), each against the alternatives.
 struct Tuning {
   int mw = 1, stages = 2, min_blocks = 4, bc = 64;
-  bool alias = false, batch = true, lazy = false;
+  bool alias = false, batch = true, lazy = false, overlap = false;
 };
 
 // Shared memory per block of the fused kernel; must match MmaEngine::SMEM, MmaTf32Engine::SMEM (also
@@ -189,11 +189,14 @@ KernelTuning parse_tuning(const std::string& spec) {
     } else if (key == "wg") {
       need(v == 0 || v == 1, "0 or 1");
       t.wgmma = v;
+    } else if (key == "ovl") {
+      need(v == 0 || v == 1, "0 or 1");
+      t.wg_overlap = v;
     } else if (key == "x3") {
       need(v == 0 || v == 1, "0 or 1");
       t.fp32_x3 = v;
     } else {
-      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch, bc, lazy, wg, wgrows, x3)");
+      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch, bc, lazy, wg, wgrows, ovl, x3)");
     }
   }
   return t;
@@ -229,7 +232,9 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   const bool tf32_tc = mod.tensor_cores && p.dtype == DType::TF32;
   // Hopper: wgmma (an sm_90a-only feature) for bf16/fp16 at head_dim 64, whose 128-byte key rows
   // fill the 128-byte swizzle exactly.
-  const bool wg = mod.tensor_cores && !tf32_tc && !x3 && HD == 64 && opt.arch == "sm_90a" && opt.tuning.wgmma != 0;
+  // Its key/value offsets within a head are 32-bit (WgmmaEngine::load).
+  const bool wg = mod.tensor_cores && !tf32_tc && !x3 && HD == 64 && opt.arch == "sm_90a" && opt.tuning.wgmma != 0 &&
+                  p.kv_len * HD < (int64_t{1} << 31);
   mod.engine = wg ? "wgmma" : tf32_tc ? "mma.sync tf32" : x3 ? "mma.sync 3xtf32" : mod.tensor_cores ? "mma.sync" : "cuda cores";
   // Row tiles of 64 rows: 4 warps x 16 rows on tensor cores, 16 x 8 threads x 4 rows on CUDA cores
   // (128-row tiles measured slower: heavier global-row tiles, fewer blocks per SM).
@@ -336,26 +341,44 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   for (size_t pi = 0; pi < plan.passes.size() && opt.fused; ++pi) {
     const PlanPass& pass = plan.passes[pi];
     std::ostringstream tiles, groups, walks, gitems, grbeg, gpmax;
+    // A group's items sorted by first row, with the running max of row ends (kGroupRowEndMax):
+    // rows find their items by binary search (a lattice group can hold one item per row block).
+    auto sorted_items = [&](const PlanGroup& g) {
+      std::vector<int> sorted = g.items;
+      std::stable_sort(sorted.begin(), sorted.end(), [&](int a, int b) {
+        return plan.items[static_cast<size_t>(a)].row_begin < plan.items[static_cast<size_t>(b)].row_begin;
+      });
+      return sorted;
+    };
     int64_t ng = 0, nw = 0, ni = 0;
     for (const PlanTile& t : pass.tiles) {
       // The tile's walks follow each other in kWalks (groups in order, none empty).
       int64_t walk_total = 0;
-      for (const PlanGroup& g : t.groups) walk_total += static_cast<int64_t>(g.walks.size());
+      int64_t item_total = 0;  // the groups' items follow each other in kGroupItems too
+      for (const PlanGroup& g : t.groups) {
+        walk_total += static_cast<int64_t>(g.walks.size());
+        item_total += static_cast<int64_t>(g.items.size());
+      }
       tiles << "  {" << t.phase << ", " << t.m_begin << ", " << t.m_end << ", " << ng << ", " << t.groups.size() << ", "
             << t.split_slot << ", " << (t.split_lead ? 1 : 0) << ", " << (walk_total ? nw : -1) << ", " << walk_total
-            << "},\n";
+            << ", " << ni << ", " << item_total;
+      {
+        std::vector<int> first4;
+        for (const PlanGroup& g : t.groups)
+          for (int it : sorted_items(g))
+            if (first4.size() < 4) first4.push_back(it);
+        first4.resize(4, -1);
+        for (int it : first4) tiles << ", " << it;
+      }
+      tiles << "},\n";
       for (const PlanGroup& g : t.groups) {
         groups << "  {" << nw << ", " << g.walks.size() << ", " << ni << ", " << g.items.size() << ", "
                << (g.tabulated ? 1 : 0) << "},\n";
-        for (const KeyWalk& w : g.walks) walks << "{" << w.base << ", " << w.step << ", " << w.count << "}, ";
-        // Sorted by first row, with the running max of row ends: rows find their items by
-        // binary search (a lattice group can hold one item per row block).
-        std::vector<int> sorted = g.items;
-        std::stable_sort(sorted.begin(), sorted.end(), [&](int a, int b) {
-          return plan.items[static_cast<size_t>(a)].row_begin < plan.items[static_cast<size_t>(b)].row_begin;
-        });
+        for (const KeyWalk& w : g.walks)
+          walks << "{" << w.base << ", " << w.step << ", " << w.count << ", " << w.full_begin << ", " << w.full_end << ", "
+                << (w.modular ? 1 : 0) << "}, ";
         int64_t pm = -1;
-        for (int it : sorted) {
+        for (int it : sorted_items(g)) {
           const PlanItem& pit = plan.items[static_cast<size_t>(it)];
           pm = std::max(pm, pit.row_end);
           gitems << it << ", ";
@@ -369,16 +392,19 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       walks << "\n";
     }
     if (ng == 0) groups << "  {0, 0, 0, 0, 0},\n";
-    if (nw == 0) walks << "{0, 1, 0}";
+    if (nw == 0) walks << "{0, 1, 0, 0, 0, 0}";
     if (ni == 0) gitems << "0", grbeg << "0", gpmax << "0";
     s << "\n// Pass " << pi << ": rows grouped by i mod " << pass.period << ", " << pass.tiles.size()
       << " row tiles (longest first).\n"
-      << "// Tiles {phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead, first_walk, walk_total}: rows phase + " << pass.period
+      << "// Tiles {phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead, first_walk, walk_total,\n"
+      << "//        item_begin, item_total, item0..3}: rows phase + " << pass.period
       << "*m, m in [m_begin, m_end).\n"
       << "__device__ const TileD kTiles" << pi << "[] = {\n" << tiles.str() << "};\n"
       << "// Groups {walk_begin, walk_count, item_begin, item_count, tabulated}: items walked together.\n"
       << "__device__ const GroupD kGroups" << pi << "[] = {\n" << groups.str() << "};\n"
-      << "// Walks {base, step, count}: keys base + u*step, gathered one key tile at a time (one line per tile).\n"
+      << "// Walks {base, step, count, full_begin, full_end, modular}: keys base + u*step, gathered one key tile at a\n"
+      << "// time (one line per row tile); key tiles [full_begin, full_end) need no mask (every row keeps every key);\n"
+      << "// modular: some row's run has a stride > 1 (its mask tests the residue).\n"
       << "__device__ const WalkD kWalks" << pi << "[] = {\n" << walks.str() << "};\n"
       << "__device__ const int kGroupItems" << pi << "[] = {" << gitems.str() << "};\n"
       << "__device__ const int kGroupRowBegin" << pi << "[] = {" << grbeg.str() << "};\n"
@@ -403,7 +429,11 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       // 16 rows per warp (3 where rows carry 3+ runs).
       tu.mw = 1;
       tu.bc = 64;
-      tu.lazy = false;
+      // O rescaled only when a row's max rose by more than 2^8 (MmaEngine::softmax, LAZY).
+      tu.lazy = opt.tuning.mma_lazy != 0;
+      // P.V overlapped with the next tile's softmax: a third stage keeps the previous tile's V.
+      tu.overlap = opt.tuning.wg_overlap > 0;
+      if (tu.overlap) tu.stages = std::max(tu.stages, 3);
       if (opt.tuning.min_blocks < 0) tu.min_blocks = (pass.max_runs <= 2 ? 4 : 3) / wgs;
     }
     kd.block = wg ? 128 * wgs : mod.tensor_cores ? 128 / tu.mw : 128;
@@ -412,7 +442,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     mod.fused.push_back(kd);
     const std::string engine =
         wg        ? std::string("WgmmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) +
-                 ", " + std::to_string(wgs) + ">"
+                 ", " + std::to_string(wgs) + ", " + (tu.lazy ? "true" : "false") + ", " + (tu.overlap ? "true" : "false") + ">"
         : tf32_tc ? "MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : x3      ? "MmaTf32x3Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : mod.tensor_cores ? std::string("MmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.mw) +
@@ -424,7 +454,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     const std::string bounds =
         std::to_string(kd.block) + (tu.min_blocks > 0 ? ", " + std::to_string(tu.min_blocks) : std::string());
     s << "// " << (wg ? std::to_string(wgs) + " warpgroup(s) of 4 warps x 16 rows, " + std::to_string(tu.stages) +
-                          " cp.async stages (128-byte swizzle), 64-key softmax steps"
+                          " cp.async stages (128-byte swizzle), 64-key softmax steps" +
+                          (tu.lazy ? ", lazy O rescale" : "") + (tu.overlap ? ", P.V overlapped with the next softmax" : "")
                    : mod.tensor_cores ? std::to_string(16 * tu.mw) + " rows per warp, " + std::to_string(tu.stages) +
                                           " cp.async stages, " + std::to_string(tu.bc) + "-key softmax steps" +
                                           (tu.lazy ? ", lazy O rescale" : "")

@@ -33,18 +33,21 @@ struct KernelTuning {
   int simt_alias = -1;      // CUDA cores: P^T shares K^T's shared memory (1) or not (0); -1: auto
   int simt_batch = -1;      // CUDA cores: batched K/V global loads (1) or one at a time (0); -1: auto
   int mma_key_tile = 0;     // bf16/fp16 tensor cores: keys per online-softmax step, 64 or 128; 0: auto
-  int mma_lazy = -1;        // bf16/fp16 tensor cores: skip the O rescale when no row of a warp raised its
-                            // max (1) or always rescale (0); -1: auto
+  int mma_lazy = -1;        // bf16/fp16 tensor cores: a row's exponent reference moves only when its max rose
+                            // by more than 2^8, O rescaled only when some row of the warp moved (1), or
+                            // every key tile (0); -1: auto (1 for wgmma, 0 for mma.sync)
   int wgmma = -1;           // bf16/fp16 at head_dim 64 compiled for sm_90a: Hopper wgmma engine (1) or
                             // mma.sync (0); -1: auto (wgmma)
   int wg_rows = 0;          // wgmma: rows per block, 64 (one warpgroup) or 128 (two sharing K/V stages; not
                             // for plans with split-KV tiles); 0: auto
+  int wg_overlap = -1;      // wgmma: a key tile's O += P.V runs during the next tile's softmax (1; 3 stages)
+                            // or is waited for at once (0); -1: auto
   int fp32_x3 = -1;         // fp32 at head_dim % 32 == 0, <= 128: tensor cores as three tf32 products
                             // (3xTF32, MmaTf32x3Engine) (1) or CUDA cores (SimtEngine) (0); -1: auto (3xTF32)
 };
 
 // Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), bc (64|128),
-// lazy (0|1), wg (0|1), wgrows (64|128), x3 (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
+// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), x3 (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
 // std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 namespace splat {
 namespace {
@@ -32,12 +34,20 @@ void walk(const Plan& plan, KeyTile&& key_tile, End&& end, PassEnd&& pass_end) {
               int64_t u = u0 + c, j = w.base + u * w.step;
               keys[static_cast<size_t>(c)] = (u < w.count && j >= 0 && j < plan.kv_len) ? j : -1;
             }
+            // The kernel skips the mask in the plan's full key tiles: every key of a real row
+            // must be kept there.
+            const int64_t kt = u0 / bc;
+            const bool full = kt >= w.full_begin && kt < w.full_end;
             for (int r = 0; r < br; ++r)
               for (int c = 0; c < bc; ++c) {
                 int64_t j = keys[static_cast<size_t>(c)];
                 bool k = false;
                 if (j >= 0)
                   for (const Run& run : row_runs[static_cast<size_t>(r)]) k = k || in_run(run, j);
+                if (full && !k && rows[static_cast<size_t>(r)] >= 0)
+                  throw std::logic_error("plan: key tile " + std::to_string(kt) + " of a walk is marked full but row " +
+                                         std::to_string(rows[static_cast<size_t>(r)]) + " does not keep key " +
+                                         std::to_string(j));
                 kept[static_cast<size_t>(r) * static_cast<size_t>(bc) + static_cast<size_t>(c)] = k;
               }
             key_tile(tile, rows, keys, kept);

@@ -127,12 +127,20 @@ struct Item {
 // Fused plan, per pass: a row tile (rows phase + PERIOD*m, m in [m_begin, m_end)) and its groups;
 // a group (items walked together) and its walks; a walk (keys base + u*step, u < count).
 // A tile's walks are contiguous in the walk table, group after group: first_walk (-1 if none) and
-// walk_total let the loads run through all of them as one stream of key tiles.
-struct TileD { int phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead, first_walk, walk_total; };
+// walk_total let the loads run through all of them as one stream of key tiles. Its groups' item
+// lists are contiguous too: item_begin, item_total (in the group item table).
+// item0..3: the first four of those items' indices (-1 past item_total), so that staging them
+// needs no look-up in the group item table.
+struct TileD {
+  int phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead, first_walk, walk_total, item_begin, item_total;
+  int item0, item1, item2, item3;
+};
 // Split-KV: the rows of a split tile and the slots of its chunks' partial states.
 struct SplitD { int phase, m_begin, m_end, slot_begin, slot_count; };
 struct GroupD { int walk_begin, walk_count, item_begin, item_count, tabulated; };
-struct WalkD { int base, step, count; };
+// Key tiles [full_begin, full_end) need no mask; modular: some row's run has a stride > 1 while
+// the walk steps by 1 (its mask tests the residue).
+struct WalkD { int base, step, count, full_begin, full_end, modular; };
 
 // Cheap range test first: a tile's group may list many items (one per row block) and each row is
 // a member of few of them; the 64-bit divisions run only for those.
@@ -175,13 +183,17 @@ const char* device_driver() {
 // ================================================================================================
 // Fused pass driver: one block per row tile; for each group of the tile, each row's runs in that
 // group (closed forms) in registers, then each walk of the group in key tiles of 64 keys. A key
-// tile is "full" (no mask) when every row keeps all of its keys.
+// tile is "full" (no mask) when every row keeps all of its keys (the plan's full_begin/end).
 // R: most runs a row has in one group (from the plan).
 // ================================================================================================
 // Engines whose compute reads stages through another proxy (wgmma) define landed(), called once a
 // stage's copies have completed and before the barrier that publishes it.
 template <class E, class = void> struct HasLanded { static constexpr bool value = false; };
 template <class E> struct HasLanded<E, decltype(void(&E::landed))> { static constexpr bool value = true; };
+// Key tiles loaded ahead of the computed one: STAGES - 1, unless the engine still reads a stage
+// after its compute returned (LOOKAHEAD: WgmmaEngine's deferred P.V).
+template <class E, class = void> struct Lookahead { static constexpr int value = E::STAGES - 1; };
+template <class E> struct Lookahead<E, decltype(void(E::LOOKAHEAD))> { static constexpr int value = E::LOOKAHEAD; };
 
 template <class E, class T, int SEQ, int HD, int PERIOD, int R, int NSLOTS, bool FIRST, bool LAST>
 __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles, const GroupD* groups, const WalkD* walks,
@@ -198,19 +210,34 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
     const i64 m = tile.m_begin + E::slot(h);
     row[h] = m < tile.m_end ? tile.phase + (i64)PERIOD * m : -1;
   }
+  // The tile's affine items, staged in shared memory by the whole block at once (all loads in
+  // flight together): each thread reading them from global memory itself, through the group's
+  // binary search, was a chain of up to ten dependent loads before the first key tile (ncu: a fifth
+  // of the window kernel's stall samples in the start-up). Tiles with more items search as before.
+  constexpr int kStaged = 32, kItemWords = sizeof(Item) / sizeof(i64);
+  __shared__ i64 staged_words[kStaged * kItemWords];
+  const Item* staged = reinterpret_cast<const Item*>(staged_words);
+  const bool use_staged = tile.item_total <= kStaged;
+  if (use_staged)
+    for (int x = threadIdx.x; x < tile.item_total * kItemWords; x += blockDim.x) {
+      const int n = x / kItemWords;
+      const int idx = n == 0 ? tile.item0 : n == 1 ? tile.item1 : n == 2 ? tile.item2 : n == 3 ? tile.item3
+                                                                                    : group_items[tile.item_begin + n];
+      staged_words[x] = reinterpret_cast<const i64*>(items + idx)[x % kItemWords];
+    }
   E e;
   // Split chunks other than the lead start from an empty state; the lead continues the state
   // handed over by earlier passes.
   e.begin(smem_raw, q, k, v, row, bh, FIRST || (tile.split_slot >= 0 && !tile.split_lead), ws);
   // cp.async pipeline of S stages: the tile's key tiles, over all its walks and groups, form one
-  // stream; loads run S - 1 tiles ahead of the computation, across walk and group boundaries (so
+  // stream; loads run LA tiles (S - 1, or fewer: Lookahead) ahead of the computation, across walk and group boundaries (so
   // short walks, e.g. one lattice tile each, do not each wait for a load). The c-th computed tile
   // is the c-th loaded one, in stage c % S. One commit group per tile slot (empty past the end)
   // keeps the wait count uniform. The first loads are issued before the group and item tables are
   // read (a chain of dependent loads), so that their latency overlaps the run look-up.
-  constexpr int S = E::STAGES, LA = S - 1;
+  constexpr int S = E::STAGES, LA = Lookahead<E>::value;
   int lw = -1, lu = 0, issued = 0, computed = 0;  // load cursor: walk lw of the tile, key offset lu
-  WalkD lwalk = {0, 1, 0};
+  WalkD lwalk = {0, 1, 0, 0, 0, 0};
   auto next_walk = [&]() {  // the next walk with keys (the compute loop skips empty ones too)
     lu = 0;
     do {
@@ -232,7 +259,11 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
 #pragma unroll
     for (int p = 0; p < LA; ++p) load_next();
   }
+  if (use_staged) __syncthreads();  // the staged items are visible
   for (int gi = 0; gi < tile.group_count; ++gi) {
+    // From global memory, not staged: the compiler reloads its fields (read-only data) instead of
+    // keeping them in registers through the walks (staged in shared memory, the window kernel
+    // spilled 492 bytes).
     const GroupD g = groups[tile.group_begin + gi];
     // The rows' runs in this group.
     int rs[E::ROWS][R], rst[E::ROWS][R], rc[E::ROWS][R];
@@ -243,19 +274,22 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
     if (g.tabulated) {
       tab = &items[group_items[g.item_begin]];
     } else {
-      // The group's items are sorted by first row; pmax is the running max of their row ends.
-      // Only items from the first whose running end passes my lowest row, up to my highest row.
+      // Staged: every item of the group, from shared memory. Otherwise the group's items are
+      // sorted by first row, pmax is the running max of their row ends: only items from the first
+      // whose running end passes my lowest row, up to my highest row. One loop body for both
+      // (generic addressing), so that the engines' register budgets see it once.
       i64 imin = 0x7fffffffffffffffll, imax = -1;
 #pragma unroll
       for (int h = 0; h < E::ROWS; ++h)
         if (row[h] >= 0) { imin = row[h] < imin ? row[h] : imin; imax = row[h] > imax ? row[h] : imax; }
       int lo = 0, hi = g.item_count;
-      while (lo < hi) {
+      while (!use_staged && lo < hi) {
         const int mid = (lo + hi) >> 1;
         if (group_pmax[g.item_begin + mid] > imin) hi = mid; else lo = mid + 1;
       }
-      for (int x = lo; x < g.item_count && group_rbeg[g.item_begin + x] <= imax; ++x) {
-        const Item it = items[group_items[g.item_begin + x]];
+      const Item* gstaged = staged + (g.item_begin - tile.item_begin);
+      for (int x = lo; x < g.item_count && (use_staged || group_rbeg[g.item_begin + x] <= imax); ++x) {
+        const Item it = use_staged ? gstaged[x] : items[group_items[g.item_begin + x]];
 #pragma unroll
         for (int h = 0; h < E::ROWS; ++h) {
           i64 st, cn;
@@ -288,19 +322,14 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
             }
           }
         }
-      // Modular masks (runs of stride > 1 walked with step 1) only when some row needs one.
-      bool mine_mod = false;
-#pragma unroll
-      for (int h = 0; h < E::ROWS; ++h)
-#pragma unroll
-        for (int r = 0; r < R; ++r) mine_mod = mine_mod || md[h][r] != 1;
-      const bool modular = __syncthreads_or(mine_mod);
+      // Modular masks (runs of stride > 1 walked with step 1) only where the plan says a row needs one.
+      const bool modular = w.modular != 0;
       const int ntiles = (w.count + BC - 1) / BC;
       for (int kt = 0; kt < ntiles; ++kt) {
         const int buf = S > 1 ? computed % S : 0;
         const int u0 = kt * BC;
         if (S > 1) {
-          load_next();  // into the stage of the previous computed tile (all threads are past it)
+          load_next();  // into the stage freed S - LA tiles ago (all threads are past it)
           // This tile has landed (this thread's copies; the barrier below: all).
           cp_async_wait<LA>();
           if constexpr (HasLanded<E>::value) e.landed();
@@ -308,15 +337,9 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
           __syncthreads();
           e.load(0, w, u0);
         }
-        bool mine = tab == nullptr;
-#pragma unroll
-        for (int h = 0; h < E::ROWS; ++h) {
-          bool f = false;
-#pragma unroll
-          for (int r = 0; r < R; ++r) f = f || (md[h][r] == 1 && lo[h][r] <= u0 && hi[h][r] >= u0 + BC);
-          mine = mine && f;
-        }
-        const bool full = __syncthreads_and(mine);
+        // Full key tiles come from the plan (every row keeps every key): no per-tile vote.
+        const bool full = kt >= w.full_begin && kt < w.full_end;
+        __syncthreads();  // the stage is complete for every thread (landed, or stored when S == 1)
         if (tab == nullptr && !modular) {
           e.compute(buf, full, scale_log2, [&](int h, int c) {
             const int u = u0 + c;
@@ -335,12 +358,12 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
             return kp;
           });
         } else {
-          e.compute(buf, false, scale_log2, [&](int h, int c) {
+          e.compute(buf, full, scale_log2, [&](int h, int c) {
             const int u = u0 + c;
             return u < w.count && tab_kept(*tab, table, row[h], (i64)w.base + (i64)u * w.step);
           });
         }
-        if (S > 1) __syncthreads();  // the stage is refilled LA tiles later
+        if (S > 1) __syncthreads();  // no thread still reads the stage the next load refills
         ++computed;
       }
     }

@@ -16,8 +16,8 @@ const char* engine_mma() {
 // h < 2*MW); m-tile mt holds h = 2mt (accumulator elements 0, 1) and h = 2mt + 1 (2, 3).
 // ================================================================================================
 // BCOLS: keys per online-softmax step (64, or 128: half the max/sum shuffles and O rescales per
-// key, twice the S registers). LAZY: the O rescale is skipped when no row of the warp raised its
-// running max (warp vote; alpha is exactly 1 then, so the result is unchanged).
+// key, twice the S registers). LAZY: a row's exponent reference (and O's scale) moves only when its
+// max rose by more than 2^8; O is rescaled only when some row of the warp moved (softmax()).
 template <class T, int HD, int SEQ, int KV, int MW, int NSTAGES, int BCOLS = 64, bool LAZY = false>
 struct MmaEngine {
   static constexpr int NT = 128 / MW, BR = 64, BC = BCOLS, LDS = HD + 8, ROWS = 2 * MW, STAGES = NSTAGES;
@@ -149,9 +149,13 @@ struct MmaEngine {
   }
 
   // Masks, scales and exponentiates S in place (probabilities, not yet normalised) and rescales
-  // O and the running sums to the new row maxima.
-  template <class Keep>
-  __device__ __forceinline__ void softmax(float (&s)[MW][BC / 8][4], bool full, float scale_log2, Keep keep) {
+  // the running sums and O to the new row maxima. RESCALE_O = false: O's factors are returned in
+  // alpha_out instead, and whether any is not 1 (warp-uniform), for an engine whose O is still
+  // being accumulated asynchronously (WgmmaEngine with OVL).
+  template <bool RESCALE_O = true, class Keep>
+  __device__ __forceinline__ bool softmax(float (&s)[MW][BC / 8][4], bool full, float scale_log2, Keep keep,
+                                          float* alpha_out = nullptr) {
+    bool rescaled = true;
     const int t4 = threadIdx.x & 3;
     // Masked scores become -inf; with a positive scale the row max is taken on raw scores and the
     // scale folds into the exponent (one FFMA + EX2 per score).
@@ -176,40 +180,50 @@ struct MmaEngine {
     }
     const float mul = pos ? scale_log2 : 1.f;
     if (LAZY) {
-      // Maxima first, then one vote: interior tiles of a window rarely raise any row's max.
-      float ref[ROWS], alpha[ROWS];
-      bool raised = false;
+      // The exponents' reference need not be the exact running max: any m with every score
+      // - m <= 8 keeps p <= 2^8 (no overflow in fp32 sums, bf16/fp16 P keeps its relative
+      // precision), and O and l share it, so O / l is unchanged. So a row's reference moves
+      // only when its max rose by more than 8 (log2 units) and O is rescaled only when some row
+      // of the warp moved (warp vote): after the first key tiles that almost never happens,
+      // which saves the rescale's multiplies (HD / 2 per thread and tile) and its ex2.
+      float mx[ROWS];
+      bool raise = false;
 #pragma unroll
       for (int h = 0; h < ROWS; ++h) {
         const int mt = h >> 1, hh = h & 1;
-        float mx = row_max(s[mt], hh);
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[h], mx * mul);
-        raised = raised || m_new > m[h];
-        ref[h] = m_new == neg_inf() ? 0.f : m_new;
-        alpha[h] = fast_exp2(m[h] - ref[h]);  // 1 when the max held (0 only while l and O are 0)
-        m[h] = m_new;
+        mx[h] = row_max(s[mt], hh);
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2)) * mul;
+        raise = raise || mx[h] > m[h] + 8.f;  // m = -inf: raised by any kept score
       }
-      if (__any_sync(0xffffffffu, raised)) {
+      rescaled = __any_sync(0xffffffffu, raise);
+      if (rescaled) {
 #pragma unroll
         for (int h = 0; h < ROWS; ++h) {
           const int mt = h >> 1, hh = h & 1;
-          l[h] *= alpha[h];
+          const float m_new = fmaxf(m[h], mx[h]);
+          const float alpha = fast_exp2(m[h] - (m_new == neg_inf() ? 0.f : m_new));
+          m[h] = m_new;
+          l[h] *= alpha;
+          if (RESCALE_O) {
 #pragma unroll
-          for (int d = 0; d < HD / 8; ++d) {
-            acc[mt][d][2 * hh] *= alpha[h];
-            acc[mt][d][2 * hh + 1] *= alpha[h];
+            for (int d = 0; d < HD / 8; ++d) {
+              acc[mt][d][2 * hh] *= alpha;
+              acc[mt][d][2 * hh + 1] *= alpha;
+            }
+          } else {
+            alpha_out[h] = alpha;
           }
         }
       }
 #pragma unroll
       for (int h = 0; h < ROWS; ++h) {
         const int mt = h >> 1, hh = h & 1;
+        const float ref = m[h] == neg_inf() ? 0.f : m[h];
 #pragma unroll
         for (int n = 0; n < BC / 8; ++n) {
-          s[mt][n][2 * hh] = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref[h]));
-          s[mt][n][2 * hh + 1] = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref[h]));
+          s[mt][n][2 * hh] = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref));
+          s[mt][n][2 * hh + 1] = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref));
         }
         l[h] += row_sum(s[mt], hh);
       }
@@ -230,13 +244,18 @@ struct MmaEngine {
           s[mt][n][2 * hh + 1] = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref));
         }
         l[h] = l[h] * alpha + row_sum(s[mt], hh);
+        if (RESCALE_O) {
 #pragma unroll
-        for (int d = 0; d < HD / 8; ++d) {
-          acc[mt][d][2 * hh] *= alpha;
-          acc[mt][d][2 * hh + 1] *= alpha;
+          for (int d = 0; d < HD / 8; ++d) {
+            acc[mt][d][2 * hh] *= alpha;
+            acc[mt][d][2 * hh + 1] *= alpha;
+          }
+        } else {
+          alpha_out[h] = alpha;
         }
       }
     }
+    return rescaled;
   }
 
   // O += P.V for the tile in stage buf, P the probabilities left in s by softmax().

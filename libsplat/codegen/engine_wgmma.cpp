@@ -75,69 +75,149 @@ template <> __device__ __forceinline__ void wg_mma0<f16_t, 0>(float (&d)[8][4], 
 // 10-30% slower on the H200 (8-warp barriers), so a tuning key (`wgrows=128`), not the default. Warp w
 // owns rows 16w .. 16w + 15 as before (MmaEngine::slot), so warpgroup w / 4 holds rows 64(w / 4)
 // onwards. Split-KV state slots assume 64-row tiles: plans with split tiles use WGS = 1.
-template <class T, int HD, int SEQ, int KV, int NSTAGES, int WGS = 1>
-struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, false> {
+// OVL: a key tile's O += P.V is issued right after the next tile's S = Q.K^T and runs while that
+// tile's softmax does (FlashAttention-3's intra-warpgroup overlap): compute(c) issues S_c and
+// P_{c-1}.V_{c-1}, waits for S_c only, computes the softmax of tile c with O's rescale held back,
+// then waits for P_{c-1}.V_{c-1}, rescales O and keeps P_c for the next call. A stage's V is read
+// one tile after its K, so the driver loads STAGES - 2 tiles ahead (LOOKAHEAD), STAGES >= 3.
+template <class T, int HD, int SEQ, int KV, int NSTAGES, int WGS = 1, bool LAZY = false, bool OVL = false>
+struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   static_assert(WGS == 1 || WGS == 2, "one or two warpgroups");
-  static constexpr int NT = 128 * WGS, BR = 64 * WGS;
+  static_assert(!OVL || NSTAGES >= 3, "the deferred P.V reads the previous tile's V stage");
+  static constexpr int NT = 128 * WGS, BR = 64 * WGS, LOOKAHEAD = OVL ? NSTAGES - 2 : NSTAGES - 1;
   static_assert(HD == 64, "the wgmma engine's swizzled stages hold 128-byte key rows");
-  using Base = MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, false>;
+  using Base = MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY>;
   static constexpr int TILE = 64 * HD * 2;                         // one K or V stage, bytes
   static constexpr int SMEM = 2 * NSTAGES * TILE + 1024;           // + alignment slack
+  static constexpr int RS = NT / 8;                                // keys per copy round
   u32 kbase;  // shared address of K stage 0 (1024-aligned); V stage s at kbase + (NSTAGES + s) * TILE
+  u32 sdst;   // this thread's byte offset in a stage: key row t / 8, 16-byte chunk t % 8, swizzled
+  u32 pa[4][4];  // OVL: P of the previous tile, packed (A operand of its deferred P.V)
+  int pbuf;      // OVL: the previous tile's stage; -1: no P.V pending
 
   __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, i64 bh,
                                         bool first, const float* ws) {
     Base::begin(smem, q, k, v, row, bh, first, ws);
     kbase = (smem_addr(smem) + 1023u) & ~1023u;
+    const u32 c = threadIdx.x & 7, r0 = threadIdx.x >> 3;
+    sdst = r0 * 128 + ((c ^ (r0 & 7)) << 4);  // (r0 + RS*k) % 8 == r0 % 8
+    pbuf = -1;
   }
 
   // Same gather as MmaEngine::load (thread t: chunk t % 8 of keys t / 8 + RS*k), swizzled stores.
+  // Offsets within the head are 32-bit (codegen checks kv_len * head_dim < 2^31): ncu showed the
+  // 64-bit address arithmetic of this loop at a fifth of the kernel's issue slots.
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0) {
-    constexpr int RS = NT / 8;  // keys per round
-    const int c = threadIdx.x & 7, r0 = threadIdx.x >> 3;
-    const i64 off = ((i64)w.base + (i64)(u0 + r0) * w.step) * HD + c * 8;
-    const i64 dstep = (i64)RS * w.step * HD;
-    const u32 kd = kbase + buf * TILE + r0 * 128 + ((c ^ (r0 & 7)) << 4);  // (r0 + RS*k) % 8 == r0 % 8
+    const int r = u0 + (int)(threadIdx.x >> 3);
+    const u32 off = (u32)(w.base + r * w.step) * HD + (threadIdx.x & 7) * 8;
+    const u32 dstep = (u32)(RS * w.step * HD);
+    const u32 kd = kbase + buf * TILE + sdst;
     const u32 vd = kd + NSTAGES * TILE;
+    if (u0 + 64 <= w.count) {  // uniform: every key of the tile is in the walk
 #pragma unroll
-    for (int k = 0; k < 64 / RS; ++k) {
-      const bool ok = u0 + r0 + RS * k < w.count;
-      const i64 o = ok ? off + k * dstep : 0;
-      cp_async16_s(kd + k * RS * 128, this->kg + o, ok ? 16 : 0);
-      cp_async16_s(vd + k * RS * 128, this->vg + o, ok ? 16 : 0);
+      for (int k = 0; k < 64 / RS; ++k) {
+        cp_async16_s(kd + k * RS * 128, this->kg + (off + k * dstep), 16);
+        cp_async16_s(vd + k * RS * 128, this->vg + (off + k * dstep), 16);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < 64 / RS; ++k) {
+        const bool ok = r + RS * k < w.count;
+        const u32 o = ok ? off + k * dstep : 0u;
+        cp_async16_s(kd + k * RS * 128, this->kg + o, ok ? 16 : 0);
+        cp_async16_s(vd + k * RS * 128, this->vg + o, ok ? 16 : 0);
+      }
     }
   }
 
   // This thread's copies have completed (cp.async.wait_group): publish them to the async proxy.
   __device__ __forceinline__ void landed() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+  // O += P.V from pa and V stage buf, committed as one group (not waited for).
+  __device__ __forceinline__ void issue_pv(int buf) {
+    const u64 dv = wg_desc(kbase + (NSTAGES + buf) * TILE);
+    wg_hold(this->acc[0]);
+    wg_fence();
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb) wg_mma<T, 1>(this->acc[0], pa[kb], dv + 128 * kb);
+    wg_commit();
+  }
+  // After the P.V completed: O is read again and pa may be overwritten (the asm statements make
+  // both operands of a point after the wait, so no access moves above it).
+  __device__ __forceinline__ void pv_done() {
+    wg_wait0();
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[kb][e]));
+    wg_hold(this->acc[0]);
+  }
+  __device__ __forceinline__ void pack_p(const float (&s)[8][4]) {
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb) {
+      pa[kb][0] = pack2<T>(s[2 * kb][0], s[2 * kb][1]);
+      pa[kb][1] = pack2<T>(s[2 * kb][2], s[2 * kb][3]);
+      pa[kb][2] = pack2<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+      pa[kb][3] = pack2<T>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+    }
+  }
+
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
     float s[1][8][4];
-    const u64 dk = wg_desc(kbase + buf * TILE), dv = wg_desc(kbase + (NSTAGES + buf) * TILE);
+    const u64 dk = wg_desc(kbase + buf * TILE);
     wg_fence();
     wg_mma0<T, 0>(s[0], this->qf[0][0], dk);
 #pragma unroll
     for (int kb = 1; kb < HD / 16; ++kb) wg_mma<T, 0>(s[0], this->qf[0][kb], dk + 2 * kb);
     wg_commit();
-    wg_wait0();
-    wg_hold(s[0]);
-    this->softmax(s, full, scale_log2, keep);
-    u32 a[4][4];
+    if (OVL) {
+      if (pbuf >= 0) {
+        issue_pv(pbuf);
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // S only
+      } else {
+        wg_wait0();
+      }
+      wg_hold(s[0]);
+      float alpha[2] = {1.f, 1.f};
+      const bool rescale = this->template softmax<false>(s, full, scale_log2, keep, alpha);
+      pv_done();  // every warp of the warpgroup, whatever its vote
+      if (rescale) {
 #pragma unroll
-    for (int kb = 0; kb < 4; ++kb) {
-      a[kb][0] = pack2<T>(s[0][2 * kb][0], s[0][2 * kb][1]);
-      a[kb][1] = pack2<T>(s[0][2 * kb][2], s[0][2 * kb][3]);
-      a[kb][2] = pack2<T>(s[0][2 * kb + 1][0], s[0][2 * kb + 1][1]);
-      a[kb][3] = pack2<T>(s[0][2 * kb + 1][2], s[0][2 * kb + 1][3]);
+        for (int d = 0; d < 8; ++d) {
+          this->acc[0][d][0] *= alpha[0];
+          this->acc[0][d][1] *= alpha[0];
+          this->acc[0][d][2] *= alpha[1];
+          this->acc[0][d][3] *= alpha[1];
+        }
+      }
+      pack_p(s[0]);
+      pbuf = buf;
+    } else {
+      wg_wait0();
+      wg_hold(s[0]);
+      this->softmax(s, full, scale_log2, keep);
+      pack_p(s[0]);
+      issue_pv(buf);
+      pv_done();
     }
-    wg_hold(this->acc[0]);
-    wg_fence();
-#pragma unroll
-    for (int kb = 0; kb < 4; ++kb) wg_mma<T, 1>(this->acc[0], a[kb], dv + 128 * kb);
-    wg_commit();
-    wg_wait0();
-    wg_hold(this->acc[0]);
+  }
+
+  // OVL: the last tile's deferred P.V (its stage is not refilled: the stream has ended).
+  __device__ __forceinline__ void flush() {
+    if (OVL && pbuf >= 0) {
+      issue_pv(pbuf);
+      pv_done();
+      pbuf = -1;
+    }
+  }
+  __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float* wsplit) {
+    flush();
+    Base::end_partial(bh, nslots, split_slot, wsplit);
+  }
+  __device__ __forceinline__ void end(const i64* row, i64 bh, bool last, T* o, float* ws) {
+    flush();
+    Base::end(row, bh, last, o, ws);
   }
 };
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

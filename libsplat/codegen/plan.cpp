@@ -324,6 +324,47 @@ std::vector<int64_t> tile_rows(const Plan& plan, const PlanPass& pass, const Pla
   return rows;
 }
 
+namespace {
+
+// Run r keeps every key base + u*step, u in [u0, u0 + n).
+bool run_covers(const Run& r, int64_t base, int64_t step, int64_t u0, int64_t n) {
+  if (r.count <= 0 || step % r.stride != 0) return false;
+  const int64_t first = base + u0 * step, last = first + (n - 1) * step;
+  return (first - r.start) % r.stride == 0 && first >= r.start && last <= r.start + (r.count - 1) * r.stride;
+}
+
+// Sets each walk's full key-tile interval (KeyWalk::full_begin/end) and modular flag. Padding rows
+// (past the phase class) have no runs and do not count: their output is never written.
+void mark_full_tiles(const Plan& plan, const PlanPass& pass, PlanTile& tile) {
+  const int64_t bc = plan.shape.bc;
+  const std::vector<int64_t> rows = tile_rows(plan, pass, tile);
+  for (PlanGroup& g : tile.groups) {
+    std::vector<std::vector<Run>> runs;
+    for (int64_t i : rows)
+      if (i >= 0) runs.push_back(group_row_runs(plan, g, i));
+    for (KeyWalk& w : g.walks) {
+      w.modular = false;
+      for (const std::vector<Run>& rr : runs)
+        for (const Run& run : rr) w.modular = w.modular || (w.step == 1 && run.stride > 1);
+      w.full_begin = w.full_end = 0;
+      int64_t best = 0, cur_begin = 0;
+      const int64_t tiles = w.count / bc;  // a tile past the walk's end is never full
+      for (int64_t t = 0; t <= tiles; ++t) {
+        bool full = t < tiles && !runs.empty();
+        for (size_t r = 0; full && r < runs.size(); ++r)
+          full = std::any_of(runs[r].begin(), runs[r].end(),
+                             [&](const Run& run) { return run_covers(run, w.base, w.step, t * bc, bc); });
+        if (!full) {
+          if (t - cur_begin > best) best = t - cur_begin, w.full_begin = cur_begin, w.full_end = t;
+          cur_begin = t + 1;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Plan make_plan(const Acsr& acsr, const TileShape& shape) {
   if ((shape.br != 64 && shape.br != 128) || shape.bc != 64) throw std::invalid_argument("tile shape must be 64x64 or 128x64");
   Plan plan;
@@ -419,6 +460,7 @@ Plan make_plan(const Acsr& acsr, const TileShape& shape) {
       }
     }
     split_heavy_tiles(pass, bc);
+    for (PlanTile& tile : pass.tiles) mark_full_tiles(plan, pass, tile);
     // Longest tiles first, so that heavy tiles (global rows) do not finish last.
     std::stable_sort(pass.tiles.begin(), pass.tiles.end(),
                      [](const PlanTile& a, const PlanTile& b) { return a.key_tiles > b.key_tiles; });

@@ -48,6 +48,11 @@ struct PlanItem {
 
 struct KeyWalk {
   int64_t base = 0, step = 1, count = 0;  // keys base + u*step, u in [0, count)
+  // Key tiles [full_begin, full_end) of this walk (tile t: u in [t*bc, t*bc + bc)) in which every
+  // row of the tile keeps every key through one of its runs in the group: the kernel skips the
+  // mask there. The longest such interval (full tiles elsewhere are masked, which is exact too).
+  int64_t full_begin = 0, full_end = 0;
+  bool modular = false;  // step 1 while some row's run in the group has a stride > 1
 };
 
 struct PlanGroup {

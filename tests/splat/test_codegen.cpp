@@ -313,7 +313,10 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   CHECK(w.engine == "wgmma");
   CHECK(w.fused[0].block == 128);
   CHECK(w.fused[0].smem_dynamic == 2 * 2 * 64 * 64 * 2 + 1024);
-  CHECK(w.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1>") != std::string::npos);
+  CHECK(w.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false>") != std::string::npos);
+  // The lazy rescale is the wgmma default; lazy=0 rescales O every key tile.
+  CHECK(gen(problem(window, 2048), "sm_90a", "lazy=0").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, false, false>") !=
+        std::string::npos);
   CHECK(w.source.find("__launch_bounds__(128, 4) splat_fused_p0") != std::string::npos);
   // Not on other architectures, other head dims, fp32/tf32, or when the tuning says no.
   CHECK(gen(problem(window, 2048), "sm_90").engine == "mma.sync");
@@ -327,7 +330,7 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   // plan splits tiles (longformer's global rows).
   GeneratedModule d = gen(problem(window, 2048), "sm_90a", "stages=3");
   CHECK(d.fused[0].smem_dynamic == 2 * 3 * 64 * 64 * 2 + 1024);
-  CHECK(d.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1>") != std::string::npos);
+  CHECK(d.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false>") != std::string::npos);
   GeneratedModule r = gen(problem(window, 2048), "sm_90a", "wgrows=128");
   CHECK(r.fused[0].block == 256);
   CHECK(r.plan.shape.br == 128);
@@ -337,7 +340,7 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   CHECK(lr.fused[0].block == 128);
   CHECK_THROWS_AS(parse_tuning("wg=2"), std::invalid_argument);
   CHECK_THROWS_AS(parse_tuning("wgrows=96"), std::invalid_argument);
-  for (const char* tuning : {"", "stages=3", "wgrows=128", "wgrows=128,stages=3"}) {
+  for (const char* tuning : {"", "lazy=0", "ovl=1", "ovl=1,lazy=0", "stages=3", "wgrows=128", "wgrows=128,stages=3"}) {
     CAPTURE(tuning);
     for (const std::string* pat : {&window, &longformer}) {
       GeneratedModule m = gen(problem(*pat, 1024, "fp16"), "sm_90a", tuning);
@@ -418,4 +421,46 @@ TEST_CASE("plan gives each key lattice of a stride its own group (fixed pattern)
   CHECK(key_tiles < 800);
   CHECK(plan.tile_fill() > 0.45);
   CHECK(plan.passes[0].max_runs <= 8);
+}
+
+// The plan marks the key tiles that need no mask. Window 256/256 with 64-row and 64-key tiles: the
+// rows [r, r + 64) of an interior tile walk keys [r - 256, r + 320) in 9 tiles; tile t holds keys
+// r - 256 + 64t .. + 63, kept by every row exactly for t = 1 .. 7. Blocked 128 (aligned): every
+// tile is full. Dilated (phase-regrouped, lattice walks) as the window. The CPU model (test_cpu_model)
+// checks every marked tile of every test pattern against the mask.
+TEST_CASE("plan marks full key tiles (window, blocked, dilated)") {
+  auto interior = [](const Plan& plan) -> const KeyWalk& {
+    for (const PlanTile& t : plan.passes[0].tiles)
+      if (t.m_begin == 512) return t.groups.at(0).walks.at(0);  // rows phase + period * [512, 576)
+    FAIL("no tile starting at m = 512");
+    return plan.passes[0].tiles[0].groups[0].walks[0];
+  };
+  {
+    Plan plan = make_plan(analyze(problem(R"({"window": {"left": 256, "right": 256}})", 2048)));
+    // The first tile (rows 0..63) is masked only where rows start their runs.
+    const KeyWalk& w = interior(plan);
+    CHECK(w.count == 576);
+    CHECK(w.full_begin == 1);
+    CHECK(w.full_end == 8);
+  }
+  {
+    Plan plan = make_plan(analyze(problem(R"({"blocked": {"block": 128}})", 2048)));
+    for (const PlanTile& t : plan.passes[0].tiles)
+      for (const PlanGroup& g : t.groups)
+        for (const KeyWalk& w : g.walks) {
+          CHECK(w.full_begin == 0);
+          CHECK(w.full_end == w.count / 64);
+        }
+  }
+  {
+    // j = i + 2k, |k| <= 256: rows i0 + 2a (a < 64) of one parity walk keys i0 - 512 + 2u, and
+    // row a keeps u in [a, a + 512]: 576 keys, tiles 1 .. 7 full as for the window.
+    Plan plan = make_plan(analyze(problem(R"({"dilated": {"left": 256, "right": 256, "dilation": 2}})", 4096)));
+    REQUIRE(plan.passes[0].period == 2);
+    const KeyWalk& w = interior(plan);
+    CHECK(w.step == 2);
+    CHECK(w.count == 576);
+    CHECK(w.full_begin == 1);
+    CHECK(w.full_end == 8);
+  }
 }
