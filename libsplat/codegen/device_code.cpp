@@ -230,8 +230,8 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
   // handed over by earlier passes.
   e.begin(smem_raw, q, k, v, row, bh, FIRST || (tile.split_slot >= 0 && !tile.split_lead), ws);
   // cp.async pipeline of S stages: the tile's key tiles, over all its walks and groups, form one
-  // stream; loads run LA tiles (S - 1, or fewer: Lookahead) ahead of the computation, across walk and group boundaries (so
-  // short walks, e.g. one lattice tile each, do not each wait for a load). The c-th computed tile
+  // stream; loads run LA tiles (S - 1, or fewer: Lookahead) ahead of the computation, across walk
+  // and group boundaries (so short walks, e.g. one lattice tile each, do not each wait for a load). The c-th computed tile
   // is the c-th loaded one, in stage c % S. One commit group per tile slot (empty past the end)
   // keeps the wait count uniform. The first loads are issued before the group and item tables are
   // read (a chain of dependent loads), so that their latency overlaps the run look-up.
