@@ -148,6 +148,21 @@ struct MmaEngine {
     return t[0];
   }
 
+  // O's row slot h to a new row max: scaled by alpha now (RESCALE_O), or alpha handed back.
+  template <bool RESCALE_O>
+  __device__ __forceinline__ void rescale_row(int h, float alpha, float* alpha_out) {
+    const int mt = h >> 1, hh = h & 1;
+    if (RESCALE_O) {
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d) {
+        acc[mt][d][2 * hh] *= alpha;
+        acc[mt][d][2 * hh + 1] *= alpha;
+      }
+    } else {
+      alpha_out[h] = alpha;
+    }
+  }
+
   // Masks, scales and exponentiates S in place (probabilities, not yet normalised) and rescales
   // the running sums and O to the new row maxima. RESCALE_O = false: O's factors are returned in
   // alpha_out instead, and whether any is not 1 (warp-uniform), for an engine whose O is still
@@ -200,20 +215,11 @@ struct MmaEngine {
       if (rescaled) {
 #pragma unroll
         for (int h = 0; h < ROWS; ++h) {
-          const int mt = h >> 1, hh = h & 1;
           const float m_new = fmaxf(m[h], mx[h]);
           const float alpha = fast_exp2(m[h] - (m_new == neg_inf() ? 0.f : m_new));
           m[h] = m_new;
           l[h] *= alpha;
-          if (RESCALE_O) {
-#pragma unroll
-            for (int d = 0; d < HD / 8; ++d) {
-              acc[mt][d][2 * hh] *= alpha;
-              acc[mt][d][2 * hh + 1] *= alpha;
-            }
-          } else {
-            alpha_out[h] = alpha;
-          }
+          rescale_row<RESCALE_O>(h, alpha, alpha_out);
         }
       }
 #pragma unroll
@@ -244,15 +250,7 @@ struct MmaEngine {
           s[mt][n][2 * hh + 1] = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref));
         }
         l[h] = l[h] * alpha + row_sum(s[mt], hh);
-        if (RESCALE_O) {
-#pragma unroll
-          for (int d = 0; d < HD / 8; ++d) {
-            acc[mt][d][2 * hh] *= alpha;
-            acc[mt][d][2 * hh + 1] *= alpha;
-          }
-        } else {
-          alpha_out[h] = alpha;
-        }
+        rescale_row<RESCALE_O>(h, alpha, alpha_out);
       }
     }
     return rescaled;
