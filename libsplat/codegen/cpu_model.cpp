@@ -63,7 +63,7 @@ void walk(const Plan& plan, KeyTile&& key_tile, End&& end, PassEnd&& pass_end) {
 }  // namespace
 
 std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scale, const std::vector<double>& q,
-                                        const std::vector<double>& k, const std::vector<double>& v) {
+                                        const std::vector<double>& k, const std::vector<double>& v, double headroom) {
   const size_t L = static_cast<size_t>(plan.seq_len), D = static_cast<size_t>(d);
   const int br = plan.shape.br, bc = plan.shape.bc;
   const double ninf = -std::numeric_limits<double>::infinity();
@@ -110,7 +110,10 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
             s[static_cast<size_t>(c)] = dot * scale;
             mx = std::max(mx, s[static_cast<size_t>(c)]);
           }
-          double m_new = std::max(st.m[ri], mx);
+          // Lazy rescale: the reference stays while the tile's max exceeds it by at most headroom
+          // (an empty row's -inf reference always moves to the first kept score).
+          const bool keep_ref = headroom > 0 && st.m[ri] != ninf && mx <= st.m[ri] + headroom;
+          double m_new = keep_ref ? st.m[ri] : std::max(st.m[ri], mx);
           double ref = m_new == ninf ? 0.0 : m_new;
           double alpha = st.m[ri] == ninf ? 0.0 : std::exp(st.m[ri] - ref);
           st.l[ri] *= alpha;
@@ -118,6 +121,8 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
           for (int c = 0; c < bc; ++c) {
             if (s[static_cast<size_t>(c)] == ninf) continue;
             double p = std::exp(s[static_cast<size_t>(c)] - ref);
+            if (p > std::exp(headroom) * (1 + 1e-12))
+              throw std::logic_error("lazy rescale: exp(score - reference) = " + std::to_string(p) + " exceeds e^headroom");
             st.l[ri] += p;
             size_t j = static_cast<size_t>(keys[static_cast<size_t>(c)]);
             for (size_t x = 0; x < D; ++x) st.acc[ri * D + x] += p * v[j * D + x];

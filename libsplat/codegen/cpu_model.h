@@ -11,9 +11,13 @@ namespace splat {
 
 // One head: q [seq_len][d], k and v [kv_len][d], row-major; returns o [seq_len][d]
 // (rows with no kept key are zero). scale multiplies q.k before the softmax.
+// headroom > 0 models the lazy rescale (MmaEngine::softmax, LAZY; natural-log units, the kernels'
+// 8 in log2 is 8 ln 2): a row's exponent reference moves only when a key tile's max exceeds it by
+// more than headroom, and every exponentiated score must stay <= e^headroom (checked: throws
+// std::logic_error). The kernels decide per warp (16 rows), which only moves more references.
 std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scale,
                                         const std::vector<double>& q, const std::vector<double>& k,
-                                        const std::vector<double>& v);
+                                        const std::vector<double>& v, double headroom = 0.0);
 
 // The per-row kept keys the plan visits, in visiting order (for coverage tests).
 std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan);
