@@ -105,27 +105,32 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   }
 
   // Same gather as MmaEngine::load (thread t: chunk t % 8 of keys t / 8 + RS*k), swizzled stores.
-  // Offsets within the head are 32-bit (codegen checks kv_len * head_dim < 2^31): ncu showed the
-  // 64-bit address arithmetic of this loop at a fifth of the kernel's issue slots.
+  // Byte offsets within the head are 32-bit (codegen checks kv_len * head_dim < 2^31) and added to
+  // one pointer per operand: ncu showed the 64-bit address arithmetic of this loop at a fifth of
+  // the kernel's issue slots.
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0) {
     const int r = u0 + (int)(threadIdx.x >> 3);
-    const u32 off = (u32)(w.base + r * w.step) * HD + (threadIdx.x & 7) * 8;
-    const u32 dstep = (u32)(RS * w.step * HD);
+    const u32 off = ((u32)(w.base + r * w.step) * HD + (threadIdx.x & 7) * 8) * (u32)sizeof(T);
+    const u32 dstep = (u32)(RS * w.step * HD) * (u32)sizeof(T);
+    const char* kb = reinterpret_cast<const char*>(this->kg);
+    const char* vb = reinterpret_cast<const char*>(this->vg);
     const u32 kd = kbase + buf * TILE + sdst;
     const u32 vd = kd + NSTAGES * TILE;
     if (u0 + 64 <= w.count) {  // uniform: every key of the tile is in the walk
+      const char* kp = kb + off;
+      const char* vp = vb + off;
 #pragma unroll
       for (int k = 0; k < 64 / RS; ++k) {
-        cp_async16_s(kd + k * RS * 128, this->kg + (off + k * dstep), 16);
-        cp_async16_s(vd + k * RS * 128, this->vg + (off + k * dstep), 16);
+        cp_async16_s(kd + k * RS * 128, kp + k * dstep, 16);
+        cp_async16_s(vd + k * RS * 128, vp + k * dstep, 16);
       }
     } else {
 #pragma unroll
       for (int k = 0; k < 64 / RS; ++k) {
         const bool ok = r + RS * k < w.count;
         const u32 o = ok ? off + k * dstep : 0u;
-        cp_async16_s(kd + k * RS * 128, this->kg + o, ok ? 16 : 0);
-        cp_async16_s(vd + k * RS * 128, this->vg + o, ok ? 16 : 0);
+        cp_async16_s(kd + k * RS * 128, kb + o, ok ? 16 : 0);
+        cp_async16_s(vd + k * RS * 128, vb + o, ok ? 16 : 0);
       }
     }
   }
