@@ -85,6 +85,7 @@ const char* elt_type(DType t) {
 struct Tuning {
   int mw = 1, stages = 2, min_blocks = 4, bc = 64;
   bool alias = false, batch = true, lazy = false, overlap = false;
+  int chk = 0;
 };
 
 // Shared memory per block of the fused kernel; must match MmaEngine::SMEM, MmaTf32Engine::SMEM (also
@@ -192,11 +193,14 @@ KernelTuning parse_tuning(const std::string& spec) {
     } else if (key == "ovl") {
       need(v == 0 || v == 1, "0 or 1");
       t.wg_overlap = v;
+    } else if (key == "chk") {
+      need(v >= 0 && v <= 2, "0, 1 or 2");
+      t.wg_checked_sums = v;
     } else if (key == "x3") {
       need(v == 0 || v == 1, "0 or 1");
       t.fp32_x3 = v;
     } else {
-      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch, bc, lazy, wg, wgrows, ovl, x3)");
+      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch, bc, lazy, wg, wgrows, ovl, chk, x3)");
     }
   }
   return t;
@@ -434,6 +438,9 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       // P.V overlapped with the next tile's softmax: a third stage keeps the previous tile's V.
       tu.overlap = opt.tuning.wg_overlap > 0;
       if (tu.overlap) tu.stages = std::max(tu.stages, 3);
+      // No row max on the common path: exponentials against the current references, their sums
+      // checked (WgmmaEngine, CHK); not with the overlap, whose O rescale is held back.
+      tu.chk = tu.overlap ? 0 : opt.tuning.wg_checked_sums < 0 ? 1 : opt.tuning.wg_checked_sums;
       if (opt.tuning.min_blocks < 0) tu.min_blocks = (pass.max_runs <= 2 ? 4 : 3) / wgs;
     }
     kd.block = wg ? 128 * wgs : mod.tensor_cores ? 128 / tu.mw : 128;
@@ -442,7 +449,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     mod.fused.push_back(kd);
     const std::string engine =
         wg        ? std::string("WgmmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) +
-                 ", " + std::to_string(wgs) + ", " + (tu.lazy ? "true" : "false") + ", " + (tu.overlap ? "true" : "false") + ">"
+                 ", " + std::to_string(wgs) + ", " + (tu.lazy ? "true" : "false") + ", " + (tu.overlap ? "true" : "false") + ", " +
+                 std::to_string(tu.chk) + ">"
         : tf32_tc ? "MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : x3      ? "MmaTf32x3Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : mod.tensor_cores ? std::string("MmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.mw) +
@@ -455,7 +463,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
         std::to_string(kd.block) + (tu.min_blocks > 0 ? ", " + std::to_string(tu.min_blocks) : std::string());
     s << "// " << (wg ? std::to_string(wgs) + " warpgroup(s) of 4 warps x 16 rows, " + std::to_string(tu.stages) +
                           " cp.async stages (128-byte swizzle), 64-key softmax steps" +
-                          (tu.lazy ? ", lazy O rescale" : "") + (tu.overlap ? ", P.V overlapped with the next softmax" : "")
+                          (tu.lazy ? ", lazy O rescale" : "") + (tu.overlap ? ", P.V overlapped with the next softmax" : "") +
+                          (tu.chk ? ", checked row sums instead of row maxima" : "")
                    : mod.tensor_cores ? std::to_string(16 * tu.mw) + " rows per warp, " + std::to_string(tu.stages) +
                                           " cp.async stages, " + std::to_string(tu.bc) + "-key softmax steps" +
                                           (tu.lazy ? ", lazy O rescale" : "")

@@ -80,9 +80,18 @@ template <> __device__ __forceinline__ void wg_mma0<f16_t, 0>(float (&d)[8][4], 
 // P_{c-1}.V_{c-1}, waits for S_c only, computes the softmax of tile c with O's rescale held back,
 // then waits for P_{c-1}.V_{c-1}, rescales O and keeps P_c for the next call. A stage's V is read
 // one tile after its K, so the driver loads STAGES - 2 tiles ahead (LOOKAHEAD), STAGES >= 3.
-template <class T, int HD, int SEQ, int KV, int NSTAGES, int WGS = 1, bool LAZY = false, bool OVL = false>
+// CHK: no row max on the common path. The exponentials are taken against the rows' current
+// references at once and only their sums checked: a warp whose partial row sums (16 scores a
+// thread) all stay <= 2^8 has every p <= 2^8, the lazy rescale's bound, and keeps its references;
+// otherwise (a row max rose, p overflowed, NaN) and for rows with no reference yet, the warp takes
+// the exact step (MmaEngine::softmax without LAZY: references moved to the row maxima), after
+// recomputing its 16 rows of S with mma.sync from the K stage where the exponentials overwrote
+// them. Saves the max tree, its shuffles and their latency before the exponentials (~45 of ~300
+// instructions per key tile). CHK = 2 fails every check (tests the recompute on the GPU).
+template <class T, int HD, int SEQ, int KV, int NSTAGES, int WGS = 1, bool LAZY = false, bool OVL = false, int CHK = 0>
 struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   static_assert(WGS == 1 || WGS == 2, "one or two warpgroups");
+  static_assert(!(OVL && CHK), "the overlapped softmax holds O's rescale back");
   static_assert(!OVL || NSTAGES >= 3, "the deferred P.V reads the previous tile's V stage");
   static constexpr int NT = 128 * WGS, BR = 64 * WGS, LOOKAHEAD = OVL ? NSTAGES - 2 : NSTAGES - 1;
   static_assert(HD == 64, "the wgmma engine's swizzled stages hold 128-byte key rows");
@@ -119,10 +128,18 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     if (u0 + 64 <= w.count) {  // uniform: every key of the tile is in the walk
       const char* kp = kb + off;
       const char* vp = vb + off;
+      // Unit and stride-2 walks (windows, blocks; dilated phases) with a constant step: the copies'
+      // offsets become immediates of two addresses (the SASS had a 64-bit add per copy).
+      if (w.step == 1) {
+        copy_full<1>(kd, vd, kp, vp);
+      } else if (w.step == 2) {
+        copy_full<2>(kd, vd, kp, vp);
+      } else {
 #pragma unroll
-      for (int k = 0; k < 64 / RS; ++k) {
-        cp_async16_s(kd + k * RS * 128, kp + k * dstep, 16);
-        cp_async16_s(vd + k * RS * 128, vp + k * dstep, 16);
+        for (int k = 0; k < 64 / RS; ++k) {
+          cp_async16_s(kd + k * RS * 128, kp + k * dstep, 16);
+          cp_async16_s(vd + k * RS * 128, vp + k * dstep, 16);
+        }
       }
     } else {
 #pragma unroll
@@ -132,6 +149,18 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
         cp_async16_s(kd + k * RS * 128, kb + o, ok ? 16 : 0);
         cp_async16_s(vd + k * RS * 128, vb + o, ok ? 16 : 0);
       }
+    }
+  }
+
+  // Copy K of the unrolled loop, its offsets immediates of the two addresses (ptxas kept a 64-bit
+  // add per copy for computed offsets).
+  template <int STEP, int K = 0>
+  __device__ __forceinline__ static void copy_full(u32 kd, u32 vd, const char* kp, const char* vp) {
+    if constexpr (K < 64 / RS) {
+      constexpr int kStep = RS * STEP * HD * (int)sizeof(T);
+      asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16;\n" ::"r"(kd), "l"(kp), "n"(K * RS * 128), "n"(K * kStep));
+      asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16;\n" ::"r"(vd), "l"(vp), "n"(K * RS * 128), "n"(K * kStep));
+      copy_full<STEP, K + 1>(kd, vd, kp, vp);
     }
   }
 
@@ -164,6 +193,93 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       pa[kb][1] = pack2<T>(s[2 * kb][2], s[2 * kb][3]);
       pa[kb][2] = pack2<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
       pa[kb][3] = pack2<T>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+    }
+  }
+
+  // S = Q.K^T for this warp's 16 rows with mma.sync from the swizzled K stage buf (the wgmma
+  // accumulator layout is the mma.sync one: CHK's rare exact step).
+  __device__ __forceinline__ void rescore(int buf, float (&s)[8][4]) {
+    const int lane = threadIdx.x & 31;
+    const u32 kst = kbase + buf * TILE;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int kb = 0; kb < HD / 16; ++kb)
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        const u32 key = 16 * np + (lane & 7) + ((lane >> 4) << 3), chunk = 2 * kb + ((lane >> 3) & 1);
+        const u32 addr = kst + key * 128 + ((chunk ^ (key & 7)) << 4);
+        u32 b0, b1, b2, b3;
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3) : "r"(addr));
+        mma16816<T>(s[2 * np], this->qf[0][kb], b0, b1);
+        mma16816<T>(s[2 * np + 1], this->qf[0][kb], b2, b3);
+      }
+  }
+  // Scale (non-positive scales only: positive ones fold into the exponent) and mask.
+  template <class Keep>
+  __device__ __forceinline__ static void scale_mask(float (&s)[8][4], bool full, float scale_log2, Keep keep) {
+    const int t4 = threadIdx.x & 3;
+    if (!(scale_log2 > 0.f)) {
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
+    }
+    if (!full) {
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (!keep(e >> 1, n * 8 + 2 * t4 + (e & 1))) s[n][e] = neg_inf();
+    }
+  }
+  // CHK softmax: S becomes P in place, O and l updated.
+  template <class Keep>
+  __device__ __forceinline__ void softmax_checked(int buf, float (&s)[8][4], bool full, float scale_log2, Keep keep) {
+    scale_mask(s, full, scale_log2, keep);
+    const float mul = scale_log2 > 0.f ? scale_log2 : 1.f;
+    float* m = this->m;
+    bool exact = __any_sync(0xffffffffu, m[0] == neg_inf() || m[1] == neg_inf());
+    if (!exact) {
+      float t[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          s[n][2 * h] = fast_exp2(fmaf(s[n][2 * h], mul, -m[h]));
+          s[n][2 * h + 1] = fast_exp2(fmaf(s[n][2 * h + 1], mul, -m[h]));
+        }
+        t[h] = this->row_sum(s, h);
+      }
+      // !(t <= 2^8): also NaN and overflow.
+      constexpr float kBound = CHK == 2 ? -1.f : 256.f;
+      exact = __any_sync(0xffffffffu, !(t[0] <= kBound && t[1] <= kBound));
+      if (!exact) {
+        this->l[0] += t[0];
+        this->l[1] += t[1];
+        return;
+      }
+      rescore(buf, s);
+      scale_mask(s, full, scale_log2, keep);
+    }
+    // Exact step: references to the row maxima.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = this->row_max(s, h);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h], mx * mul);
+      const float ref = m_new == neg_inf() ? 0.f : m_new;
+      const float alpha = fast_exp2(m[h] - ref);
+      m[h] = m_new;
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        s[n][2 * h] = fast_exp2(fmaf(s[n][2 * h], mul, -ref));
+        s[n][2 * h + 1] = fast_exp2(fmaf(s[n][2 * h + 1], mul, -ref));
+      }
+      this->l[h] = this->l[h] * alpha + this->row_sum(s, h);
+      this->template rescale_row<true>(h, alpha, nullptr);
     }
   }
 
@@ -201,7 +317,10 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     } else {
       wg_wait0();
       wg_hold(s[0]);
-      this->softmax(s, full, scale_log2, keep);
+      if (CHK)
+        softmax_checked(buf, s[0], full, scale_log2, keep);
+      else
+        this->softmax(s, full, scale_log2, keep);
       pack_p(s[0]);
       issue_pv(buf);
       pv_done();
