@@ -192,6 +192,11 @@ template <class E, class = void> struct HasLanded { static constexpr bool value 
 template <class E> struct HasLanded<E, decltype(void(&E::landed))> { static constexpr bool value = true; };
 // Key tiles loaded ahead of the computed one: STAGES - 1, unless the engine still reads a stage
 // after its compute returned (LOOKAHEAD: WgmmaEngine's deferred P.V).
+// Whether a stage may be refilled only after a block barrier (every warp past its last read), unless
+// the engine says its own waits suffice (REFILL_BARRIER: WgmmaEngine with one warpgroup, whose
+// wgmma reads complete for all four warps at once).
+template <class E, class = void> struct RefillBarrier { static constexpr bool value = true; };
+template <class E> struct RefillBarrier<E, decltype(void(E::REFILL_BARRIER))> { static constexpr bool value = E::REFILL_BARRIER; };
 template <class E, class = void> struct Lookahead { static constexpr int value = E::STAGES - 1; };
 template <class E> struct Lookahead<E, decltype(void(E::LOOKAHEAD))> { static constexpr int value = E::LOOKAHEAD; };
 
@@ -363,7 +368,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
             return u < w.count && tab_kept(*tab, table, row[h], (i64)w.base + (i64)u * w.step);
           });
         }
-        if (S > 1) __syncthreads();  // no thread still reads the stage the next load refills
+        if (S > 1 && RefillBarrier<E>::value) __syncthreads();  // no thread still reads the stage the next load refills
         ++computed;
       }
     }

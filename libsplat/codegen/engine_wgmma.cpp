@@ -69,6 +69,24 @@ template <> __device__ __forceinline__ void wg_mma<f16_t, 1>(float (&d)[8][4], c
 template <> __device__ __forceinline__ void wg_mma0<bf16_t, 0>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("bf16", 0, "=f", "n"(0)); }
 template <> __device__ __forceinline__ void wg_mma0<f16_t, 0>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("f16", 0, "=f", "n"(0)); }
 #undef SPLAT_WG_RS
+// D (+)= A.B, m64n64k16, A and B from shared memory (both K-major), fp32 D.
+#define SPLAT_WG_SS(TY, OUT, ACC)                                                                                                \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                                      \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                                       \
+               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                         \
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                               \
+               "%32, %33, p, 1, 1, 0, 0;\n}\n"                                                                                    \
+               : OUT(d[0][0]), OUT(d[0][1]), OUT(d[0][2]), OUT(d[0][3]), OUT(d[1][0]), OUT(d[1][1]), OUT(d[1][2]), OUT(d[1][3]), \
+                 OUT(d[2][0]), OUT(d[2][1]), OUT(d[2][2]), OUT(d[2][3]), OUT(d[3][0]), OUT(d[3][1]), OUT(d[3][2]), OUT(d[3][3]), \
+                 OUT(d[4][0]), OUT(d[4][1]), OUT(d[4][2]), OUT(d[4][3]), OUT(d[5][0]), OUT(d[5][1]), OUT(d[5][2]), OUT(d[5][3]), \
+                 OUT(d[6][0]), OUT(d[6][1]), OUT(d[6][2]), OUT(d[6][3]), OUT(d[7][0]), OUT(d[7][1]), OUT(d[7][2]), OUT(d[7][3])  \
+               : "l"(da), "l"(db), ACC)
+template <class T, bool ACC> __device__ __forceinline__ void wg_mma_ss(float (&d)[8][4], u64 da, u64 db);
+template <> __device__ __forceinline__ void wg_mma_ss<bf16_t, false>(float (&d)[8][4], u64 da, u64 db) { SPLAT_WG_SS("bf16", "=f", "n"(0)); }
+template <> __device__ __forceinline__ void wg_mma_ss<bf16_t, true>(float (&d)[8][4], u64 da, u64 db) { SPLAT_WG_SS("bf16", "+f", "n"(1)); }
+template <> __device__ __forceinline__ void wg_mma_ss<f16_t, false>(float (&d)[8][4], u64 da, u64 db) { SPLAT_WG_SS("f16", "=f", "n"(0)); }
+template <> __device__ __forceinline__ void wg_mma_ss<f16_t, true>(float (&d)[8][4], u64 da, u64 db) { SPLAT_WG_SS("f16", "+f", "n"(1)); }
+#undef SPLAT_WG_SS
 
 // WGS: warpgroups per block (1 or 2). Two share every K/V stage: a 128-row tile, so half the
 // blocks, half the per-block start-up (Q, first stages) and half the K/V traffic per row; measured
@@ -88,16 +106,23 @@ template <> __device__ __forceinline__ void wg_mma0<f16_t, 0>(float (&d)[8][4], 
 // recomputing its 16 rows of S with mma.sync from the K stage where the exponentials overwrote
 // them. Saves the max tree, its shuffles and their latency before the exponentials (~45 of ~300
 // instructions per key tile). CHK = 2 fails every check (tests the recompute on the GPU).
-template <class T, int HD, int SEQ, int KV, int NSTAGES, int WGS = 1, bool LAZY = false, bool OVL = false, int CHK = 0>
+// RBAR: a block barrier before a stage is refilled. Not needed with one warpgroup: a warp past its
+// wait for a tile's P.V has seen that wgmma complete, which needed all four warps to issue it, and
+// their reads of the stage (S's wgmma, the rare recompute's ldmatrix) come before that.
+// QS: Q in shared memory (swizzled like K, after the stages) and S = Q.K^T with both operands
+// from shared memory: frees Q's 16 fragment registers per thread.
+template <class T, int HD, int SEQ, int KV, int NSTAGES, int WGS = 1, bool LAZY = false, bool OVL = false, int CHK = 0,
+          bool RBAR = true, bool QS = false>
 struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   static_assert(WGS == 1 || WGS == 2, "one or two warpgroups");
   static_assert(!(OVL && CHK), "the overlapped softmax holds O's rescale back");
   static_assert(!OVL || NSTAGES >= 3, "the deferred P.V reads the previous tile's V stage");
   static constexpr int NT = 128 * WGS, BR = 64 * WGS, LOOKAHEAD = OVL ? NSTAGES - 2 : NSTAGES - 1;
+  static constexpr bool REFILL_BARRIER = RBAR || WGS > 1;
   static_assert(HD == 64, "the wgmma engine's swizzled stages hold 128-byte key rows");
   using Base = MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY>;
   static constexpr int TILE = 64 * HD * 2;                         // one K or V stage, bytes
-  static constexpr int SMEM = 2 * NSTAGES * TILE + 1024;           // + alignment slack
+  static constexpr int SMEM = (2 * NSTAGES + (QS ? WGS : 0)) * TILE + 1024;  // + Q (QS), alignment slack
   static constexpr int RS = NT / 8;                                // keys per copy round
   u32 kbase;  // shared address of K stage 0 (1024-aligned); V stage s at kbase + (NSTAGES + s) * TILE
   u32 sdst;   // this thread's byte offset in a stage: key row t / 8, 16-byte chunk t % 8, swizzled
@@ -111,7 +136,25 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     const u32 c = threadIdx.x & 7, r0 = threadIdx.x >> 3;
     sdst = r0 * 128 + ((c ^ (r0 & 7)) << 4);  // (r0 + RS*k) % 8 == r0 % 8
     pbuf = -1;
+    if (QS) {
+      // This thread's two rows, 16-byte chunks 2 t4 and 2 t4 + 1 of each (a row's quad copies it
+      // whole), zeros for padding rows; in the first stage's commit group, so landed() and the
+      // stage barrier publish them before the first S.
+      const T* qg = q + bh * SEQ * HD;
+      const int t4 = threadIdx.x & 3;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const u32 r = (u32)Base::slot(h);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const u32 ch = 2 * t4 + j;
+          const bool ok = row[h] >= 0;
+          cp_async16_s(qbase() + r * 128 + ((ch ^ (r & 7)) << 4), ok ? qg + row[h] * HD + ch * 8 : qg, ok ? 16 : 0);
+        }
+      }
+    }
   }
+  __device__ __forceinline__ u32 qbase() const { return kbase + 2 * NSTAGES * TILE; }
 
   // Same gather as MmaEngine::load (thread t: chunk t % 8 of keys t / 8 + RS*k), swizzled stores.
   // Byte offsets within the head are 32-bit (codegen checks kv_len * head_dim < 2^31) and added to
@@ -212,8 +255,17 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
         u32 b0, b1, b2, b3;
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                      : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3) : "r"(addr));
-        mma16816<T>(s[2 * np], this->qf[0][kb], b0, b1);
-        mma16816<T>(s[2 * np + 1], this->qf[0][kb], b2, b3);
+        u32 a[4];
+        if (QS) {
+          const u32 row = (threadIdx.x >> 5) * 16 + (lane & 15), qc = 2 * kb + (lane >> 4);
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                       : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(qbase() + row * 128 + ((qc ^ (row & 7)) << 4)));
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[e] = this->qf[0][kb][e];
+        }
+        mma16816<T>(s[2 * np], a, b0, b1);
+        mma16816<T>(s[2 * np + 1], a, b2, b3);
       }
   }
   // Scale (non-positive scales only: positive ones fold into the exponent) and mask.
@@ -288,9 +340,16 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     float s[1][8][4];
     const u64 dk = wg_desc(kbase + buf * TILE);
     wg_fence();
-    wg_mma0<T, 0>(s[0], this->qf[0][0], dk);
+    if (QS) {
+      const u64 dq = wg_desc(qbase() + (threadIdx.x >> 7) * TILE);  // this warpgroup's 64 rows
+      wg_mma_ss<T, false>(s[0], dq, dk);
 #pragma unroll
-    for (int kb = 1; kb < HD / 16; ++kb) wg_mma<T, 0>(s[0], this->qf[0][kb], dk + 2 * kb);
+      for (int kb = 1; kb < HD / 16; ++kb) wg_mma_ss<T, true>(s[0], dq + 2 * kb, dk + 2 * kb);
+    } else {
+      wg_mma0<T, 0>(s[0], this->qf[0][0], dk);
+#pragma unroll
+      for (int kb = 1; kb < HD / 16; ++kb) wg_mma<T, 0>(s[0], this->qf[0][kb], dk + 2 * kb);
+    }
     wg_commit();
     if (OVL) {
       if (pbuf >= 0) {
