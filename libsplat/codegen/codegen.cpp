@@ -86,7 +86,7 @@ struct Tuning {
   int mw = 1, stages = 2, min_blocks = 4, bc = 64;
   bool alias = false, batch = true, lazy = false, overlap = false;
   int chk = 0;
-  bool rbar = true, qs = false;
+  bool rbar = true, qs = false, ew = false;
 };
 
 // Shared memory per block of the fused kernel; must match MmaEngine::SMEM, MmaTf32Engine::SMEM (also
@@ -203,11 +203,14 @@ KernelTuning parse_tuning(const std::string& spec) {
     } else if (key == "qs") {
       need(v == 0 || v == 1, "0 or 1");
       t.wg_q_shared = v;
+    } else if (key == "ew") {
+      need(v == 0 || v == 1, "0 or 1");
+      t.wg_early_wait = v;
     } else if (key == "x3") {
       need(v == 0 || v == 1, "0 or 1");
       t.fp32_x3 = v;
     } else {
-      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch, bc, lazy, wg, wgrows, ovl, chk, rbar, qs, x3)");
+      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch, bc, lazy, wg, wgrows, ovl, chk, rbar, qs, ew, x3)");
     }
   }
   return t;
@@ -457,6 +460,9 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       // dilated (H200), so not for single-run, single-pass plans.
       const bool multi = pass.max_runs >= 2 || plan.passes.size() > 1;
       tu.qs = opt.tuning.wg_q_shared < 0 ? multi : opt.tuning.wg_q_shared != 0;
+      // The computed tile's copies waited for (and fenced) before the next tile's are issued: 0.5-2%
+      // faster on every bf16 peer case (H200; the proxy fence then has no fresh copies behind it).
+      tu.ew = opt.tuning.wg_early_wait != 0;
       if (opt.tuning.min_blocks < 0) tu.min_blocks = (pass.max_runs <= 2 ? 4 : 3) / wgs;
     }
     kd.block = wg ? 128 * wgs : mod.tensor_cores ? 128 / tu.mw : 128;
@@ -467,7 +473,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     const std::string engine =
         wg        ? std::string("WgmmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) +
                  ", " + std::to_string(wgs) + ", " + (tu.lazy ? "true" : "false") + ", " + (tu.overlap ? "true" : "false") + ", " +
-                 std::to_string(tu.chk) + ", " + (tu.rbar ? "true" : "false") + ", " + (tu.qs ? "true" : "false") + ">"
+                 std::to_string(tu.chk) + ", " + (tu.rbar ? "true" : "false") + ", " + (tu.qs ? "true" : "false") + ", " + (tu.ew ? "true" : "false") + ">"
         : tf32_tc ? "MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : x3      ? "MmaTf32x3Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : mod.tensor_cores ? std::string("MmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.mw) +

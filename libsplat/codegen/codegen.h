@@ -50,12 +50,14 @@ struct KernelTuning {
                               // warps' P.V waits suffice); -1: auto (0)
   int wg_q_shared = -1;     // wgmma: Q in shared memory, S = Q.K^T from shared memory only (1), or Q's fragments
                             // in registers (0); -1: auto (1 for multi-run or multi-pass plans)
+  int wg_early_wait = -1;   // wgmma: wait for (and fence) a key tile's copies before issuing the next tile's (1),
+                            // or after (0); -1: auto (1)
   int fp32_x3 = -1;         // fp32 at head_dim % 32 == 0, <= 128: tensor cores as three tf32 products
                             // (3xTF32, MmaTf32x3Engine) (1) or CUDA cores (SimtEngine) (0); -1: auto (3xTF32)
 };
 
 // Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), bc (64|128),
-// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), x3 (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
+// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), x3 (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
 // std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
 

@@ -197,6 +197,10 @@ template <class E> struct HasLanded<E, decltype(void(&E::landed))> { static cons
 // wgmma reads complete for all four warps at once).
 template <class E, class = void> struct RefillBarrier { static constexpr bool value = true; };
 template <class E> struct RefillBarrier<E, decltype(void(E::REFILL_BARRIER))> { static constexpr bool value = E::REFILL_BARRIER; };
+// Whether the engine waits for the tile it computes before issuing the next load (EARLY_WAIT):
+// WgmmaEngine's proxy fence after the wait then has only that tile's copies outstanding.
+template <class E, class = void> struct EarlyWait { static constexpr bool value = false; };
+template <class E> struct EarlyWait<E, decltype(void(E::EARLY_WAIT))> { static constexpr bool value = E::EARLY_WAIT; };
 template <class E, class = void> struct Lookahead { static constexpr int value = E::STAGES - 1; };
 template <class E> struct Lookahead<E, decltype(void(E::LOOKAHEAD))> { static constexpr int value = E::LOOKAHEAD; };
 
@@ -333,7 +337,12 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
       for (int kt = 0; kt < ntiles; ++kt) {
         const int buf = S > 1 ? computed % S : 0;
         const int u0 = kt * BC;
-        if (S > 1) {
+        if (S > 1 && EarlyWait<E>::value) {
+          // This tile has landed (this thread's copies; the barrier below: all), then the next load.
+          cp_async_wait<LA - 1>();
+          if constexpr (HasLanded<E>::value) e.landed();
+          load_next();
+        } else if (S > 1) {
           load_next();  // into the stage freed S - LA tiles ago (all threads are past it)
           // This tile has landed (this thread's copies; the barrier below: all).
           cp_async_wait<LA>();

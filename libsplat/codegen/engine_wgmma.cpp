@@ -109,16 +109,19 @@ template <> __device__ __forceinline__ void wg_mma_ss<f16_t, true>(float (&d)[8]
 // RBAR: a block barrier before a stage is refilled. Not needed with one warpgroup: a warp past its
 // wait for a tile's P.V has seen that wgmma complete, which needed all four warps to issue it, and
 // their reads of the stage (S's wgmma, the rare recompute's ldmatrix) come before that.
+// EW: the driver waits for the computed tile's copies (and fences) before issuing the next load
+// (EarlyWait), instead of after.
 // QS: Q in shared memory (swizzled like K, after the stages) and S = Q.K^T with both operands
 // from shared memory: frees Q's 16 fragment registers per thread.
 template <class T, int HD, int SEQ, int KV, int NSTAGES, int WGS = 1, bool LAZY = false, bool OVL = false, int CHK = 0,
-          bool RBAR = true, bool QS = false>
+          bool RBAR = true, bool QS = false, bool EW = false>
 struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   static_assert(WGS == 1 || WGS == 2, "one or two warpgroups");
   static_assert(!(OVL && CHK), "the overlapped softmax holds O's rescale back");
   static_assert(!OVL || NSTAGES >= 3, "the deferred P.V reads the previous tile's V stage");
   static constexpr int NT = 128 * WGS, BR = 64 * WGS, LOOKAHEAD = OVL ? NSTAGES - 2 : NSTAGES - 1;
   static constexpr bool REFILL_BARRIER = RBAR || WGS > 1;
+  static constexpr bool EARLY_WAIT = EW;
   static_assert(HD == 64, "the wgmma engine's swizzled stages hold 128-byte key rows");
   using Base = MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY>;
   static constexpr int TILE = 64 * HD * 2;                         // one K or V stage, bytes

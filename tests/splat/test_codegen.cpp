@@ -314,18 +314,19 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   CHECK(w.fused[0].block == 128);
   CHECK(w.fused[0].smem_dynamic == 2 * 2 * 64 * 64 * 2 + 1024);
   // Defaults: lazy rescale, checked row sums (chk=1), no refill barrier, Q in registers for a
-  // single-run plan; lazy=0 rescales O every key tile (with chk=0), chk=0 takes row maxima.
-  CHECK(w.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false, 1, false, false>") != std::string::npos);
-  CHECK(gen(problem(window, 2048), "sm_90a", "lazy=0,chk=0").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, false, false, 0, false, false>") !=
+  // single-run plan, the tile's copies waited for before the next load (ew); lazy=0 rescales O
+  // every key tile (with chk=0), chk=0 takes row maxima.
+  CHECK(w.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false, 1, false, false, true>") != std::string::npos);
+  CHECK(gen(problem(window, 2048), "sm_90a", "lazy=0,chk=0").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, false, false, 0, false, false, true>") !=
         std::string::npos);
-  CHECK(gen(problem(window, 2048), "sm_90a", "rbar=1,qs=1,chk=2").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false, 2, true, true>") !=
+  CHECK(gen(problem(window, 2048), "sm_90a", "rbar=1,qs=1,chk=2,ew=0").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false, 2, true, true, false>") !=
         std::string::npos);
   // The overlap keeps the row maxima (no chk).
-  CHECK(gen(problem(window, 2048), "sm_90a", "ovl=1").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, true, 0, false, false>") !=
+  CHECK(gen(problem(window, 2048), "sm_90a", "ovl=1").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, true, 0, false, false, true>") !=
         std::string::npos);
   // Q in shared memory (one more 8 KB tile) for plans whose rows carry several runs.
   GeneratedModule lf = gen(problem(longformer, 2048), "sm_90a");
-  CHECK(lf.source.find(", 1, false, true>") != std::string::npos);
+  CHECK(lf.source.find(", 1, false, true, true>") != std::string::npos);
   CHECK(lf.fused[0].smem_dynamic == (2 * 2 + 1) * 64 * 64 * 2 + 1024);
   CHECK_THROWS_AS(parse_tuning("chk=3"), std::invalid_argument);
   CHECK(w.source.find("__launch_bounds__(128, 4) splat_fused_p0") != std::string::npos);
@@ -341,7 +342,7 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   // plan splits tiles (longformer's global rows).
   GeneratedModule d = gen(problem(window, 2048), "sm_90a", "stages=3");
   CHECK(d.fused[0].smem_dynamic == 2 * 3 * 64 * 64 * 2 + 1024);
-  CHECK(d.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false>") != std::string::npos);
+  CHECK(d.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false, true>") != std::string::npos);
   GeneratedModule r = gen(problem(window, 2048), "sm_90a", "wgrows=128");
   CHECK(r.fused[0].block == 256);
   CHECK(r.plan.shape.br == 128);
@@ -352,7 +353,7 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   CHECK_THROWS_AS(parse_tuning("wg=2"), std::invalid_argument);
   CHECK_THROWS_AS(parse_tuning("wgrows=96"), std::invalid_argument);
   for (const char* tuning : {"", "lazy=0", "chk=0", "chk=2", "qs=1", "qs=0", "rbar=1", "ovl=1", "ovl=1,lazy=0", "stages=3",
-                             "wgrows=128", "wgrows=128,stages=3", "wgrows=128,qs=1"}) {
+                             "wgrows=128", "wgrows=128,stages=3", "wgrows=128,qs=1", "ew=0", "ew=0,chk=0"}) {
     CAPTURE(tuning);
     for (const std::string* pat : {&window, &longformer}) {
       GeneratedModule m = gen(problem(*pat, 1024, "fp16"), "sm_90a", tuning);
