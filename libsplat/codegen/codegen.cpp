@@ -487,7 +487,9 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     s << "// " << (wg ? std::to_string(wgs) + " warpgroup(s) of 4 warps x 16 rows, " + std::to_string(tu.stages) +
                           " cp.async stages (128-byte swizzle), 64-key softmax steps" +
                           (tu.lazy ? ", lazy O rescale" : "") + (tu.overlap ? ", P.V overlapped with the next softmax" : "") +
-                          (tu.chk ? ", checked row sums instead of row maxima" : "")
+                          (tu.chk ? ", checked row sums instead of row maxima" : "") +
+                          (tu.qs ? ", Q in shared memory" : "") + (tu.rbar || wgs > 1 ? "" : ", no barrier before stage refills") +
+                          (tu.ew ? ", copies waited for before the next load" : "")
                    : mod.tensor_cores ? std::to_string(16 * tu.mw) + " rows per warp, " + std::to_string(tu.stages) +
                                           " cp.async stages, " + std::to_string(tu.bc) + "-key softmax steps" +
                                           (tu.lazy ? ", lazy O rescale" : "")

@@ -63,7 +63,8 @@ void walk(const Plan& plan, KeyTile&& key_tile, End&& end, PassEnd&& pass_end) {
 }  // namespace
 
 std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scale, const std::vector<double>& q,
-                                        const std::vector<double>& k, const std::vector<double>& v, double headroom) {
+                                        const std::vector<double>& k, const std::vector<double>& v, double headroom,
+                                        bool checked_sums) {
   const size_t L = static_cast<size_t>(plan.seq_len), D = static_cast<size_t>(d);
   const int br = plan.shape.br, bc = plan.shape.bc;
   const double ninf = -std::numeric_limits<double>::infinity();
@@ -112,7 +113,17 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
           }
           // Lazy rescale: the reference stays while the tile's max exceeds it by at most headroom
           // (an empty row's -inf reference always moves to the first kept score).
-          const bool keep_ref = headroom > 0 && st.m[ri] != ninf && mx <= st.m[ri] + headroom;
+          bool keep_ref = headroom > 0 && st.m[ri] != ninf && mx <= st.m[ri] + headroom;
+          if (checked_sums && headroom > 0 && st.m[ri] != ninf) {
+            // The wgmma engine's checked row sums: the reference stays while the sum of each
+            // thread's share of the row (columns c with c % 8 / 2 == t, t < 4) is <= e^headroom,
+            // and otherwise moves to the row max (the exact step).
+            double part[4] = {0, 0, 0, 0};
+            for (int c = 0; c < bc; ++c)
+              if (s[static_cast<size_t>(c)] != ninf) part[c % 8 / 2] += std::exp(s[static_cast<size_t>(c)] - st.m[ri]);
+            keep_ref = true;
+            for (double x : part) keep_ref = keep_ref && x <= std::exp(headroom);
+          }
           double m_new = keep_ref ? st.m[ri] : std::max(st.m[ri], mx);
           double ref = m_new == ninf ? 0.0 : m_new;
           double alpha = st.m[ri] == ninf ? 0.0 : std::exp(st.m[ri] - ref);

@@ -46,7 +46,7 @@ std::vector<double> brute(const Problem& p, const std::vector<double>& q, const 
 }
 
 // headroom: the lazy rescale of the bf16/fp16 kernels (8 in log2 units), or 0 (exact maxima).
-double max_diff(const Problem& p, const TileShape& shape, double headroom = 0.0) {
+double max_diff(const Problem& p, const TileShape& shape, double headroom = 0.0, bool checked = false) {
   Acsr a = analyze(p);
   Plan plan = make_plan(a, shape);
   std::mt19937_64 rng(7);
@@ -57,7 +57,7 @@ double max_diff(const Problem& p, const TileShape& shape, double headroom = 0.0)
     return x;
   };
   auto q = fill(p.seq_len), k = fill(p.kv_len), v = fill(p.kv_len);
-  auto got = cpu_model_attention(plan, p.head_dim, p.scale, q, k, v, headroom);
+  auto got = cpu_model_attention(plan, p.head_dim, p.scale, q, k, v, headroom, checked);
   auto want = brute(p, q, k, v);
   double d = 0;
   for (size_t x = 0; x < got.size(); ++x) d = std::max(d, std::fabs(got[x] - want[x]));
@@ -136,4 +136,29 @@ TEST_CASE("cpu model: the lazy rescale's stale references give the same attentio
     ++n;
   }
   CHECK(n >= 10);
+}
+
+// The wgmma engine's checked row sums (references kept while each thread's share of a row's
+// exponentials sums to <= 2^8, else moved to the row max): same attention as brute force, with
+// and without scores scaled up 6x so that checks fail, and no exponential above 2^8 (the model
+// throws otherwise).
+TEST_CASE("cpu model: checked row sums give the same attention") {
+  const double headroom = 8 * std::log(2.0);
+  for (const char* pat : {R"({"window": {"left": 100, "right": 100}})",
+                          R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})",
+                          R"({"union": [{"window": {"left": 20, "right": 20}}, {"global": {"tokens": [0, 1, 2, 3]}}]})"}) {
+    CAPTURE(pat);
+    Problem p = small(pat, 700, 16);
+    CHECK(max_diff(p, {}, headroom, true) < 1e-12);
+    p.scale *= 6;
+    CHECK(max_diff(p, {}, headroom, true) < 1e-12);
+  }
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(TRSPLAT_SOURCE_DIR) / "tests" / "gpu")) {
+    if (e.path().extension() != ".json") continue;
+    CAPTURE(e.path().string());
+    CHECK(max_diff(load_problem(e.path().string()), {}, headroom, true) < 1e-11);
+    ++n;
+  }
+  CHECK(n >= 12);
 }
