@@ -163,6 +163,31 @@ struct MmaEngine {
     }
   }
 
+  // The exact online-softmax step on masked scores (mul: the scale still to apply, 1 if applied):
+  // references to the row maxima, l and O rescaled (or O's factors handed back, RESCALE_O), S
+  // becomes the probabilities in place.
+  template <bool RESCALE_O = true>
+  __device__ __forceinline__ void exact_step(float (&s)[MW][BC / 8][4], float mul, float* alpha_out = nullptr) {
+#pragma unroll
+    for (int h = 0; h < ROWS; ++h) {
+      const int mt = h >> 1, hh = h & 1;
+      float mx = row_max(s[mt], hh);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h], mx * mul);
+      const float ref = m_new == neg_inf() ? 0.f : m_new;
+      const float alpha = fast_exp2(m[h] - ref);
+      m[h] = m_new;
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n) {
+        s[mt][n][2 * hh] = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref));
+        s[mt][n][2 * hh + 1] = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref));
+      }
+      l[h] = l[h] * alpha + row_sum(s[mt], hh);
+      rescale_row<RESCALE_O>(h, alpha, alpha_out);
+    }
+  }
+
   // Masks, scales and exponentiates S in place (probabilities, not yet normalised) and rescales
   // the running sums and O to the new row maxima. RESCALE_O = false: O's factors are returned in
   // alpha_out instead, and whether any is not 1 (warp-uniform), for an engine whose O is still
@@ -234,24 +259,7 @@ struct MmaEngine {
         l[h] += row_sum(s[mt], hh);
       }
     } else {
-#pragma unroll
-      for (int h = 0; h < ROWS; ++h) {
-        const int mt = h >> 1, hh = h & 1;
-        float mx = row_max(s[mt], hh);
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[h], mx * mul);
-        const float ref = m_new == neg_inf() ? 0.f : m_new;
-        const float alpha = fast_exp2(m[h] - ref);
-        m[h] = m_new;
-#pragma unroll
-        for (int n = 0; n < BC / 8; ++n) {
-          s[mt][n][2 * hh] = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref));
-          s[mt][n][2 * hh + 1] = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref));
-        }
-        l[h] = l[h] * alpha + row_sum(s[mt], hh);
-        rescale_row<RESCALE_O>(h, alpha, alpha_out);
-      }
+      exact_step<RESCALE_O>(s, mul, alpha_out);
     }
     return rescaled;
   }

@@ -291,7 +291,8 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   }
   // CHK softmax: S becomes P in place, O and l updated.
   template <class Keep>
-  __device__ __forceinline__ void softmax_checked(int buf, float (&s)[8][4], bool full, float scale_log2, Keep keep) {
+  __device__ __forceinline__ void softmax_checked(int buf, float (&s1)[1][8][4], bool full, float scale_log2, Keep keep) {
+    float(&s)[8][4] = s1[0];
     scale_mask(s, full, scale_log2, keep);
     const float mul = scale_log2 > 0.f ? scale_log2 : 1.f;
     float* m = this->m;
@@ -319,23 +320,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       scale_mask(s, full, scale_log2, keep);
     }
     // Exact step: references to the row maxima.
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float mx = this->row_max(s, h);
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h], mx * mul);
-      const float ref = m_new == neg_inf() ? 0.f : m_new;
-      const float alpha = fast_exp2(m[h] - ref);
-      m[h] = m_new;
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        s[n][2 * h] = fast_exp2(fmaf(s[n][2 * h], mul, -ref));
-        s[n][2 * h + 1] = fast_exp2(fmaf(s[n][2 * h + 1], mul, -ref));
-      }
-      this->l[h] = this->l[h] * alpha + this->row_sum(s, h);
-      this->template rescale_row<true>(h, alpha, nullptr);
-    }
+    this->exact_step(s1, mul);
   }
 
   template <class Keep>
@@ -380,7 +365,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       wg_wait0();
       wg_hold(s[0]);
       if (CHK)
-        softmax_checked(buf, s[0], full, scale_log2, keep);
+        softmax_checked(buf, s, full, scale_log2, keep);
       else
         this->softmax(s, full, scale_log2, keep);
       pack_p(s[0]);

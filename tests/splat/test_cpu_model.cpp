@@ -64,6 +64,20 @@ double max_diff(const Problem& p, const TileShape& shape, double headroom = 0.0,
   return d;
 }
 
+// Calls f on each GPU edge-case problem (tests/gpu/*.json); returns how many.
+template <class F>
+int for_each_gpu_problem(F f) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(TRSPLAT_SOURCE_DIR) / "tests" / "gpu")) {
+    if (e.path().extension() != ".json") continue;
+    const std::string name = e.path().string();
+    CAPTURE(name);
+    f(load_problem(name));
+    ++n;
+  }
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("cpu model matches brute force: window, dilated, blocked (one pass)") {
@@ -103,62 +117,27 @@ TEST_CASE("cpu model matches brute force: random blocks, causal, 128-row tiles")
 // The GPU edge-case problems (scripts/check-gpu): ragged sizes, kv_len != seq_len, causal, head
 // dims 32..128, the fixed pattern's lattice groups; the plan the GPU kernels walk is right for each.
 TEST_CASE("cpu model matches brute force on the GPU edge-case problems (tests/gpu)") {
-  int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(TRSPLAT_SOURCE_DIR) / "tests" / "gpu")) {
-    if (e.path().extension() != ".json") continue;
-    CAPTURE(e.path().string());
-    Problem p = load_problem(e.path().string());
-    CHECK(max_diff(p, {}) < 1e-11);
-    ++n;
-  }
-  CHECK(n >= 10);
+  CHECK(for_each_gpu_problem([](const Problem& p) { CHECK(max_diff(p, {}) < 1e-11); }) >= 12);
 }
 
 // The lazy rescale (a row's exponent reference moves only when a key tile's max exceeds it by more
-// than 8 in log2 units) gives the same output, and no exponentiated score exceeds 2^8 (the model
-// throws otherwise). Scores scaled up 6x so that references do move after the first key tile.
-TEST_CASE("cpu model: the lazy rescale's stale references give the same attention") {
+// than 8 in log2 units), and the wgmma engine's checked row sums (references kept while each
+// thread's share of a row's exponentials sums to <= 2^8, else moved to the row max), give the same
+// output, and no exponentiated score exceeds 2^8 (the model throws otherwise). Scores scaled up 6x
+// so that references do move after the first key tile (and checks fail).
+TEST_CASE("cpu model: stale references (lazy rescale, checked row sums) give the same attention") {
   const double headroom = 8 * std::log(2.0);
-  for (const char* pat : {R"({"window": {"left": 100, "right": 100}})",
-                          R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})",
-                          R"({"union": [{"window": {"left": 20, "right": 20}}, {"global": {"tokens": [0, 1, 2, 3]}}]})"}) {
-    CAPTURE(pat);
-    Problem p = small(pat, 700, 16);
-    CHECK(max_diff(p, {}, headroom) < 1e-12);
-    p.scale *= 6;
-    CHECK(max_diff(p, {}, headroom) < 1e-12);
+  for (bool checked : {false, true}) {
+    CAPTURE(checked);
+    for (const char* pat : {R"({"window": {"left": 100, "right": 100}})",
+                            R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})",
+                            R"({"union": [{"window": {"left": 20, "right": 20}}, {"global": {"tokens": [0, 1, 2, 3]}}]})"}) {
+      CAPTURE(pat);
+      Problem p = small(pat, 700, 16);
+      CHECK(max_diff(p, {}, headroom, checked) < 1e-12);
+      p.scale *= 6;
+      CHECK(max_diff(p, {}, headroom, checked) < 1e-12);
+    }
+    CHECK(for_each_gpu_problem([&](const Problem& p) { CHECK(max_diff(p, {}, headroom, checked) < 1e-11); }) >= 12);
   }
-  int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(TRSPLAT_SOURCE_DIR) / "tests" / "gpu")) {
-    if (e.path().extension() != ".json") continue;
-    CAPTURE(e.path().string());
-    CHECK(max_diff(load_problem(e.path().string()), {}, headroom) < 1e-11);
-    ++n;
-  }
-  CHECK(n >= 10);
-}
-
-// The wgmma engine's checked row sums (references kept while each thread's share of a row's
-// exponentials sums to <= 2^8, else moved to the row max): same attention as brute force, with
-// and without scores scaled up 6x so that checks fail, and no exponential above 2^8 (the model
-// throws otherwise).
-TEST_CASE("cpu model: checked row sums give the same attention") {
-  const double headroom = 8 * std::log(2.0);
-  for (const char* pat : {R"({"window": {"left": 100, "right": 100}})",
-                          R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})",
-                          R"({"union": [{"window": {"left": 20, "right": 20}}, {"global": {"tokens": [0, 1, 2, 3]}}]})"}) {
-    CAPTURE(pat);
-    Problem p = small(pat, 700, 16);
-    CHECK(max_diff(p, {}, headroom, true) < 1e-12);
-    p.scale *= 6;
-    CHECK(max_diff(p, {}, headroom, true) < 1e-12);
-  }
-  int n = 0;
-  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(TRSPLAT_SOURCE_DIR) / "tests" / "gpu")) {
-    if (e.path().extension() != ".json") continue;
-    CAPTURE(e.path().string());
-    CHECK(max_diff(load_problem(e.path().string()), {}, headroom, true) < 1e-11);
-    ++n;
-  }
-  CHECK(n >= 12);
 }
