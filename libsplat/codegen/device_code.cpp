@@ -61,6 +61,20 @@ __device__ __forceinline__ float fast_exp2(float x) {
 }
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
+// Softmax state in the fused workspaces: every row's unnormalised O (rows of hd floats per head,
+// heads gridDim.y), then every row's (m, l). The pass hand-over holds seq_len rows per head, the
+// split-KV slots slots * 64 (fused_combine and end_partial index those directly, by slot row).
+// Returns row r of head bh's (m, l).
+template <class F> __device__ __forceinline__ F* state_ml(F* ws, i64 rows, int hd, i64 bh, i64 r) {
+  return ws + (i64)gridDim.y * rows * hd + (bh * rows + r) * 2;
+}
+// Sum over the W lanes (1, 2, 4, 8...) that share a row: xor shuffles, lane distance 1 first.
+template <int W> __device__ __forceinline__ float lane_sum(float x) {
+#pragma unroll
+  for (int o = 1; o < W; o <<= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
 __device__ __forceinline__ u32 smem_addr(const void* p) {
   return static_cast<u32>(__cvta_generic_to_shared(p));
 }
@@ -395,7 +409,7 @@ __device__ __forceinline__ void fused_combine(const SplitD* splits, T* o, float*
   const SplitD sp = splits[blockIdx.x];
   const i64 bh = blockIdx.y;
   const float* wsplit = ws + (i64)gridDim.y * SEQ * (HD + 2);
-  const float* pml = wsplit + (i64)gridDim.y * NSLOTS * 64 * HD;
+  const float* pml = wsplit + (i64)gridDim.y * NSLOTS * 64 * HD;  // slots' (m, l), state_ml's layout
   for (int x = threadIdx.x; x < 64 * HD; x += blockDim.x) {
     const int r = x / HD, d = x % HD;
     const i64 m = sp.m_begin + r;
@@ -416,7 +430,7 @@ __device__ __forceinline__ void fused_combine(const SplitD* splits, T* o, float*
     } else {
       ws[(bh * SEQ + i) * HD + d] = acc;
       if (d == 0) {
-        float* ml = ws + (i64)gridDim.y * SEQ * HD + (bh * SEQ + i) * 2;
+        float* ml = state_ml(ws, SEQ, HD, bh, i);
         ml[0] = M;
         ml[1] = L;
       }

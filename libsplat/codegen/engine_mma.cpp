@@ -57,7 +57,7 @@ struct MmaEngine {
       m[h] = neg_inf();
       l[h] = 0.f;
       if (!first && row[h] >= 0) {
-        const float* ml = ws + (i64)gridDim.y * SEQ * HD + (bh * SEQ + row[h]) * 2;
+        const float* ml = state_ml(ws, SEQ, HD, bh, row[h]);
         m[h] = ml[0];
         l[h] = t4 == 0 ? ml[1] : 0.f;  // l is summed over the 4 lanes of a row at the end
       }
@@ -296,10 +296,7 @@ struct MmaEngine {
   __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float* wsplit) {
     const int t4 = threadIdx.x & 3;
 #pragma unroll
-    for (int h = 0; h < ROWS; ++h) {
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
+    for (int h = 0; h < ROWS; ++h) l[h] = lane_sum<4>(l[h]);
 #pragma unroll
     for (int h = 0; h < ROWS; ++h) {
       const int mt = h >> 1, hh = h & 1;
@@ -308,7 +305,7 @@ struct MmaEngine {
       for (int d = 0; d < HD / 8; ++d)
         *reinterpret_cast<float2*>(wsplit + base * HD + d * 8 + 2 * t4) = make_float2(acc[mt][d][2 * hh], acc[mt][d][2 * hh + 1]);
       if (t4 == 0) {
-        float* ml = wsplit + (i64)gridDim.y * nslots * 64 * HD + base * 2;
+        float* ml = wsplit + (i64)gridDim.y * nslots * 64 * HD + base * 2;  // slot row base's (m, l)
         ml[0] = m[h];
         ml[1] = l[h];
       }
@@ -318,10 +315,7 @@ struct MmaEngine {
   __device__ __forceinline__ void end(const i64* row, i64 bh, bool last, T* o, float* ws) {
     const int t4 = threadIdx.x & 3;
 #pragma unroll
-    for (int h = 0; h < ROWS; ++h) {
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
+    for (int h = 0; h < ROWS; ++h) l[h] = lane_sum<4>(l[h]);
 #pragma unroll
     for (int h = 0; h < ROWS; ++h) {
       const int mt = h >> 1, hh = h & 1;
@@ -339,7 +333,7 @@ struct MmaEngine {
           *reinterpret_cast<float2*>(ws + (bh * SEQ + i) * HD + d * 8 + 2 * t4) =
               make_float2(acc[mt][d][2 * hh], acc[mt][d][2 * hh + 1]);
         if (t4 == 0) {
-          float* ml = ws + (i64)gridDim.y * SEQ * HD + (bh * SEQ + i) * 2;
+          float* ml = state_ml(ws, SEQ, HD, bh, i);
           ml[0] = m[h];
           ml[1] = l[h];
         }

@@ -60,7 +60,7 @@ struct SimtEngine {
       m[h] = neg_inf();
       l[h] = 0.f;
       if (!first && row[h] >= 0) {
-        const float* ml = ws + (i64)gridDim.y * SEQ * HD + (bh * SEQ + row[h]) * 2;
+        const float* ml = state_ml(ws, SEQ, HD, bh, row[h]);
         m[h] = ml[0];
         l[h] = tx == 0 ? ml[1] : 0.f;
       }
@@ -205,18 +205,14 @@ struct SimtEngine {
   __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float* wsplit) {
     const int tx = threadIdx.x & 7;
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 4);
-    }
+    for (int r = 0; r < 4; ++r) l[r] = lane_sum<8>(l[r]);
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const i64 base = (bh * nslots + split_slot) * 64 + slot(r);
 #pragma unroll
       for (int d = 0; d < DPT; ++d) wsplit[base * HD + col_of(tx, d)] = acc[r][d];
       if (tx == 0) {
-        float* ml = wsplit + (i64)gridDim.y * nslots * 64 * HD + base * 2;
+        float* ml = wsplit + (i64)gridDim.y * nslots * 64 * HD + base * 2;  // slot row base's (m, l)
         ml[0] = m[r];
         ml[1] = l[r];
       }
@@ -226,11 +222,7 @@ struct SimtEngine {
   __device__ __forceinline__ void end(const i64* row, i64 bh, bool last, T* o, float* ws) {
     const int tx = threadIdx.x & 7;
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-      l[r] += __shfl_xor_sync(0xffffffffu, l[r], 4);
-    }
+    for (int r = 0; r < 4; ++r) l[r] = lane_sum<8>(l[r]);
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const i64 i = row[r];
@@ -243,7 +235,7 @@ struct SimtEngine {
 #pragma unroll
         for (int d = 0; d < DPT; ++d) ws[(bh * SEQ + i) * HD + col_of(tx, d)] = acc[r][d];
         if (tx == 0) {
-          float* ml = ws + (i64)gridDim.y * SEQ * HD + (bh * SEQ + i) * 2;
+          float* ml = state_ml(ws, SEQ, HD, bh, i);
           ml[0] = m[r];
           ml[1] = l[r];
         }

@@ -68,7 +68,7 @@ struct MmaTf32Engine {
       m[h] = neg_inf();
       l[h] = 0.f;
       if (!first && row[h] >= 0) {
-        const float* ml = ws + (i64)gridDim.y * SEQ * HD + (bh * SEQ + row[h]) * 2;
+        const float* ml = state_ml(ws, SEQ, HD, bh, row[h]);
         m[h] = ml[0];
         l[h] = t4 == 0 ? ml[1] : 0.f;  // l is summed over the 4 lanes of a row at the end
       }
@@ -212,10 +212,7 @@ struct MmaTf32Engine {
   __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float* wsplit) {
     const int t4 = threadIdx.x & 3;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
+    for (int h = 0; h < 2; ++h) l[h] = lane_sum<4>(l[h]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const i64 base = (bh * nslots + split_slot) * 64 + slot(h);
@@ -225,7 +222,7 @@ struct MmaTf32Engine {
         for (int p = 0; p < 2; ++p)
           *reinterpret_cast<float4*>(wsplit + base * HD + 32 * j + 4 * (2 * t4 + p)) = ovec(h, j, p, 1.f);
       if (t4 == 0) {
-        float* ml = wsplit + (i64)gridDim.y * nslots * 64 * HD + base * 2;
+        float* ml = wsplit + (i64)gridDim.y * nslots * 64 * HD + base * 2;  // slot row base's (m, l)
         ml[0] = m[h];
         ml[1] = l[h];
       }
@@ -235,10 +232,7 @@ struct MmaTf32Engine {
   __device__ __forceinline__ void end(const i64* row, i64 bh, bool last, float* o, float* ws) {
     const int t4 = threadIdx.x & 3;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    }
+    for (int h = 0; h < 2; ++h) l[h] = lane_sum<4>(l[h]);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const i64 i = row[h];
@@ -251,7 +245,7 @@ struct MmaTf32Engine {
         for (int p = 0; p < 2; ++p)
           *reinterpret_cast<float4*>(dst + 32 * j + 4 * (2 * t4 + p)) = ovec(h, j, p, f);
       if (!last && t4 == 0) {
-        float* ml = ws + (i64)gridDim.y * SEQ * HD + (bh * SEQ + i) * 2;
+        float* ml = state_ml(ws, SEQ, HD, bh, i);
         ml[0] = m[h];
         ml[1] = l[h];
       }
