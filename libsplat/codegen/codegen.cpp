@@ -86,7 +86,7 @@ struct Tuning {
   int mw = 1, stages = 2, min_blocks = 4, bc = 64;
   bool alias = false, batch = true, lazy = false, overlap = false;
   int chk = 0;
-  bool rbar = true, qs = false, ew = false;
+  bool rbar = true, qs = false, ew = false, tma = false;
 };
 
 // Shared memory per block of the fused kernel; must match MmaEngine::SMEM, MmaTf32Engine::SMEM (also
@@ -188,6 +188,9 @@ KernelTuning parse_tuning(const std::string& spec) {
     } else if (key == "wgrows") {
       need(v == 64 || v == 128, "64 or 128");
       t.wg_rows = v;
+    } else if (key == "tma") {
+      need(v == 0 || v == 1, "0 or 1");
+      t.wg_tma = v;
     } else if (key == "wg") {
       need(v == 0 || v == 1, "0 or 1");
       t.wgmma = v;
@@ -210,7 +213,7 @@ KernelTuning parse_tuning(const std::string& spec) {
       need(v == 0 || v == 1, "0 or 1");
       t.fp32_x3 = v;
     } else {
-      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch, bc, lazy, wg, wgrows, ovl, chk, rbar, qs, ew, x3)");
+      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch, bc, lazy, wg, wgrows, ovl, chk, rbar, qs, ew, tma, x3)");
     }
   }
   return t;
@@ -227,8 +230,15 @@ const std::vector<ParamDesc>& kernel_params() {
       {"ws", "float*", "fused multi-pass workspace: batch*heads*workspace_floats_per_bh floats (null if 0)"},
       {"scores", "float*", "pipeline compressed scores/probabilities: batch*heads*nnz floats (null for fused)"},
       {"table", "const int*", "device table (table.bin, int32 words; null when table_words is 0)"},
+      {"tmaps", "const void*",
+       "tensor maps (CUtensorMap, 128 bytes each, 64-byte aligned) of k and v for the TMA loads of fused kernels "
+       "(manifest tensor_maps; null when it is empty)"},
   };
   return params;
+}
+
+namespace {
+std::vector<TensorMapDesc> make_tensor_maps(const Problem& p);
 }
 
 GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOptions& opt) {
@@ -328,7 +338,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   s << "//   Keys visited per head " << plan.key_slots << " for " << plan.nnz << " kept (tile fill " << plan.tile_fill()
     << ").\n//\n"
     << "// Entry points: grid (grid_x, batch*heads), block as in the manifest; parameters\n"
-    << "//   (const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table)\n\n";
+    << "//   (const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table,\n"
+        "//    const void* tmaps)\n\n";
   s << "#define SPLAT_SEQ " << p.seq_len << "\n#define SPLAT_KV " << p.kv_len << "\n#define SPLAT_HD " << HD << "\n";
   s << device_code();
 
@@ -352,6 +363,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   s << "};\n";
   const double scale_log2 = p.scale * 1.4426950408889634;
   const char* T = elt_type(p.dtype);
+  bool any_tma = false;  // some fused pass loads K/V by TMA
   for (size_t pi = 0; pi < plan.passes.size() && opt.fused; ++pi) {
     const PlanPass& pass = plan.passes[pi];
     std::ostringstream tiles, groups, walks, gitems, grbeg, gpmax;
@@ -464,6 +476,20 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       // faster on every bf16 peer case (H200; the proxy fence then has no fresh copies behind it).
       tu.ew = opt.tuning.wg_early_wait != 0;
       if (opt.tuning.min_blocks < 0) tu.min_blocks = (pass.max_runs <= 2 ? 4 : 3) / wgs;
+      // K/V stages by TMA where every walk of the pass has step 1 or 2 (the tensor maps' two views;
+      // step 2 needs an even number of key rows in the whole tensor) and one warpgroup frees the
+      // stages (no refill barrier).
+      bool walks_ok = true, step2 = false;
+      for (const PlanTile& t : pass.tiles)
+        for (const PlanGroup& g : t.groups)
+          for (const KeyWalk& w : g.walks) {
+            if (w.count <= 0) continue;
+            walks_ok = walks_ok && (w.step == 1 || w.step == 2);
+            step2 = step2 || w.step == 2;
+          }
+      const bool even_rows = (p.batch * p.heads * p.kv_len) % 2 == 0;
+      tu.tma = opt.tuning.wg_tma != 0 && wgs == 1 && !tu.rbar && walks_ok && (!step2 || even_rows);
+      any_tma = any_tma || tu.tma;
     }
     kd.block = wg ? 128 * wgs : mod.tensor_cores ? 128 / tu.mw : 128;
     // wgmma: 1024-byte aligned swizzled stages (WgmmaEngine::SMEM).
@@ -473,7 +499,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     const std::string engine =
         wg        ? std::string("WgmmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) +
                  ", " + std::to_string(wgs) + ", " + (tu.lazy ? "true" : "false") + ", " + (tu.overlap ? "true" : "false") + ", " +
-                 std::to_string(tu.chk) + ", " + (tu.rbar ? "true" : "false") + ", " + (tu.qs ? "true" : "false") + ", " + (tu.ew ? "true" : "false") + ">"
+                 std::to_string(tu.chk) + ", " + (tu.rbar ? "true" : "false") + ", " + (tu.qs ? "true" : "false") + ", " + (tu.ew ? "true" : "false") + (tu.tma ? ", true>" : ">")
         : tf32_tc ? "MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : x3      ? "MmaTf32x3Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : mod.tensor_cores ? std::string("MmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.mw) +
@@ -489,7 +515,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
                           (tu.lazy ? ", lazy O rescale" : "") + (tu.overlap ? ", P.V overlapped with the next softmax" : "") +
                           (tu.chk ? ", checked row sums instead of row maxima" : "") +
                           (tu.qs ? ", Q in shared memory" : "") + (tu.rbar || wgs > 1 ? "" : ", no barrier before stage refills") +
-                          (tu.ew ? ", copies waited for before the next load" : "")
+                          (tu.tma ? ", K/V stages loaded by TMA" : tu.ew ? ", copies waited for before the next load" : "")
                    : mod.tensor_cores ? std::to_string(16 * tu.mw) + " rows per warp, " + std::to_string(tu.stages) +
                                           " cp.async stages, " + std::to_string(tu.bc) + "-key softmax steps" +
                                           (tu.lazy ? ", lazy O rescale" : "")
@@ -497,14 +523,14 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
                                           " shared memory, " + (tu.batch ? "batched" : "per-element") + " K/V loads")
       << "\n";
     s << "extern \"C\" __global__ void __launch_bounds__(" << bounds << ") " << kd.name
-      << "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table) {\n"
+      << "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
       << "  (void)scores;\n"
       << "  fused_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << pass.max_runs << ", "
       << pass.slots << ", " << (first ? "true" : "false") << ", " << (last ? "true" : "false") << ">(kItems, kTiles" << pi << ", kGroups"
       << pi << ", kWalks" << pi << ", kGroupItems" << pi << ", kGroupRowBegin" << pi << ", kGroupRowEndMax" << pi
       << ", " << f32_literal(scale_log2) << ", static_cast<const "
       << T << "*>(q), static_cast<const " << T << "*>(k), static_cast<const " << T << "*>(v), static_cast<" << T
-      << "*>(o), ws, table);\n}\n";
+      << "*>(o), ws, table, tmaps);\n}\n";
     if (!pass.splits.empty()) {
       KernelDesc cd;
       cd.name = kd.name + "_combine";
@@ -512,8 +538,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       cd.grid_x = static_cast<int64_t>(pass.splits.size());
       mod.fused.push_back(cd);
       s << "extern \"C\" __global__ void __launch_bounds__(128) " << cd.name
-        << "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table) {\n"
-        << "  (void)q; (void)k; (void)v; (void)scores; (void)table;\n"
+        << "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
+        << "  (void)q; (void)k; (void)v; (void)scores; (void)table; (void)tmaps;\n"
         << "  fused_combine<" << T << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << pass.slots << ", "
         << (last ? "true" : "false") << ">(kSplits" << pi << ", static_cast<" << T << "*>(o), ws);\n}\n";
     }
@@ -550,18 +576,18 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     const std::string seg_args = "kSegs, " + std::to_string(nseg);
     const std::string off = std::to_string(off_word) + "ll, " + std::to_string(plan.nnz) + "ll";
     s << "extern \"C\" __global__ void __launch_bounds__(128) splat_sddmm(const void* q, const void* k, const void* v, "
-         "void* o, float* ws, float* scores, const int* table) {\n"
-      << "  (void)v; (void)o; (void)ws;\n"
+         "void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
+      << "  (void)v; (void)o; (void)ws; (void)tmaps;\n"
       << "  sddmm_row<" << T << ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV>(" << seg_args << ", kSegRuns, kItems, table, " << off
       << ", " << f32_literal(p.scale) << ", static_cast<const " << T << "*>(q), static_cast<const " << T
       << "*>(k), scores);\n}\n";
     s << "extern \"C\" __global__ void __launch_bounds__(128) splat_softmax(const void* q, const void* k, const void* v, "
-         "void* o, float* ws, float* scores, const int* table) {\n"
-      << "  (void)q; (void)k; (void)v; (void)o; (void)ws;\n"
+         "void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
+      << "  (void)q; (void)k; (void)v; (void)o; (void)ws; (void)tmaps;\n"
       << "  softmax_row<SPLAT_SEQ>(" << seg_args << ", table, " << off << ", scores);\n}\n";
     s << "extern \"C\" __global__ void __launch_bounds__(128) splat_spmm(const void* q, const void* k, const void* v, "
-         "void* o, float* ws, float* scores, const int* table) {\n"
-      << "  (void)q; (void)k; (void)ws;\n"
+         "void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
+      << "  (void)q; (void)k; (void)ws; (void)tmaps;\n"
       << "  spmm_row<" << T << ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV>(" << seg_args << ", kSegRuns, kItems, table, " << off
       << ", scores, static_cast<const " << T << "*>(v), static_cast<" << T << "*>(o));\n}\n";
     for (const char* n : {"splat_sddmm", "splat_softmax", "splat_spmm"}) {
@@ -574,9 +600,50 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       mod.pipeline.push_back(kd);
     }
   }
+  if (any_tma) mod.tensor_maps = make_tensor_maps(p);
   mod.source = s.str();
   return mod;
 }
+
+namespace {
+// K, V as rows (unit-step walks) and as [rows / 2][2][head_dim] (stride-2 walks: a box is 64 rows of
+// one parity).
+std::vector<TensorMapDesc> make_tensor_maps(const Problem& p) {
+  const uint64_t rows = static_cast<uint64_t>(p.batch * p.heads * p.kv_len), hd = static_cast<uint64_t>(p.head_dim);
+  const uint64_t pitch = hd * 2;  // bf16/fp16 rows
+  std::vector<TensorMapDesc> maps;
+  for (int step : {1, 2})
+    for (const char* t : {"k", "v"}) {
+      TensorMapDesc m;
+      m.tensor = t;
+      if (step == 1) {
+        m.dims = {hd, rows};
+        m.strides = {pitch};
+        m.box = {static_cast<uint32_t>(hd), 64};
+      } else {
+        m.dims = {hd, 2, rows / 2};
+        m.strides = {pitch, 2 * pitch};
+        m.box = {static_cast<uint32_t>(hd), 1, 64};
+      }
+      maps.push_back(m);
+    }
+  return maps;
+}
+
+nlohmann::json tensor_maps_json(const Problem& p, const GeneratedModule& mod) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const TensorMapDesc& m : mod.tensor_maps)
+    a.push_back({{"tensor", m.tensor},
+                 {"dims", m.dims},
+                 {"strides_bytes", m.strides},
+                 {"box", m.box},
+                 {"element", dtype_name(p.dtype)},
+                 {"swizzle", "128B"},
+                 {"interleave", "none"},
+                 {"oob_fill", "zero"}});
+  return a;
+}
+}  // namespace
 
 nlohmann::json manifest(const Problem& p, const GeneratedModule& mod, const std::string& target, const std::string& arch,
                         const std::vector<std::string>& files) {
@@ -620,6 +687,7 @@ nlohmann::json manifest(const Problem& p, const GeneratedModule& mod, const std:
               {"workspace_floats_per_bh", mod.workspace_floats_per_bh},
               {"scores_floats_per_bh", mod.scores_floats_per_bh},
               {"table_words", mod.table.size()},
+              {"tensor_maps", tensor_maps_json(p, mod)},
               {"tensor_cores", mod.tensor_cores},
               {"engine", mod.engine},
               {"tile", {{"rows", mod.plan.shape.br}, {"keys", mod.plan.shape.bc}, {"fill", mod.plan.tile_fill()}}}};

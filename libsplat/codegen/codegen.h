@@ -52,12 +52,14 @@ struct KernelTuning {
                             // in registers (0); -1: auto (1 for multi-run or multi-pass plans)
   int wg_early_wait = -1;   // wgmma: wait for (and fence) a key tile's copies before issuing the next tile's (1),
                             // or after (0); -1: auto (1)
+  int wg_tma = -1;          // wgmma, one warpgroup: K/V stages loaded by TMA where every walk has step 1 or 2 (1), or
+                            // by cp.async (0); -1: auto (1)
   int fp32_x3 = -1;         // fp32 at head_dim % 32 == 0, <= 128: tensor cores as three tf32 products
                             // (3xTF32, MmaTf32x3Engine) (1) or CUDA cores (SimtEngine) (0); -1: auto (3xTF32)
 };
 
 // Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), bc (64|128),
-// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), x3 (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
+// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), x3 (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
 // std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
 
@@ -83,6 +85,15 @@ struct ParamDesc {
   std::string name, type, description;
 };
 
+// A TMA tensor map (CUtensorMap, 128 bytes, 64-byte aligned) over a 16-bit tensor's rows
+// [batch*heads*kv_len, head_dim]: dims innermost first, byte strides of dims 1.., a box of 64 rows
+// (its inner dim the whole 128-byte row); 128-byte swizzle, no interleave, zeros out of bounds.
+struct TensorMapDesc {
+  std::string tensor;  // "k" or "v": the launch's k or v pointer is the global address
+  std::vector<uint64_t> dims, strides;
+  std::vector<uint32_t> box;
+};
+
 struct GeneratedModule {
   std::string name;                    // problem name (file stem of emitted files)
   std::string source;                  // CUDA C++
@@ -99,6 +110,9 @@ struct GeneratedModule {
   std::string pattern_hash;            // "fnv1a64:<16 hex>" of the shape and the ACSR
   Plan plan;
   int64_t max_row_runs = 0;
+  // Tensor maps the fused kernels' TMA loads read (parameter tmaps), in order: K and V for unit-step
+  // walks, K and V for stride-2 walks; empty when no fused kernel uses TMA.
+  std::vector<TensorMapDesc> tensor_maps;
 };
 
 GeneratedModule generate(const Problem& problem, const Acsr& acsr, const CodegenOptions& = {});

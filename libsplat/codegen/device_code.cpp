@@ -215,6 +215,10 @@ template <class E> struct RefillBarrier<E, decltype(void(E::REFILL_BARRIER))> { 
 // WgmmaEngine's proxy fence after the wait then has only that tile's copies outstanding.
 template <class E, class = void> struct EarlyWait { static constexpr bool value = false; };
 template <class E> struct EarlyWait<E, decltype(void(E::EARLY_WAIT))> { static constexpr bool value = E::EARLY_WAIT; };
+// Whether the engine's stages are loaded by TMA and published by mbarriers (USES_TMA: WgmmaEngine):
+// no cp.async wait, proxy fence or block barrier per key tile.
+template <class E, class = void> struct UsesTma { static constexpr bool value = false; };
+template <class E> struct UsesTma<E, decltype(void(E::USES_TMA))> { static constexpr bool value = E::USES_TMA; };
 template <class E, class = void> struct Lookahead { static constexpr int value = E::STAGES - 1; };
 template <class E> struct Lookahead<E, decltype(void(E::LOOKAHEAD))> { static constexpr int value = E::LOOKAHEAD; };
 
@@ -222,7 +226,7 @@ template <class E, class T, int SEQ, int HD, int PERIOD, int R, int NSLOTS, bool
 __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles, const GroupD* groups, const WalkD* walks,
                                            const int* group_items, const int* group_rbeg, const int* group_pmax,
                                            float scale_log2, const T* q, const T* k, const T* v,
-                                           T* o, float* ws, const int* table) {
+                                           T* o, float* ws, const int* table, const void* tmaps) {
   constexpr int BC = E::BC;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const TileD tile = tiles[blockIdx.x];
@@ -252,6 +256,8 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
   // Split chunks other than the lead start from an empty state; the lead continues the state
   // handed over by earlier passes.
   e.begin(smem_raw, q, k, v, row, bh, FIRST || (tile.split_slot >= 0 && !tile.split_lead), ws);
+  if constexpr (UsesTma<E>::value) e.tma_setup(tmaps, bh);
+  (void)tmaps;
   // cp.async pipeline of S stages: the tile's key tiles, over all its walks and groups, form one
   // stream; loads run LA tiles (S - 1, or fewer: Lookahead) ahead of the computation, across walk
   // and group boundaries (so short walks, e.g. one lattice tile each, do not each wait for a load). The c-th computed tile
@@ -351,7 +357,10 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
       for (int kt = 0; kt < ntiles; ++kt) {
         const int buf = S > 1 ? computed % S : 0;
         const int u0 = kt * BC;
-        if (S > 1 && EarlyWait<E>::value) {
+        if constexpr (UsesTma<E>::value) {
+          e.wait_stage(buf, (u32)(computed / S) & 1u, computed == 0);
+          load_next();
+        } else if (S > 1 && EarlyWait<E>::value) {
           // This tile has landed (this thread's copies; the barrier below: all), then the next load.
           cp_async_wait<LA - 1>();
           if constexpr (HasLanded<E>::value) e.landed();
@@ -367,7 +376,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
         }
         // Full key tiles come from the plan (every row keeps every key): no per-tile vote.
         const bool full = kt >= w.full_begin && kt < w.full_end;
-        __syncthreads();  // the stage is complete for every thread (landed, or stored when S == 1)
+        if constexpr (!UsesTma<E>::value) __syncthreads();  // the stage is complete for every thread (landed, or stored when S == 1)
         if (tab == nullptr && !modular) {
           e.compute(buf, full, scale_log2, [&](int h, int c) {
             const int u = u0 + c;

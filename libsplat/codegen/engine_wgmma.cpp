@@ -113,15 +113,25 @@ template <> __device__ __forceinline__ void wg_mma_ss<f16_t, true>(float (&d)[8]
 // (EarlyWait), instead of after.
 // QS: Q in shared memory (swizzled like K, after the stages) and S = Q.K^T with both operands
 // from shared memory: frees Q's 16 fragment registers per thread.
+// TMA: K/V stages loaded by the tensor memory accelerator (one thread issues a key tile's two
+// copies; they complete on the stage's mbarrier, which every thread waits for) instead of 16 cp.async
+// per thread and key tile, a proxy fence and a block barrier. The copies go through tensor maps the
+// host builds (tensor_maps(): K and V as [batch*heads*kv_len, head_dim] rows for unit-step walks, as
+// [batch*heads*kv_len / 2][2][head_dim] for stride-2 walks), with the 128-byte swizzle the wgmma
+// descriptors name. Every walk of the pass must have step 1 or 2 (codegen). A partial key tile
+// loads whole 64-key boxes: keys past the walk are real keys of the tensor (zeros past its end),
+// masked like every key outside the rows' runs.
 template <class T, int HD, int SEQ, int KV, int NSTAGES, int WGS = 1, bool LAZY = false, bool OVL = false, int CHK = 0,
-          bool RBAR = true, bool QS = false, bool EW = false>
+          bool RBAR = true, bool QS = false, bool EW = false, bool TMA = false>
 struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   static_assert(WGS == 1 || WGS == 2, "one or two warpgroups");
+  static_assert(!TMA || (WGS == 1 && !RBAR), "TMA stages: one warpgroup, whose P.V waits free a stage");
   static_assert(!(OVL && CHK), "the overlapped softmax holds O's rescale back");
   static_assert(!OVL || NSTAGES >= 3, "the deferred P.V reads the previous tile's V stage");
   static constexpr int NT = 128 * WGS, BR = 64 * WGS, LOOKAHEAD = OVL ? NSTAGES - 2 : NSTAGES - 1;
   static constexpr bool REFILL_BARRIER = RBAR || WGS > 1;
   static constexpr bool EARLY_WAIT = EW;
+  static constexpr bool USES_TMA = TMA;
   static_assert(HD == 64, "the wgmma engine's swizzled stages hold 128-byte key rows");
   using Base = MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY>;
   static constexpr int TILE = 64 * HD * 2;                         // one K or V stage, bytes
@@ -131,6 +141,56 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   u32 sdst;   // this thread's byte offset in a stage: key row t / 8, 16-byte chunk t % 8, swizzled
   u32 pa[4][4];  // OVL: P of the previous tile, packed (A operand of its deferred P.V)
   int pbuf;      // OVL: the previous tile's stage; -1: no P.V pending
+  const char* tmap;  // TMA: tensor maps K, V (step 1), K, V (step 2), 128 bytes each
+  int keyoff;        // TMA: first key row of this head in the maps (bh * kv_len)
+
+  // TMA: stage i's mbarrier (one arrival per use: the issuing thread's, plus the copies' bytes).
+  __device__ __forceinline__ static u32 bar(int i) {
+    __shared__ __align__(8) u64 bars[NSTAGES];
+    return smem_addr(&bars[i]);
+  }
+  __device__ __forceinline__ void tma_setup(const void* maps, i64 bh) {
+    tmap = static_cast<const char*>(maps);
+    keyoff = (int)(bh * KV);
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int i = 0; i < NSTAGES; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar(i)) : "memory");
+      // The initialised barriers are visible to the async proxy (the copies' complete_tx).
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#pragma unroll
+      for (int j = 0; j < 4; ++j) asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap + 128 * j) : "memory");
+    }
+    __syncthreads();  // no thread waits on a barrier before it is initialised
+  }
+  // TMA: waits until stage buf holds its key tile (the barrier's phase parity flips once per use);
+  // before the first tile, Q's cp.async copies (QS) are published as the cp.async stages are.
+  __device__ __forceinline__ void wait_stage(int buf, u32 parity, bool first) {
+    if (QS && first) {
+      cp_async_wait<0>();
+      landed();
+      __syncthreads();
+    }
+    asm volatile("{\n.reg .pred p;\nLAB_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 "@!p bra LAB_WAIT;\n}\n" ::"r"(bar(buf)), "r"(parity) : "memory");
+  }
+  __device__ __forceinline__ void tma_load(int buf, const WalkD& w, int u0) {
+    if (threadIdx.x != 0) return;
+    const u32 b = bar(buf), kd = kbase + buf * TILE, vd = kd + NSTAGES * TILE;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "n"(2 * TILE) : "memory");
+    const int key = keyoff + w.base + u0 * w.step;
+    if (w.step == 1) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                     ::"r"(j ? vd : kd), "l"(tmap + 128 * j), "r"(0), "r"(key), "r"(b) : "memory");
+    } else {  // step 2: rows key / 2 .. + 63 of the parity-(key % 2) plane
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                     ::"r"(j ? vd : kd), "l"(tmap + 256 + 128 * j), "r"(0), "r"(key & 1), "r"(key >> 1), "r"(b) : "memory");
+    }
+  }
 
   __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, i64 bh,
                                         bool first, const float* ws) {
@@ -164,6 +224,10 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   // one pointer per operand: ncu showed the 64-bit address arithmetic of this loop at a fifth of
   // the kernel's issue slots.
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0) {
+    if (TMA) {
+      tma_load(buf, w, u0);
+      return;
+    }
     const int r = u0 + (int)(threadIdx.x >> 3);
     const u32 off = ((u32)(w.base + r * w.step) * HD + (threadIdx.x & 7) * 8) * (u32)sizeof(T);
     const u32 dstep = (u32)(RS * w.step * HD) * (u32)sizeof(T);

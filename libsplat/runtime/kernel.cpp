@@ -1,9 +1,17 @@
 #include "libsplat/runtime/kernel.h"
 
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/compile/nvrtc.h"
 
 namespace splat {
+
+namespace {
+constexpr size_t kTensorMapBytes = 128;  // sizeof(CUtensorMap)
+}
 
 Kernel::Kernel(std::shared_ptr<const GeneratedModule> gen, std::shared_ptr<Module> mod, KernelKind kind,
                int64_t batch_heads)
@@ -17,6 +25,8 @@ Kernel::Kernel(std::shared_ptr<const GeneratedModule> gen, std::shared_ptr<Modul
     table_ = std::make_shared<DeviceBuffer>(gen_->table.size() * sizeof(int32_t));
     table_->upload(gen_->table.data(), gen_->table.size() * sizeof(int32_t));
   }
+  if (kind == KernelKind::Fused && !gen_->tensor_maps.empty())
+    tmaps_ = std::make_shared<DeviceBuffer>(gen_->tensor_maps.size() * kTensorMapBytes);
   const size_t bh = static_cast<size_t>(bh_);
   if (kind == KernelKind::Fused && gen_->workspace_floats_per_bh > 0)
     ws_ = std::make_shared<DeviceBuffer>(bh * static_cast<size_t>(gen_->workspace_floats_per_bh) * sizeof(float));
@@ -28,7 +38,22 @@ void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* 
   void* ws = ws_ ? ws_->get() : nullptr;
   void* scores = scores_ ? scores_->get() : nullptr;
   const void* table = table_ ? table_->get() : nullptr;
-  void* args[] = {&q, &k, &v, &o, &ws, &scores, &table};
+  const void* tmaps = tmaps_ ? tmaps_->get() : nullptr;
+  if (tmaps_ && (k != maps_k_ || v != maps_v_)) {
+    struct alignas(64) Map { unsigned char bytes[kTensorMapBytes]; };
+    std::vector<Map> host(gen_->tensor_maps.size());
+    for (size_t i = 0; i < host.size(); ++i) {
+      const TensorMapDesc& d = gen_->tensor_maps[i];
+      encode_tensor_map(host[i].bytes, d.tensor == "k" ? k : v, d.dims, d.strides, d.box);
+    }
+    // Pageable source: the copy is staged before this returns, and ordered before the launches.
+    cuda_check(cudaMemcpyAsync(tmaps_->get(), host.data(), host.size() * sizeof(Map), cudaMemcpyHostToDevice,
+                               static_cast<cudaStream_t>(stream)),
+               "cudaMemcpyAsync (tensor maps)");
+    maps_k_ = k;
+    maps_v_ = v;
+  }
+  void* args[] = {&q, &k, &v, &o, &ws, &scores, &table, &tmaps};
   for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, bh_, l.block, l.smem, args, stream);
 }
 

@@ -28,7 +28,10 @@ class Kernel {
  public:
   // Launches every kernel of the chosen kind on stream (a cudaStream_t; nullptr = default).
   // q, o: [batch, heads, seq_len, head_dim]; k, v: [batch, heads, kv_len, head_dim]; device memory
-  // in the problem's dtype, for the batch and heads of the problem it was built for.
+  // in the problem's dtype, for the batch and heads of the problem it was built for. Kernels that
+  // load K/V by TMA read tensor maps of k and v from a device buffer of this Kernel, rewritten
+  // (stream-ordered) when k or v differ from the previous launch's: launches with different k or
+  // v on different streams must not overlap.
   void launch(const void* q, const void* k, const void* v, void* o, void* stream = nullptr) const;
   KernelKind kind() const { return kind_; }
   const GeneratedModule& module() const { return *gen_; }
@@ -49,7 +52,10 @@ class Kernel {
   KernelKind kind_;
   int64_t bh_;
   std::vector<Launch> launches_;
-  std::shared_ptr<DeviceBuffer> table_, ws_, scores_;
+  std::shared_ptr<DeviceBuffer> table_, ws_, scores_, tmaps_;
+  // The k and v the tensor maps in tmaps_ were encoded for (re-encoded when a launch's differ).
+  mutable const void* maps_k_ = nullptr;
+  mutable const void* maps_v_ = nullptr;
 };
 
 Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions& opt = {});

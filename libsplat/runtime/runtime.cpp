@@ -1,5 +1,7 @@
 #include "libsplat/runtime/runtime.h"
 
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
 #include <string>
@@ -77,6 +79,27 @@ const void* Module::kernel(const std::string& name, size_t dynamic_smem) const {
                                     static_cast<int>(dynamic_smem)),
                "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
   return reinterpret_cast<const void*>(k);
+}
+
+void encode_tensor_map(void* out, const void* base, const std::vector<uint64_t>& dims,
+                       const std::vector<uint64_t>& strides, const std::vector<uint32_t>& box) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+    if (err != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
+      throw CudaError("cuTensorMapEncodeTiled is not available from the driver (TMA kernels need CUDA 12+ drivers)");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  const size_t rank = dims.size();
+  if (rank < 2 || rank > 5 || strides.size() != rank - 1 || box.size() != rank)
+    throw CudaError("tensor map: inconsistent dims, strides and box");
+  std::vector<cuuint32_t> elem(rank, 1);
+  CUresult r = encode(static_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_UINT16, static_cast<cuuint32_t>(rank),
+                      const_cast<void*>(base), dims.data(), strides.data(), box.data(), elem.data(),
+                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) throw CudaError("cuTensorMapEncodeTiled failed (error " + std::to_string(static_cast<int>(r)) + ")");
 }
 
 void launch_kernel(const void* kernel, int64_t grid_x, int64_t grid_y, int block, size_t smem, void** args,

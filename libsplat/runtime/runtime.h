@@ -8,6 +8,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace splat {
 
@@ -75,6 +76,13 @@ class Module {
  private:
   void* lib_ = nullptr;
 };
+
+// Encodes a TMA tensor map (CUtensorMap: 128 bytes written to out) over the 16-bit elements at base:
+// dims innermost first, byte strides of dims 1.., box sizes; 128-byte swizzle, no interleave, zeros
+// out of bounds. Uses the driver's cuTensorMapEncodeTiled, looked up at run time (static cudart
+// links no driver symbol); throws CudaError if it is missing or rejects the map.
+void encode_tensor_map(void* out, const void* base, const std::vector<uint64_t>& dims,
+                       const std::vector<uint64_t>& strides, const std::vector<uint32_t>& box);
 
 // cudaLaunchKernel; stream is a cudaStream_t (nullptr: the default stream).
 void launch_kernel(const void* kernel, int64_t grid_x, int64_t grid_y, int block, size_t smem, void** args,

@@ -109,9 +109,23 @@ TEST_CASE("manifests are complete") {
   GeneratedModule m = generate(p, analyze(p));
   nlohmann::json j = manifest(p, m, "ptx", "sm_90", {"longformer-4k-bf16.ptx", "manifest.json"});
   for (const char* key : {"name", "pattern_hash", "target", "arch", "files", "problem", "parameters", "kernels",
-                          "launch_order", "workspace_floats_per_bh", "scores_floats_per_bh", "table_words", "tile"})
+                          "launch_order", "workspace_floats_per_bh", "scores_floats_per_bh", "table_words", "tensor_maps", "tile"})
     CHECK_MESSAGE(j.contains(key), key);
   CHECK(j["parameters"].size() == kernel_params().size());
+  CHECK(j["tensor_maps"].empty());  // sm_90: no TMA
+  {
+    // sm_90a (wgmma, TMA): the maps the tmaps parameter points to, in order.
+    CodegenOptions co;
+    co.arch = "sm_90a";
+    nlohmann::json h = manifest(p, generate(p, analyze(p), co), "ptx", "sm_90a", {"x.ptx"});
+    REQUIRE(h["tensor_maps"].size() == 4);
+    CHECK(h["tensor_maps"][0]["tensor"] == "k");
+    CHECK(h["tensor_maps"][1]["tensor"] == "v");
+    CHECK(h["tensor_maps"][0]["dims"] == nlohmann::json::array({64, 16 * 4096}));
+    CHECK(h["tensor_maps"][2]["dims"] == nlohmann::json::array({64, 2, 8 * 4096}));
+    CHECK(h["tensor_maps"][3]["box"] == nlohmann::json::array({64, 1, 64}));
+    CHECK(h["tensor_maps"][0]["swizzle"] == "128B");
+  }
   CHECK(j["pattern_hash"].get<std::string>().rfind("fnv1a64:", 0) == 0);
   for (const char* kind : {"fused", "pipeline"}) {
     REQUIRE(!j["kernels"][kind].empty());
@@ -314,19 +328,44 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   CHECK(w.fused[0].block == 128);
   CHECK(w.fused[0].smem_dynamic == 2 * 2 * 64 * 64 * 2 + 1024);
   // Defaults: lazy rescale, checked row sums (chk=1), no refill barrier, Q in registers for a
-  // single-run plan, the tile's copies waited for before the next load (ew); lazy=0 rescales O
-  // every key tile (with chk=0), chk=0 takes row maxima.
-  CHECK(w.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false, 1, false, false, true>") != std::string::npos);
-  CHECK(gen(problem(window, 2048), "sm_90a", "lazy=0,chk=0").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, false, false, 0, false, false, true>") !=
+  // single-run plan, the tile's copies waited for before the next load (ew), K/V by TMA (unit-step
+  // walks); lazy=0 rescales O every key tile (with chk=0), chk=0 takes row maxima.
+  CHECK(w.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false, 1, false, false, true, true>") != std::string::npos);
+  CHECK(gen(problem(window, 2048), "sm_90a", "lazy=0,chk=0").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, false, false, 0, false, false, true, true>") !=
         std::string::npos);
+  // TMA: four tensor maps (K, V as batch*heads*kv_len rows; K, V as row pairs for stride-2 walks);
+  // tma=0 keeps cp.async.
+  REQUIRE(w.tensor_maps.size() == 4);
+  const uint64_t rows = static_cast<uint64_t>(problem(window, 2048).batch * problem(window, 2048).heads * 2048);
+  CHECK(w.tensor_maps[0].tensor == "k");
+  CHECK(w.tensor_maps[1].tensor == "v");
+  CHECK(w.tensor_maps[0].dims == std::vector<uint64_t>{64, rows});
+  CHECK(w.tensor_maps[0].strides == std::vector<uint64_t>{128});
+  CHECK(w.tensor_maps[0].box == std::vector<uint32_t>{64, 64});
+  CHECK(w.tensor_maps[2].dims == std::vector<uint64_t>{64, 2, rows / 2});
+  CHECK(w.tensor_maps[2].strides == std::vector<uint64_t>{128, 256});
+  CHECK(w.tensor_maps[3].box == std::vector<uint32_t>{64, 1, 64});
+  GeneratedModule nt = gen(problem(window, 2048), "sm_90a", "tma=0");
+  CHECK(nt.tensor_maps.empty());
+  CHECK(nt.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false, 1, false, false, true>") != std::string::npos);
+  // Dilated (stride-2 walks) too; strided's lattice walks (step 16) keep cp.async in that pass.
+  CHECK(gen(problem(R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})", 2048), "sm_90a").source.find(", true, true>") != std::string::npos);
+  // Stride-2 walks over an odd number of key rows: the pair view misses the last row, so cp.async.
+  const Problem odd = problem(R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})", 2047);
+  REQUIRE((odd.batch * odd.heads * odd.kv_len) % 2 == 1);
+  CHECK(gen(odd, "sm_90a").tensor_maps.empty());
+  GeneratedModule st = gen(problem(R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})", 2048), "sm_90a");
+  CHECK(st.source.find("1, false, true, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 1, ") != std::string::npos);
+  CHECK(st.source.find("1, false, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 16, ") != std::string::npos);
+  CHECK_THROWS_AS(parse_tuning("tma=2"), std::invalid_argument);
   CHECK(gen(problem(window, 2048), "sm_90a", "rbar=1,qs=1,chk=2,ew=0").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false, 2, true, true, false>") !=
         std::string::npos);
   // The overlap keeps the row maxima (no chk).
-  CHECK(gen(problem(window, 2048), "sm_90a", "ovl=1").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, true, 0, false, false, true>") !=
+  CHECK(gen(problem(window, 2048), "sm_90a", "ovl=1").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, true, 0, false, false, true, true>") !=
         std::string::npos);
   // Q in shared memory (one more 8 KB tile) for plans whose rows carry several runs.
   GeneratedModule lf = gen(problem(longformer, 2048), "sm_90a");
-  CHECK(lf.source.find(", 1, false, true, true>") != std::string::npos);
+  CHECK(lf.source.find(", 1, false, true, true, true>") != std::string::npos);
   CHECK(lf.fused[0].smem_dynamic == (2 * 2 + 1) * 64 * 64 * 2 + 1024);
   CHECK_THROWS_AS(parse_tuning("chk=3"), std::invalid_argument);
   CHECK(w.source.find("__launch_bounds__(128, 4) splat_fused_p0") != std::string::npos);
@@ -342,20 +381,23 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   // plan splits tiles (longformer's global rows).
   GeneratedModule d = gen(problem(window, 2048), "sm_90a", "stages=3");
   CHECK(d.fused[0].smem_dynamic == 2 * 3 * 64 * 64 * 2 + 1024);
-  CHECK(d.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false, true>") != std::string::npos);
+  CHECK(d.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false, true, true>") != std::string::npos);
   GeneratedModule r = gen(problem(window, 2048), "sm_90a", "wgrows=128");
   CHECK(r.fused[0].block == 256);
   CHECK(r.plan.shape.br == 128);
   CHECK(r.source.find("__launch_bounds__(256, 2) splat_fused_p0") != std::string::npos);
+  CHECK(r.tensor_maps.empty());  // two warpgroups: cp.async stages
   GeneratedModule lr = gen(problem(longformer, 2048), "sm_90a", "wgrows=128");
   CHECK(lr.plan.shape.br == 64);
   CHECK(lr.fused[0].block == 128);
   CHECK_THROWS_AS(parse_tuning("wg=2"), std::invalid_argument);
   CHECK_THROWS_AS(parse_tuning("wgrows=96"), std::invalid_argument);
   for (const char* tuning : {"", "lazy=0", "chk=0", "chk=2", "qs=1", "qs=0", "rbar=1", "ovl=1", "ovl=1,lazy=0", "stages=3",
-                             "wgrows=128", "wgrows=128,stages=3", "wgrows=128,qs=1", "ew=0", "ew=0,chk=0"}) {
+                             "wgrows=128", "wgrows=128,stages=3", "wgrows=128,qs=1", "ew=0", "ew=0,chk=0", "tma=0",
+                             "tma=0,stages=3"}) {
     CAPTURE(tuning);
-    for (const std::string* pat : {&window, &longformer}) {
+    const std::string dilated = R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})";
+    for (const std::string* pat : {&window, &longformer, &dilated}) {
       GeneratedModule m = gen(problem(*pat, 1024, "fp16"), "sm_90a", tuning);
       CompileResult c = nvrtc_compile(m.source, "t.cu", "sm_90a", CompileTarget::Cubin);
       CHECK(c.image.size() > 1000);
