@@ -487,8 +487,10 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
             walks_ok = walks_ok && (w.step == 1 || w.step == 2);
             step2 = step2 || w.step == 2;
           }
-      const bool even_rows = (p.batch * p.heads * p.kv_len) % 2 == 0;
-      tu.tma = opt.tuning.wg_tma != 0 && wgs == 1 && !tu.rbar && walks_ok && (!step2 || even_rows);
+      // Key rows of the whole tensor: TMA coordinates are 32-bit.
+      const int64_t rows = p.batch * p.heads * p.kv_len;
+      tu.tma = opt.tuning.wg_tma != 0 && wgs == 1 && !tu.rbar && walks_ok && (!step2 || rows % 2 == 0) &&
+               rows < (int64_t{1} << 31);
       any_tma = any_tma || tu.tma;
     }
     kd.block = wg ? 128 * wgs : mod.tensor_cores ? 128 / tu.mw : 128;

@@ -354,6 +354,10 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   const Problem odd = problem(R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})", 2047);
   REQUIRE((odd.batch * odd.heads * odd.kv_len) % 2 == 1);
   CHECK(gen(odd, "sm_90a").tensor_maps.empty());
+  // More key rows than 32-bit TMA coordinates reach (2^20 heads x 4096 keys): cp.async.
+  Problem huge = problem(window, 4096);
+  huge.heads = int64_t{1} << 20;
+  CHECK(gen(huge, "sm_90a").tensor_maps.empty());
   GeneratedModule st = gen(problem(R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})", 2048), "sm_90a");
   CHECK(st.source.find("1, false, true, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 1, ") != std::string::npos);
   CHECK(st.source.find("1, false, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 16, ") != std::string::npos);
