@@ -116,7 +116,7 @@ template <> __device__ __forceinline__ void wg_mma_ss<f16_t, true>(float (&d)[8]
 // TMA: K/V stages loaded by the tensor memory accelerator (one thread issues a key tile's two
 // copies; they complete on the stage's mbarrier, which every thread waits for) instead of 16 cp.async
 // per thread and key tile, a proxy fence and a block barrier. The copies go through tensor maps the
-// host builds (tensor_maps(): K and V as [batch*heads*kv_len, head_dim] rows for unit-step walks, as
+// host builds (GeneratedModule::tensor_maps: K and V as [batch*heads*kv_len, head_dim] rows for unit-step walks, as
 // [batch*heads*kv_len / 2][2][head_dim] for stride-2 walks), with the 128-byte swizzle the wgmma
 // descriptors name. Every walk of the pass must have step 1 or 2 (codegen). A partial key tile
 // loads whole 64-key boxes: keys past the walk are real keys of the tensor (zeros past its end),
