@@ -288,7 +288,9 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
 #pragma unroll
     for (int p = 0; p < LA; ++p) load_next();
   }
-  if (use_staged) __syncthreads();  // the staged items are visible
+  // The staged items are visible; with TMA stages also the stage barriers thread 0 initialised
+  // (before its first copies), which no other thread waits on before this.
+  if (use_staged || UsesTma<E>::value) __syncthreads();
   for (int gi = 0; gi < tile.group_count; ++gi) {
     // From global memory, not staged: the compiler reloads its fields (read-only data) instead of
     // keeping them in registers through the walks (staged in shared memory, the window kernel

@@ -160,7 +160,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
 #pragma unroll
       for (int j = 0; j < 4; ++j) asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap + 128 * j) : "memory");
     }
-    __syncthreads();  // no thread waits on a barrier before it is initialised
+    // No barrier here: the driver's start-up barrier (after the first copies) publishes them.
   }
   // TMA: waits until stage buf holds its key tile (the barrier's phase parity flips once per use);
   // before the first tile, Q's cp.async copies (QS) are published as the cp.async stages are.
