@@ -83,6 +83,19 @@ const void* Module::kernel(const std::string& name, size_t dynamic_smem) const {
 
 void encode_tensor_map(void* out, const void* base, const std::vector<uint64_t>& dims,
                        const std::vector<uint64_t>& strides, const std::vector<uint32_t>& box) {
+  // The driver's own checks only return an error code: say what is wrong first.
+  const size_t rank = dims.size();
+  if (rank < 2 || rank > 5 || strides.size() != rank - 1 || box.size() != rank)
+    throw CudaError("tensor map: rank " + std::to_string(rank) + " with " + std::to_string(strides.size()) +
+                    " strides and a box of rank " + std::to_string(box.size()) + " (rank 2..5, rank - 1 strides)");
+  if (reinterpret_cast<uintptr_t>(base) % 16 != 0) throw CudaError("tensor map: global address not 16-byte aligned");
+  for (size_t i = 0; i < rank; ++i) {
+    if (dims[i] == 0 || dims[i] > (uint64_t{1} << 32)) throw CudaError("tensor map: dim " + std::to_string(i) + " out of 1..2^32");
+    if (box[i] == 0 || box[i] > 256) throw CudaError("tensor map: box " + std::to_string(i) + " out of 1..256");
+  }
+  for (uint64_t st : strides)
+    if (st % 16 != 0 || st >= (uint64_t{1} << 40)) throw CudaError("tensor map: stride not a multiple of 16 below 2^40");
+  if (box[0] * 2 > 128) throw CudaError("tensor map: a 128-byte swizzle needs the inner box within 128 bytes");
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult q{};
@@ -91,9 +104,6 @@ void encode_tensor_map(void* out, const void* base, const std::vector<uint64_t>&
       throw CudaError("cuTensorMapEncodeTiled is not available from the driver (TMA kernels need CUDA 12+ drivers)");
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
-  const size_t rank = dims.size();
-  if (rank < 2 || rank > 5 || strides.size() != rank - 1 || box.size() != rank)
-    throw CudaError("tensor map: inconsistent dims, strides and box");
   std::vector<cuuint32_t> elem(rank, 1);
   CUresult r = encode(static_cast<CUtensorMap*>(out), CU_TENSOR_MAP_DATA_TYPE_UINT16, static_cast<cuuint32_t>(rank),
                       const_cast<void*>(base), dims.data(), strides.data(), box.data(), elem.data(),

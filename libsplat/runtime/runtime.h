@@ -80,7 +80,9 @@ class Module {
 // Encodes a TMA tensor map (CUtensorMap: 128 bytes written to out) over the 16-bit elements at base:
 // dims innermost first, byte strides of dims 1.., box sizes; 128-byte swizzle, no interleave, zeros
 // out of bounds. Uses the driver's cuTensorMapEncodeTiled, looked up at run time (static cudart
-// links no driver symbol); throws CudaError if it is missing or rejects the map.
+// links no driver symbol). Throws CudaError naming the problem for a description TMA cannot take
+// (rank, alignment, dims, box, strides), checked before the driver is asked; and if the driver
+// lacks the encoder or rejects the map.
 void encode_tensor_map(void* out, const void* base, const std::vector<uint64_t>& dims,
                        const std::vector<uint64_t>& strides, const std::vector<uint32_t>& box);
 
