@@ -161,60 +161,42 @@ KernelTuning parse_tuning(const std::string& spec) {
     } catch (const std::exception&) {
       throw std::invalid_argument("tuning: '" + key + "' needs an integer, got '" + val + "'");
     }
-    auto need = [&](bool ok, const char* what) {
-      if (!ok) throw std::invalid_argument("tuning: " + key + " must be " + what + ", got " + val);
+    // Every key: its field and allowed values (the unknown-key message lists them all).
+    struct Key {
+      const char* name;
+      int KernelTuning::*field;
+      bool (*ok)(int);
+      const char* what;
     };
-    if (key == "mw") {
-      need(v == 16 || v == 32, "16 or 32");
-      t.mma_warp_rows = v;
-    } else if (key == "stages") {
-      need(v == 2 || v == 3, "2 or 3");
-      t.mma_stages = v;
-    } else if (key == "minb") {
-      need(v >= 0 && v <= 16, "in 0..16");
-      t.min_blocks = v;
-    } else if (key == "alias") {
-      need(v == 0 || v == 1, "0 or 1");
-      t.simt_alias = v;
-    } else if (key == "batch") {
-      need(v == 0 || v == 1, "0 or 1");
-      t.simt_batch = v;
-    } else if (key == "bc") {
-      need(v == 64 || v == 128, "64 or 128");
-      t.mma_key_tile = v;
-    } else if (key == "lazy") {
-      need(v == 0 || v == 1, "0 or 1");
-      t.mma_lazy = v;
-    } else if (key == "wgrows") {
-      need(v == 64 || v == 128, "64 or 128");
-      t.wg_rows = v;
-    } else if (key == "tma") {
-      need(v == 0 || v == 1, "0 or 1");
-      t.wg_tma = v;
-    } else if (key == "wg") {
-      need(v == 0 || v == 1, "0 or 1");
-      t.wgmma = v;
-    } else if (key == "ovl") {
-      need(v == 0 || v == 1, "0 or 1");
-      t.wg_overlap = v;
-    } else if (key == "chk") {
-      need(v >= 0 && v <= 2, "0, 1 or 2");
-      t.wg_checked_sums = v;
-    } else if (key == "rbar") {
-      need(v == 0 || v == 1, "0 or 1");
-      t.wg_refill_barrier = v;
-    } else if (key == "qs") {
-      need(v == 0 || v == 1, "0 or 1");
-      t.wg_q_shared = v;
-    } else if (key == "ew") {
-      need(v == 0 || v == 1, "0 or 1");
-      t.wg_early_wait = v;
-    } else if (key == "x3") {
-      need(v == 0 || v == 1, "0 or 1");
-      t.fp32_x3 = v;
-    } else {
-      throw std::invalid_argument("tuning: unknown key '" + key + "' (mw, stages, minb, alias, batch, bc, lazy, wg, wgrows, ovl, chk, rbar, qs, ew, tma, x3)");
+    static const auto flag = [](int x) { return x == 0 || x == 1; };
+    static const Key keys[] = {
+        {"mw", &KernelTuning::mma_warp_rows, [](int x) { return x == 16 || x == 32; }, "16 or 32"},
+        {"stages", &KernelTuning::mma_stages, [](int x) { return x == 2 || x == 3; }, "2 or 3"},
+        {"minb", &KernelTuning::min_blocks, [](int x) { return x >= 0 && x <= 16; }, "in 0..16"},
+        {"alias", &KernelTuning::simt_alias, flag, "0 or 1"},
+        {"batch", &KernelTuning::simt_batch, flag, "0 or 1"},
+        {"bc", &KernelTuning::mma_key_tile, [](int x) { return x == 64 || x == 128; }, "64 or 128"},
+        {"lazy", &KernelTuning::mma_lazy, flag, "0 or 1"},
+        {"wg", &KernelTuning::wgmma, flag, "0 or 1"},
+        {"wgrows", &KernelTuning::wg_rows, [](int x) { return x == 64 || x == 128; }, "64 or 128"},
+        {"ovl", &KernelTuning::wg_overlap, flag, "0 or 1"},
+        {"chk", &KernelTuning::wg_checked_sums, [](int x) { return x >= 0 && x <= 2; }, "0, 1 or 2"},
+        {"rbar", &KernelTuning::wg_refill_barrier, flag, "0 or 1"},
+        {"qs", &KernelTuning::wg_q_shared, flag, "0 or 1"},
+        {"ew", &KernelTuning::wg_early_wait, flag, "0 or 1"},
+        {"tma", &KernelTuning::wg_tma, flag, "0 or 1"},
+        {"x3", &KernelTuning::fp32_x3, flag, "0 or 1"},
+    };
+    const Key* k = nullptr;
+    for (const Key& c : keys)
+      if (key == c.name) k = &c;
+    if (!k) {
+      std::string names;
+      for (const Key& c : keys) names += std::string(names.empty() ? "" : ", ") + c.name;
+      throw std::invalid_argument("tuning: unknown key '" + key + "' (" + names + ")");
     }
+    if (!k->ok(v)) throw std::invalid_argument("tuning: " + key + " must be " + k->what + ", got " + val);
+    t.*(k->field) = v;
   }
   return t;
 }
