@@ -16,11 +16,53 @@ bool in_run(const Run& r, int64_t j) {
 // Calls key_tile(tile, rows, keys, kept) for every key tile of BC keys in the kernel's order
 // (pass, tile, group, walk, key tile), end(tile, rows, pass) after each row tile and
 // pass_end(pass) after each pass.
+// band: the band kernel's walk instead (band_pass): blocks phase by phase, key tiles from
+// band_tile, rows masked to their band (one pass).
 template <class KeyTile, class End, class PassEnd>
-void walk(const Plan& plan, KeyTile&& key_tile, End&& end, PassEnd&& pass_end) {
+void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& pass_end) {
   const int br = plan.shape.br, bc = plan.shape.bc;
   std::vector<int64_t> keys(static_cast<size_t>(bc));
   std::vector<char> kept(static_cast<size_t>(br) * static_cast<size_t>(bc));
+  if (band) {
+    if (!plan.has_band) throw std::invalid_argument("cpu model: the plan has no band");
+    if (br != 64 || bc != 64) throw std::invalid_argument("cpu model: the band walk has 64x64 tiles");
+    const Band& b = plan.band;
+    const PlanTile none;
+    std::vector<int64_t> rows(64);
+    for (int64_t ph = 0; ph < b.dilation; ++ph)
+      for (int64_t t = 0; t < b.tiles_per_phase(); ++t) {
+        const BandTile bt = band_tile(b, t);
+        for (int r = 0; r < 64; ++r) {
+          const int64_t m = 64 * t + r;
+          rows[static_cast<size_t>(r)] = m < b.rows ? ph + b.dilation * m : -1;
+        }
+        for (int64_t kt = bt.first; kt < bt.first + bt.count; ++kt) {
+          const int64_t u0 = bt.u_start + 64 * kt;
+          const bool full = kt >= bt.full_begin && kt < bt.full_end;
+          for (int c = 0; c < 64; ++c) {
+            const int64_t u = u0 + c;
+            keys[static_cast<size_t>(c)] = u >= 0 && u < b.rows ? ph + b.dilation * u : -1;
+          }
+          for (int r = 0; r < 64; ++r) {
+            const int64_t m = 64 * t + r;
+            const int64_t lo = std::max<int64_t>(0, m + b.k_lo), hi = std::min(b.rows - 1, m + b.k_hi);
+            for (int c = 0; c < 64; ++c) {
+              const int64_t u = u0 + c;
+              const bool k = m < b.rows && u >= lo && u <= hi;
+              if (full && !k && m < b.rows)
+                throw std::logic_error("band: key tile " + std::to_string(kt) + " of row tile " + std::to_string(t) +
+                                       " is full but row " + std::to_string(rows[static_cast<size_t>(r)]) +
+                                       " does not keep its key " + std::to_string(u));
+              kept[static_cast<size_t>(r) * 64 + static_cast<size_t>(c)] = k;
+            }
+          }
+          key_tile(none, rows, keys, kept);
+        }
+        end(none, rows, 0);
+      }
+    pass_end(0);
+    return;
+  }
   for (size_t p = 0; p < plan.passes.size(); ++p) {
     const PlanPass& pass = plan.passes[p];
     for (const PlanTile& tile : pass.tiles) {
@@ -64,7 +106,7 @@ void walk(const Plan& plan, KeyTile&& key_tile, End&& end, PassEnd&& pass_end) {
 
 std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scale, const std::vector<double>& q,
                                         const std::vector<double>& k, const std::vector<double>& v, double headroom,
-                                        bool checked_sums) {
+                                        bool checked_sums, bool band) {
   const size_t L = static_cast<size_t>(plan.seq_len), D = static_cast<size_t>(d);
   const int br = plan.shape.br, bc = plan.shape.bc;
   const double ninf = -std::numeric_limits<double>::infinity();
@@ -91,9 +133,9 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
     }
     return st;
   };
-  if (!plan.passes.empty()) slots.resize(static_cast<size_t>(plan.passes[0].slots));
+  if (!plan.passes.empty() && !band) slots.resize(static_cast<size_t>(plan.passes[0].slots));
   walk(
-      plan,
+      plan, band,
       [&](const PlanTile& tile, const std::vector<int64_t>& rows, const std::vector<int64_t>& keys,
           const std::vector<char>& kept) {
         State& st = tile.split_slot >= 0 ? slot_state(tile) : main;
@@ -143,6 +185,11 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
       },
       [&](const PlanTile&, const std::vector<int64_t>&, size_t) {},
       [&](size_t p) {
+        if (band) {
+          for (size_t ri = 0; ri < L; ++ri)
+            for (size_t y = 0; y < D; ++y) o[ri * D + y] = main.l[ri] > 0 ? main.acc[ri * D + y] / main.l[ri] : 0.0;
+          return;
+        }
         const PlanPass& pass = plan.passes[p];
         // Combine: merge the chunks of each split tile into the handed-over state.
         for (const PlanSplit& sp : pass.splits) {
@@ -174,11 +221,11 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
   return o;
 }
 
-std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan) {
+std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, bool band) {
   std::vector<std::vector<int64_t>> visits(static_cast<size_t>(plan.seq_len));
   const int br = plan.shape.br, bc = plan.shape.bc;
   walk(
-      plan,
+      plan, band,
       [&](const PlanTile&, const std::vector<int64_t>& rows, const std::vector<int64_t>& keys,
           const std::vector<char>& kept) {
         for (int r = 0; r < br; ++r)

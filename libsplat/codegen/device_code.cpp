@@ -413,6 +413,62 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
     e.end(row, bh, LAST, o, ws);
 }
 
+// ================================================================================================
+// Band driver (Plan::band: row i keeps keys i + D*k, KLO <= k <= KHI, within [0, SEQ); SEQ == KV,
+// a multiple of D): everything a row tile needs is a closed form of its block index, so there are
+// no tables to read before the first key tile (the table driver's start-up read ~300 instructions
+// and three dependent loads per block; ncu: a fifth of the window kernel's stall samples). Rows of
+// phase ph are ph + D*m, keys ph + D*u (m, u < M = SEQ / D); block x is row tile t = x % TPP of
+// phase x / TPP: m in [64t, 64t + 64), key tiles of 64 from u = 64t + KLO. TMA stages only: key
+// tiles reach below u = 0 or past M (their boxes hold other heads' keys or zeros, all masked).
+// band_tile (plan.cpp) and the CPU model's band walk compute the same tiles.
+// ================================================================================================
+template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI>
+__device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
+                                          const void* tmaps) {
+  static_assert(UsesTma<E>::value, "band tiles start at any key: TMA boxes");
+  constexpr int M = SEQ / D, TPP = (M + 63) / 64, S = E::STAGES, LA = Lookahead<E>::value;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int ph = D == 1 ? 0 : (int)blockIdx.x / TPP, t = D == 1 ? (int)blockIdx.x : (int)blockIdx.x % TPP;
+  const i64 bh = blockIdx.y;
+  const int m_first = 64 * t, m_last = min(64 * t + 63, M - 1), u_start = m_first + KLO;
+  // Keys some row keeps, and keys every row keeps (full key tiles), both clipped to [0, M).
+  const int lo = max(0, m_first + KLO), hi = min(M - 1, m_last + KHI);
+  const int flo = max(0, m_last + KLO), fhi = min(M - 1, m_first + KHI);
+  const int first = (lo - u_start) / 64, count = hi < lo ? 0 : (hi - u_start) / 64 + 1 - first;
+  const int full_begin = flo <= u_start ? 0 : (flo - u_start + 63) / 64;
+  const int full_end = fhi < u_start + 63 ? 0 : (fhi - u_start - 63) / 64 + 1;
+  i64 row[E::ROWS];
+  int rlo[E::ROWS], rhi[E::ROWS];
+#pragma unroll
+  for (int h = 0; h < E::ROWS; ++h) {
+    const int m = m_first + E::slot(h);
+    row[h] = m < M ? ph + (i64)D * m : -1;
+    rlo[h] = m < M ? max(0, m + KLO) : 1;
+    rhi[h] = m < M ? min(M - 1, m + KHI) : 0;
+  }
+  E e;
+  e.begin(smem_raw, q, k, v, row, bh, true, ws);
+  cp_async_commit();  // Q's copies (QS), waited for before the first key tile (wait_stage)
+  e.tma_setup(tmaps, bh);
+  const WalkD w = {ph, D, 0, 0, 0, 0};  // keys ph + D*u (the engine adds the head's first key row)
+#pragma unroll
+  for (int p = 0; p < LA; ++p)
+    if (p < count) e.load(p, w, u_start + 64 * (first + p));
+  __syncthreads();  // the stage barriers thread 0 initialised
+  for (int c = 0; c < count; ++c) {
+    const int buf = c % S;
+    e.wait_stage(buf, (u32)(c / S) & 1u, c == 0);
+    if (c + LA < count) e.load((c + LA) % S, w, u_start + 64 * (first + c + LA));
+    const int kt = first + c, u0 = u_start + 64 * kt;
+    e.compute(buf, kt >= full_begin && kt < full_end, scale_log2, [&](int h, int cc) {
+      const int u = u0 + cc;
+      return u >= rlo[h] && u <= rhi[h];
+    });
+  }
+  e.end(row, bh, true, o, ws);
+}
+
 // Combine of split-KV chunks: merges the partial states of each split tile's rows and writes O
 // (last pass) or the handed-over state. One block per split tile.
 template <class T, int SEQ, int HD, int PERIOD, int NSLOTS, bool LAST>

@@ -469,7 +469,74 @@ Plan make_plan(const Acsr& acsr, const TileShape& shape) {
   }
   check_int32(static_cast<int64_t>(plan.table.size()), "table size");
   plan.nnz = acsr.nnz();
+  plan.has_band = find_band(acsr, plan.band);
   return plan;
+}
+
+BandTile band_tile(const Band& band, int64_t t) {
+  BandTile bt;
+  const int64_t m_first = 64 * t, m_last = std::min(64 * t + 63, band.rows - 1), U = band.rows;
+  bt.u_start = m_first + band.k_lo;
+  // Keys some row of the tile keeps: [lo, hi], clipped to the phase's keys.
+  const int64_t lo = std::max<int64_t>(0, m_first + band.k_lo), hi = std::min(U - 1, m_last + band.k_hi);
+  if (hi < lo) return bt;
+  bt.first = (lo - bt.u_start) / 64;
+  bt.count = (hi - bt.u_start) / 64 + 1 - bt.first;
+  // Full: inside every real row's range, [max(0, m_last + k_lo), min(U - 1, m_first + k_hi)].
+  const int64_t flo = std::max<int64_t>(0, m_last + band.k_lo), fhi = std::min(U - 1, m_first + band.k_hi);
+  bt.full_begin = flo <= bt.u_start ? 0 : (flo - bt.u_start + 63) / 64;
+  bt.full_end = fhi < bt.u_start + 63 ? 0 : (fhi - bt.u_start - 63) / 64 + 1;
+  bt.full_begin = std::max(bt.full_begin, bt.first);
+  bt.full_end = std::min(bt.full_end, bt.first + bt.count);
+  if (bt.full_end < bt.full_begin) bt.full_end = bt.full_begin;
+  return bt;
+}
+
+bool find_band(const Acsr& acsr, Band& out) {
+  const int64_t L = acsr.seq_len;
+  if (L <= 0 || acsr.kv_len != L) return false;
+  // The band's dilation and widest offsets over all rows (a row's range may be clipped at either
+  // end, or be the whole phase), then every row checked against it.
+  Band b;
+  b.dilation = 0;
+  b.k_lo = L;
+  b.k_hi = -L;
+  std::vector<Run> runs(static_cast<size_t>(L));
+  for (int64_t i = 0; i < L; ++i) {
+    const std::vector<Run> r = acsr.row(i);
+    if (r.size() > 1) return false;
+    if (r.empty()) continue;
+    runs[static_cast<size_t>(i)] = r[0];
+    if (r[0].count > 1) {
+      if (b.dilation == 0) b.dilation = r[0].stride;
+      if (r[0].stride != b.dilation) return false;
+    }
+  }
+  if (b.dilation == 0) b.dilation = 1;
+  if (L % b.dilation != 0) return false;
+  for (int64_t i = 0; i < L; ++i) {
+    const Run& r = runs[static_cast<size_t>(i)];
+    if (r.count == 0) continue;
+    const int64_t first = r.start - i, last = r.start + (r.count - 1) * r.stride - i;
+    if (first % b.dilation != 0) return false;
+    b.k_lo = std::min(b.k_lo, first / b.dilation);
+    b.k_hi = std::max(b.k_hi, last / b.dilation);
+  }
+  if (b.k_hi < b.k_lo) return false;
+  b.rows = L / b.dilation;
+  for (int64_t i = 0; i < L; ++i) {
+    // k with 0 <= i + d*k < L: k in [-(i / d), (L - 1 - i) / d].
+    const int64_t klo = std::max(b.k_lo, -(i / b.dilation)), khi = std::min(b.k_hi, (L - 1 - i) / b.dilation);
+    const Run& r = runs[static_cast<size_t>(i)];
+    if (khi < klo) {
+      if (r.count != 0) return false;
+      continue;
+    }
+    const int64_t n = khi - klo + 1;
+    if (!(r == Run{i + b.dilation * klo, n > 1 ? b.dilation : 1, n})) return false;
+  }
+  out = b;
+  return true;
 }
 
 std::string describe(const Plan& plan) {

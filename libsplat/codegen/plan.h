@@ -85,8 +85,31 @@ struct PlanPass {
   int max_runs = 1;              // most runs a row has in one affine group (kernel register arrays)
 };
 
+// A band: every row i keeps exactly the keys {i + dilation*k : k_lo <= k <= k_hi} that lie in
+// [0, kv_len) (windows, one-sided and causal windows, dilated windows), with kv_len == seq_len a
+// multiple of the dilation. The fused kernel for a band needs no tables: rows of phase c are
+// c + dilation*m, keys of phase c are c + dilation*u (m, u < seq_len / dilation), row tile t holds
+// m in [64t, 64t + 64) and walks u from 64t + k_lo in key tiles of 64 (band_tile), each row
+// masked to u in [m + k_lo, m + k_hi] (clipped to the phase's keys).
+struct Band {
+  int64_t dilation = 1, k_lo = 0, k_hi = 0;
+  int64_t rows = 0;  // rows (and keys) per phase: seq_len / dilation
+  int64_t tiles_per_phase() const { return (rows + 63) / 64; }
+};
+// Key tiles of band row tile t of a phase: tile k (first <= k < first + count) covers u in
+// [u_start + 64k, u_start + 64k + 64); tiles [full_begin, full_end) keep every key of every real
+// row (no mask). Mirrors band_pass (device code).
+struct BandTile {
+  int64_t u_start = 0, first = 0, count = 0, full_begin = 0, full_end = 0;
+};
+BandTile band_tile(const Band& band, int64_t t);
+// The band the ACSR describes, if any (checked row by row).
+bool find_band(const Acsr& acsr, Band& out);
+
 struct Plan {
   int64_t seq_len = 0, kv_len = 0;
+  bool has_band = false;         // the ACSR is a band (find_band); the wgmma+TMA kernel walks it so
+  Band band;
   TileShape shape;
   std::vector<PlanItem> items;
   std::vector<PlanPass> passes;

@@ -323,15 +323,18 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
     co.tuning = parse_tuning(tuning);
     return generate(p, analyze(p), co);
   };
-  GeneratedModule w = gen(problem(window, 2048), "sm_90a");
+  // The table kernel (band=0: a window is a band, whose default is the band kernel with three
+  // stages, below).
+  GeneratedModule w = gen(problem(window, 2048), "sm_90a", "band=0");
   CHECK(w.engine == "wgmma");
   CHECK(w.fused[0].block == 128);
   CHECK(w.fused[0].smem_dynamic == 2 * 2 * 64 * 64 * 2 + 1024);
+  CHECK(gen(problem(window, 2048), "sm_90a").fused[0].smem_dynamic == 3 * 2 * 64 * 64 * 2 + 1024);
   // Defaults: lazy rescale, checked row sums (chk=1), no refill barrier, Q in registers for a
   // single-run plan, the tile's copies waited for before the next load (ew), K/V by TMA (unit-step
   // walks); lazy=0 rescales O every key tile (with chk=0), chk=0 takes row maxima.
   CHECK(w.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false, 1, false, false, true, true>") != std::string::npos);
-  CHECK(gen(problem(window, 2048), "sm_90a", "lazy=0,chk=0").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, false, false, 0, false, false, true, true>") !=
+  CHECK(gen(problem(window, 2048), "sm_90a", "lazy=0,chk=0,band=0").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, false, false, 0, false, false, true, true>") !=
         std::string::npos);
   // TMA: four tensor maps (K, V as batch*heads*kv_len rows; K, V as row pairs for stride-2 walks);
   // tma=0 keeps cp.async.
@@ -461,6 +464,107 @@ TEST_CASE("every bf16/fp16 pattern in patterns/ compiles for sm_90a with the wgm
     ++n;
   }
   CHECK(n >= 20);
+}
+
+// Bands (windows, causal and one-sided windows, dilated windows) are recognised row by row; unions
+// and other shapes are not. band_tile gives the key tiles the band kernel walks.
+TEST_CASE("find_band recognises windows and dilated windows, and nothing else") {
+  struct Case {
+    const char* pat;
+    int64_t L;
+    bool band;
+    int64_t d, lo, hi;
+  };
+  for (const Case& c : {Case{R"({"window": {"left": 256, "right": 256}})", 4096, true, 1, -256, 256},
+                        Case{R"({"window": {"left": 100, "right": 0}})", 1000, true, 1, -100, 0},
+                        Case{R"({"window": {"left": 0, "right": 7}})", 100, true, 1, 0, 7},
+                        Case{R"({"window": {"left": 900, "right": 900}})", 300, true, 1, -299, 299},
+                        Case{R"({"dilated": {"left": 256, "right": 256, "dilation": 2}})", 4096, true, 2, -256, 256},
+                        Case{R"({"dilated": {"left": 5, "right": 9, "dilation": 3}})", 999, true, 3, -5, 9},
+                        Case{R"({"dilated": {"left": 5, "right": 9, "dilation": 3}})", 1000, false, 0, 0, 0},
+                        Case{R"({"blocked": {"block": 256}})", 4096, false, 0, 0, 0},
+                        Case{R"({"strided": {"stride": 64}})", 4096, true, 64, -63, 63},  // j = i mod 64, any distance
+                        Case{R"({"union": [{"window": {"left": 32, "right": 32}}, {"global": {"tokens": [0]}}]})", 1024, false, 0, 0, 0}}) {
+    const std::string pat = c.pat;
+    CAPTURE(pat);
+    CAPTURE(c.L);
+    Band b;
+    REQUIRE(find_band(analyze(problem(c.pat, c.L)), b) == c.band);
+    if (!c.band) continue;
+    CHECK(b.dilation == c.d);
+    CHECK(b.k_lo == c.lo);
+    CHECK(b.k_hi == c.hi);
+    CHECK(b.rows == c.L / c.d);
+  }
+  // kv_len != seq_len: no band kernel (keys and rows share the phase lattice).
+  Problem p = problem(R"({"window": {"left": 16, "right": 16}})", 512);
+  p.kv_len = 600;
+  Band b;
+  CHECK_FALSE(find_band(analyze(p), b));
+}
+
+TEST_CASE("band_tile: the key tiles of a window's row tiles (interior, edges, ragged end)") {
+  Band b{1, -256, 256, 1000};
+  // Interior: u from 64t - 256, nine tiles, the first and last masked (the diagonal edges).
+  BandTile mid = band_tile(b, 7);
+  CHECK(mid.u_start == 448 - 256);
+  CHECK(mid.first == 0);
+  CHECK(mid.count == 9);
+  CHECK(mid.full_begin == 1);
+  CHECK(mid.full_end == 8);
+  // First row tile: keys below 0 skipped (tiles 0..3 lie entirely below key 0).
+  BandTile t0 = band_tile(b, 0);
+  CHECK(t0.u_start == -256);
+  CHECK(t0.first == 4);
+  CHECK(t0.count == 5);
+  CHECK(t0.full_begin == 4);
+  CHECK(t0.full_end == 8);
+  // Last row tile (rows 960..999): keys up to 999 only.
+  BandTile tl = band_tile(b, 15);
+  CHECK(tl.u_start == 960 - 256);
+  CHECK(tl.first == 0);
+  CHECK(tl.count == 5);  // u in [704, 999]
+  CHECK(tl.full_begin == 1);
+  CHECK(tl.full_end == 4);  // the tile from u = 960 holds keys past 999
+}
+
+// The band kernel replaces the plan's tables where the wgmma engine loads K/V by TMA (dilation 1
+// or 2: the tensor maps' two views), and only there; band=0 keeps the tables.
+TEST_CASE("band patterns get the table-free band kernel on sm_90a (TMA), tables elsewhere") {
+  auto gen = [](const Problem& p, const std::string& arch, const std::string& tune) {
+    CodegenOptions co;
+    co.arch = arch;
+    co.pipeline = false;
+    co.tuning = parse_tuning(tune);
+    return generate(p, analyze(p), co);
+  };
+  Problem w = problem(R"({"window": {"left": 256, "right": 256}})", 4096);
+  GeneratedModule m = gen(w, "sm_90a", "");
+  CHECK(m.source.find("band_pass<WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 1, -256, 256>") != std::string::npos);
+  CHECK(m.source.find("kTiles0") == std::string::npos);
+  REQUIRE(m.fused.size() == 1);
+  CHECK(m.fused[0].grid_x == 64);
+  CHECK(m.tensor_maps.size() == 4);
+  Problem dl = problem(R"({"dilated": {"left": 256, "right": 256, "dilation": 2}})", 4096);
+  GeneratedModule md = gen(dl, "sm_90a", "");
+  CHECK(md.source.find("bf16_t, SPLAT_SEQ, SPLAT_HD, 2, -256, 256>(") != std::string::npos);
+  REQUIRE(md.fused.size() == 1);
+  CHECK(md.fused[0].grid_x == 64);  // two phases of 32 row tiles
+  for (const auto& [arch, tune] : std::vector<std::pair<std::string, std::string>>{{"sm_90a", "band=0"}, {"sm_90a", "tma=0"}, {"sm_80", ""}}) {
+    CAPTURE(arch);
+    CAPTURE(tune);
+    GeneratedModule x = gen(w, arch, tune);
+    CHECK(x.source.find("band_pass<") == std::string::npos);
+    CHECK(x.source.find("fused_pass<") != std::string::npos);
+  }
+  // Dilation 3: no tensor-map view, tables.
+  Problem d3 = problem(R"({"dilated": {"left": 5, "right": 9, "dilation": 3}})", 999);
+  CHECK(gen(d3, "sm_90a", "").source.find("band_pass<") == std::string::npos);
+  // The band kernels compile (ptxas checks the wgmma operands and the TMA copies).
+  for (const GeneratedModule* g : {&m, &md}) {
+    CompileResult c = nvrtc_compile(g->source, "band.cu", "sm_90a", CompileTarget::Cubin);
+    CHECK(c.image.size() > 1000);
+  }
 }
 
 // Runs of one stride on several lattices (the `fixed` pattern's summary columns, residues 120..127

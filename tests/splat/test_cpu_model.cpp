@@ -3,6 +3,7 @@
 // the pattern's own mask, in float64.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -46,7 +47,8 @@ std::vector<double> brute(const Problem& p, const std::vector<double>& q, const 
 }
 
 // headroom: the lazy rescale of the bf16/fp16 kernels (8 in log2 units), or 0 (exact maxima).
-double max_diff(const Problem& p, const TileShape& shape, double headroom = 0.0, bool checked = false) {
+double max_diff(const Problem& p, const TileShape& shape, double headroom = 0.0, bool checked = false,
+                bool band = false) {
   Acsr a = analyze(p);
   Plan plan = make_plan(a, shape);
   std::mt19937_64 rng(7);
@@ -57,7 +59,7 @@ double max_diff(const Problem& p, const TileShape& shape, double headroom = 0.0,
     return x;
   };
   auto q = fill(p.seq_len), k = fill(p.kv_len), v = fill(p.kv_len);
-  auto got = cpu_model_attention(plan, p.head_dim, p.scale, q, k, v, headroom, checked);
+  auto got = cpu_model_attention(plan, p.head_dim, p.scale, q, k, v, headroom, checked, band);
   auto want = brute(p, q, k, v);
   double d = 0;
   for (size_t x = 0; x < got.size(); ++x) d = std::max(d, std::fabs(got[x] - want[x]));
@@ -86,6 +88,46 @@ TEST_CASE("cpu model matches brute force: window, dilated, blocked (one pass)") 
     CAPTURE(pat);
     CHECK(max_diff(small(pat, 333, 16), {}) < 1e-12);
   }
+}
+
+// The band kernel's walk (band_pass): closed-form tiles per phase, key tiles from 64t + k_lo that
+// may reach below key 0 or past the last key, masks from the band, full tiles unmasked (the model
+// throws if a full tile holds a key some real row does not keep).
+TEST_CASE("cpu model matches brute force: band walk (windows, causal, one-sided, dilated)") {
+  struct Case {
+    const char* pat;
+    int64_t L;
+  };
+  for (const Case& c : {Case{R"({"window": {"left": 40, "right": 17}})", 333}, Case{R"({"window": {"left": 64, "right": 64}})", 512},
+                        Case{R"({"window": {"left": 100, "right": 0}})", 300}, Case{R"({"window": {"left": 0, "right": 70}})", 257},
+                        Case{R"({"window": {"left": 3, "right": 3}})", 200}, Case{R"({"window": {"left": 500, "right": 500}})", 130},
+                        Case{R"({"dilated": {"left": 12, "right": 9, "dilation": 4}})", 332},
+                        Case{R"({"dilated": {"left": 70, "right": 70, "dilation": 2}})", 400}}) {
+    CAPTURE(c.pat);
+    CAPTURE(c.L);
+    Problem p = small(c.pat, c.L, 16);
+    Plan plan = make_plan(analyze(p));
+    REQUIRE(plan.has_band);
+    CHECK(max_diff(p, {}, 0.0, false, true) < 1e-12);
+    // The lazy rescale and checked sums take the same path as with the plan's walk.
+    CHECK(max_diff(p, {}, 8.0 * std::log(2.0), true, true) < 1e-12);
+    // Every kept (row, key) visited exactly once, as the plan's walk does.
+    auto visits = cpu_model_visits(plan, true);
+    for (int64_t i = 0; i < p.seq_len; ++i) {
+      std::vector<int64_t> got = visits[static_cast<size_t>(i)], want;
+      std::sort(got.begin(), got.end());
+      for (int64_t j = 0; j < p.kv_len; ++j)
+        if (kept(p, i, j)) want.push_back(j);
+      CHECK(got == want);
+    }
+  }
+}
+
+TEST_CASE("cpu model: the band walk needs a band") {
+  Problem p = small(R"({"blocked": {"block": 50}})", 200, 16);
+  Plan plan = make_plan(analyze(p));
+  CHECK_FALSE(plan.has_band);
+  CHECK_THROWS_AS(cpu_model_visits(plan, true), std::invalid_argument);
 }
 
 TEST_CASE("cpu model matches brute force: strided lattice (two passes, state hand-over)") {
@@ -117,7 +159,16 @@ TEST_CASE("cpu model matches brute force: random blocks, causal, 128-row tiles")
 // The GPU edge-case problems (scripts/check-gpu): ragged sizes, kv_len != seq_len, causal, head
 // dims 32..128, the fixed pattern's lattice groups; the plan the GPU kernels walk is right for each.
 TEST_CASE("cpu model matches brute force on the GPU edge-case problems (tests/gpu)") {
-  CHECK(for_each_gpu_problem([](const Problem& p) { CHECK(max_diff(p, {}) < 1e-11); }) >= 12);
+  int bands = 0;
+  CHECK(for_each_gpu_problem([&](const Problem& p) {
+          CHECK(max_diff(p, {}) < 1e-11);
+          // Bands (the band kernel's walk too): ragged, causal, one-sided, wider than the sequence, dilated.
+          if (make_plan(analyze(p)).has_band) {
+            ++bands;
+            CHECK(max_diff(p, {}, 8 * std::log(2.0), true, true) < 1e-11);
+          }
+        }) >= 16);
+  CHECK(bands >= 5);
 }
 
 // The lazy rescale (a row's exponent reference moves only when a key tile's max exceeds it by more
