@@ -418,8 +418,9 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
 // a multiple of D): everything a row tile needs is a closed form of its block index, so there are
 // no tables to read before the first key tile (the table driver's start-up read ~300 instructions
 // and three dependent loads per block; ncu: a fifth of the window kernel's stall samples). Rows of
-// phase ph are ph + D*m, keys ph + D*u (m, u < M = SEQ / D); block x is row tile t = x % TPP of
-// phase x / TPP: m in [64t, 64t + 64), key tiles of 64 from u = 64t + KLO. TMA stages only: key
+// phase ph are ph + D*m, keys ph + D*u (m, u < M = SEQ / D); row tile t holds m in [64t, 64t + 64)
+// and walks key tiles of 64 from u = 64t + KLO (the grid covers every head, phase and t). TMA
+// stages only: key
 // tiles reach below u = 0 or past M (their boxes hold other heads' keys or zeros, all masked).
 // band_tile (plan.cpp) and the CPU model's band walk compute the same tiles.
 // ================================================================================================
@@ -429,8 +430,25 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   static_assert(UsesTma<E>::value, "band tiles start at any key: TMA boxes");
   constexpr int M = SEQ / D, TPP = (M + 63) / 64, S = E::STAGES, LA = Lookahead<E>::value;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int ph = D == 1 ? 0 : (int)blockIdx.x / TPP, t = D == 1 ? (int)blockIdx.x : (int)blockIdx.x % TPP;
-  const i64 bh = blockIdx.y;
+  // Blocks in launch order take the row tiles whose keys are not clipped first, over every head and
+  // phase, and the shorter ones at the sequence ends last (the last blocks to start finish sooner).
+  constexpr int LEAD0 = KLO < 0 ? (63 - KLO) / 64 : 0, LEAD = LEAD0 < TPP ? LEAD0 : TPP;
+  constexpr int TRAIL0 = KHI > 0 ? (63 + KHI) / 64 : 0, TRAIL = TRAIL0 < TPP - LEAD ? TRAIL0 : TPP - LEAD;
+  constexpr int MID = TPP - LEAD - TRAIL;
+  const i64 n = blockIdx.x + (i64)gridDim.x * blockIdx.y, groups = (i64)gridDim.y * D;
+  i64 g;
+  int t;
+  if (n < groups * MID) {
+    g = n / max(MID, 1);
+    t = LEAD + (int)(n % max(MID, 1));
+  } else {
+    const i64 r = n - groups * MID;
+    g = r / max(LEAD + TRAIL, 1);
+    const int e = (int)(r % max(LEAD + TRAIL, 1));
+    t = e < LEAD ? e : TPP - TRAIL + (e - LEAD);
+  }
+  const int ph = (int)(g % D);
+  const i64 bh = g / D;
   const int m_first = 64 * t, m_last = min(64 * t + 63, M - 1), u_start = m_first + KLO;
   // Keys some row keeps, and keys every row keeps (full key tiles), both clipped to [0, M).
   const int lo = max(0, m_first + KLO), hi = min(M - 1, m_last + KHI);
