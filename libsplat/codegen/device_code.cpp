@@ -420,8 +420,8 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
 // and three dependent loads per block; ncu: a fifth of the window kernel's stall samples). Rows of
 // phase ph are ph + D*m, keys ph + D*u (m, u < M = SEQ / D); row tile t holds m in [64t, 64t + 64)
 // and walks key tiles of 64 from u = 64t + KLO (the grid covers every head, phase and t). TMA
-// stages only: key
-// tiles reach below u = 0 or past M (their boxes hold other heads' keys or zeros, all masked).
+// stages only: key tiles reach below u = 0 or past M (their boxes hold other heads' keys or zeros,
+// all masked).
 // band_tile (plan.cpp) and the CPU model's band walk compute the same tiles.
 // ================================================================================================
 template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI>
