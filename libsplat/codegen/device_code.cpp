@@ -424,7 +424,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
 // all masked).
 // band_tile (plan.cpp) and the CPU model's band walk compute the same tiles.
 // ================================================================================================
-template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI>
+template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI, bool DPV = false>
 __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
                                           const void* tmaps) {
   static_assert(UsesTma<E>::value, "band tiles start at any key: TMA boxes");
@@ -477,13 +477,22 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   for (int c = 0; c < count; ++c) {
     const int buf = c % S;
     e.wait_stage(buf, (u32)(c / S) & 1u, c == 0);
-    if (c + LA < count) e.load((c + LA) % S, w, u_start + 64 * (first + c + LA));
     const int kt = first + c, u0 = u_start + 64 * kt;
-    e.compute(buf, kt >= full_begin && kt < full_end, scale_log2, [&](int h, int cc) {
+    auto keep = [&](int h, int cc) {
       const int u = u0 + cc;
       return u >= rlo[h] && u <= rhi[h];
-    });
+    };
+    if constexpr (DPV) {
+      float s[1][8][4];
+      e.s_wait(buf, s);  // also the previous tile's P.V: its stage may be refilled now
+      if (c + LA < count) e.load((c + LA) % S, w, u_start + 64 * (first + c + LA));
+      e.s_finish(buf, s, kt >= full_begin && kt < full_end, scale_log2, keep);
+    } else {
+      if (c + LA < count) e.load((c + LA) % S, w, u_start + 64 * (first + c + LA));
+      e.compute(buf, kt >= full_begin && kt < full_end, scale_log2, keep);
+    }
   }
+  if constexpr (DPV) e.pv_done();
   e.end(row, bh, true, o, ws);
 }
 
