@@ -517,11 +517,12 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       }
     }
     s << "// " << (wg ? std::to_string(wgs) + " warpgroup(s) of 4 warps x 16 rows, " + std::to_string(tu.stages) +
-                          " cp.async stages (128-byte swizzle), 64-key softmax steps" +
+                          (tu.tma ? " stages" : " cp.async stages") + " (128-byte swizzle), 64-key softmax steps" +
                           (tu.lazy ? ", lazy O rescale" : "") + (tu.overlap ? ", P.V overlapped with the next softmax" : "") +
                           (tu.chk ? ", checked row sums instead of row maxima" : "") +
                           (tu.qs ? ", Q in shared memory" : "") + (tu.rbar || wgs > 1 ? "" : ", no barrier before stage refills") +
-                          (tu.tma ? ", K/V stages loaded by TMA" : tu.ew ? ", copies waited for before the next load" : "")
+                          (tu.tma ? ", K/V stages loaded by TMA" : tu.ew ? ", copies waited for before the next load" : "") +
+                          (band && opt.tuning.wg_deferred_pv != 0 ? ", each P.V waited for with the next tile's S" : "")
                    : mod.tensor_cores ? std::to_string(16 * tu.mw) + " rows per warp, " + std::to_string(tu.stages) +
                                           " cp.async stages, " + std::to_string(tu.bc) + "-key softmax steps" +
                                           (tu.lazy ? ", lazy O rescale" : "")
