@@ -387,14 +387,12 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     this->exact_step(s1, mul);
   }
 
-  // Deferred P.V (band_pass with DPV): a key tile's S is issued while the previous tile's P.V may
-  // still run, and one wait covers both (s_wait); the softmax then issues this tile's P.V and
-  // leaves it running (s_finish) through the next tile's start. pv_done() before end().
-  __device__ __forceinline__ void s_wait(int buf, float (&s)[1][8][4]) {
+  // S = Q.K^T of the key tile in stage buf, committed as one wgmma group (not waited for).
+  __device__ __forceinline__ void issue_s(int buf, float (&s)[1][8][4]) {
     const u64 dk = wg_desc(kbase + buf * TILE);
     wg_fence();
     if (QS) {
-      const u64 dq = wg_desc(qbase() + (threadIdx.x >> 7) * TILE);
+      const u64 dq = wg_desc(qbase() + (threadIdx.x >> 7) * TILE);  // this warpgroup's 64 rows
       wg_mma_ss<T, false>(s[0], dq, dk);
 #pragma unroll
       for (int kb = 1; kb < HD / 16; ++kb) wg_mma_ss<T, true>(s[0], dq + 2 * kb, dk + 2 * kb);
@@ -404,6 +402,13 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       for (int kb = 1; kb < HD / 16; ++kb) wg_mma<T, 0>(s[0], this->qf[0][kb], dk + 2 * kb);
     }
     wg_commit();
+  }
+
+  // Deferred P.V (band_pass with DPV): a key tile's S is issued while the previous tile's P.V may
+  // still run, and one wait covers both (s_wait); the softmax then issues this tile's P.V and
+  // leaves it running (s_finish) through the next tile's start. pv_done() before end().
+  __device__ __forceinline__ void s_wait(int buf, float (&s)[1][8][4]) {
+    issue_s(buf, s);
     pv_done();
     wg_hold(s[0]);
   }
@@ -420,19 +425,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
     float s[1][8][4];
-    const u64 dk = wg_desc(kbase + buf * TILE);
-    wg_fence();
-    if (QS) {
-      const u64 dq = wg_desc(qbase() + (threadIdx.x >> 7) * TILE);  // this warpgroup's 64 rows
-      wg_mma_ss<T, false>(s[0], dq, dk);
-#pragma unroll
-      for (int kb = 1; kb < HD / 16; ++kb) wg_mma_ss<T, true>(s[0], dq + 2 * kb, dk + 2 * kb);
-    } else {
-      wg_mma0<T, 0>(s[0], this->qf[0][0], dk);
-#pragma unroll
-      for (int kb = 1; kb < HD / 16; ++kb) wg_mma<T, 0>(s[0], this->qf[0][kb], dk + 2 * kb);
-    }
-    wg_commit();
+    issue_s(buf, s);
     if (OVL) {
       if (pbuf >= 0) {
         issue_pv(pbuf);
