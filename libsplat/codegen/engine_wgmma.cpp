@@ -451,12 +451,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     } else {
       wg_wait0();
       wg_hold(s[0]);
-      if (CHK)
-        softmax_checked(buf, s, full, scale_log2, keep);
-      else
-        this->softmax(s, full, scale_log2, keep);
-      pack_p(s[0]);
-      issue_pv(buf);
+      s_finish(buf, s, full, scale_log2, keep);
       pv_done();
     }
   }
