@@ -493,6 +493,7 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
     }
   }
   if constexpr (DPV) e.pv_done();
+  if (count == 0) cp_async_wait<0>();  // no key tile (a one-sided band's last rows): Q's copies (QS)
   e.end(row, bh, true, o, ws);
 }
 
