@@ -108,8 +108,8 @@ bool find_band(const Acsr& acsr, Band& out);
 
 struct Plan {
   int64_t seq_len = 0, kv_len = 0;
-  bool has_band = false;         // the ACSR is a band (find_band); the wgmma+TMA kernel walks it so
-  Band band;
+  bool has_band = false;         // the ACSR is a band (find_band): codegen may emit the band kernel
+  Band band;                     // (wgmma with TMA stages, dilation 1 or 2) instead of the tables
   TileShape shape;
   std::vector<PlanItem> items;
   std::vector<PlanPass> passes;
