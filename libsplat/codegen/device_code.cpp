@@ -59,6 +59,13 @@ __device__ __forceinline__ float fast_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
+// 1/x on the special function unit (max rel. error ~2^-23; the IEEE division's range checks and
+// slow path are not needed for a row sum of exponentials).
+__device__ __forceinline__ float fast_rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 
 // Softmax state in the fused workspaces: every row's unnormalised O (rows of hd floats per head,
@@ -474,9 +481,12 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   for (int p = 0; p < LA; ++p)
     if (p < count) e.load(p, w, u_start + 64 * (first + p));
   __syncthreads();  // the stage barriers thread 0 initialised
+  // Stage of key tile c (c % S), its barrier's phase parity ((c / S) & 1) and the stage refilled
+  // with tile c + LA, counted along (the divisions by S cost a tenth of the loop's issue slots).
+  int buf = 0, lbuf = LA % S;
+  u32 parity = 0;
   for (int c = 0; c < count; ++c) {
-    const int buf = c % S;
-    e.wait_stage(buf, (u32)(c / S) & 1u, c == 0);
+    e.wait_stage(buf, parity, c == 0);
     const int kt = first + c, u0 = u_start + 64 * kt;
     auto keep = [&](int h, int cc) {
       const int u = u0 + cc;
@@ -485,12 +495,20 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
     if constexpr (DPV) {
       float s[1][8][4];
       e.s_wait(buf, s);  // also the previous tile's P.V: its stage may be refilled now
-      if (c + LA < count) e.load((c + LA) % S, w, u_start + 64 * (first + c + LA));
-      e.s_finish(buf, s, kt >= full_begin && kt < full_end, scale_log2, keep);
+      if (c + LA < count) e.load(lbuf, w, u_start + 64 * (first + c + LA));
+      // Every row's first kept key is in the row tile's first key tile (rows keep one contiguous run
+      // from max(0, m + KLO), and the walk starts at the tile holding the lowest), so the checked
+      // softmax takes the exact step there and needs no vote on missing references after it.
+      e.s_finish(buf, s, kt >= full_begin && kt < full_end, scale_log2, keep, c == 0 ? 1 : 0);
     } else {
-      if (c + LA < count) e.load((c + LA) % S, w, u_start + 64 * (first + c + LA));
+      if (c + LA < count) e.load(lbuf, w, u_start + 64 * (first + c + LA));
       e.compute(buf, kt >= full_begin && kt < full_end, scale_log2, keep);
     }
+    if (++buf == S) {
+      buf = 0;
+      parity ^= 1u;
+    }
+    if (++lbuf == S) lbuf = 0;
   }
   if constexpr (DPV) e.pv_done();
   if (count == 0) cp_async_wait<0>();  // no key tile (a one-sided band's last rows): Q's copies (QS)

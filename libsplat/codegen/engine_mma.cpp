@@ -322,7 +322,7 @@ struct MmaEngine {
       const i64 i = row[h];
       if (i < 0) continue;
       if (last) {
-        const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+        const float inv = l[h] > 0.f ? fast_rcp(l[h]) : 0.f;
 #pragma unroll
         for (int d = 0; d < HD / 8; ++d)
           *reinterpret_cast<u32*>(o + (bh * SEQ + i) * HD + d * 8 + 2 * t4) =

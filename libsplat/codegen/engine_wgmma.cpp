@@ -353,14 +353,18 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
           if (!keep(e >> 1, n * 8 + 2 * t4 + (e & 1))) s[n][e] = neg_inf();
     }
   }
-  // CHK softmax: S becomes P in place, O and l updated.
+  // CHK softmax: S becomes P in place, O and l updated. first: -1 unknown (a warp with a row that
+  // has no reference yet takes the exact step), 1 the row tile's first key tile (exact step, O still
+  // zero: not rescaled), 0 a later one where every row has its reference (band_pass; a padding row
+  // without one fails the sum check: exp2 of +inf or NaN).
   template <class Keep>
-  __device__ __forceinline__ void softmax_checked(int buf, float (&s1)[1][8][4], bool full, float scale_log2, Keep keep) {
+  __device__ __forceinline__ void softmax_checked(int buf, float (&s1)[1][8][4], bool full, float scale_log2, Keep keep,
+                                                  int first = -1) {
     float(&s)[8][4] = s1[0];
     scale_mask(s, full, scale_log2, keep);
     const float mul = scale_log2 > 0.f ? scale_log2 : 1.f;
     float* m = this->m;
-    bool exact = __any_sync(0xffffffffu, m[0] == neg_inf() || m[1] == neg_inf());
+    bool exact = first == 1 ? true : first == 0 ? false : __any_sync(0xffffffffu, m[0] == neg_inf() || m[1] == neg_inf());
     if (!exact) {
       float t[2];
 #pragma unroll
@@ -413,9 +417,10 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     wg_hold(s[0]);
   }
   template <class Keep>
-  __device__ __forceinline__ void s_finish(int buf, float (&s)[1][8][4], bool full, float scale_log2, Keep keep) {
+  __device__ __forceinline__ void s_finish(int buf, float (&s)[1][8][4], bool full, float scale_log2, Keep keep,
+                                           int first = -1) {
     if (CHK)
-      softmax_checked(buf, s, full, scale_log2, keep);
+      softmax_checked(buf, s, full, scale_log2, keep, first);
     else
       this->softmax(s, full, scale_log2, keep);
     pack_p(s[0]);

@@ -528,6 +528,33 @@ TEST_CASE("band_tile: the key tiles of a window's row tiles (interior, edges, ra
   CHECK(tl.full_end == 4);  // the tile from u = 960 holds keys past 999
 }
 
+// The band kernel's checked softmax takes the exact step on a row tile's first key tile and skips
+// the vote on rows without a reference after it: every row's first kept key must lie in that tile.
+TEST_CASE("band_tile: every row's first kept key is in its row tile's first key tile") {
+  int checked = 0;
+  for (const Band& b : {Band{1, -256, 256, 1000}, Band{1, -256, 0, 4096}, Band{1, 0, 300, 777}, Band{1, -5, 3, 70},
+                        Band{1, -2000, 2000, 300}, Band{1, 40, 90, 200}, Band{2, -256, 256, 2048}, Band{1, -100, -20, 500}}) {
+    CAPTURE(b.k_lo);
+    CAPTURE(b.k_hi);
+    CAPTURE(b.rows);
+    for (int64_t t = 0; t < b.tiles_per_phase(); ++t) {
+      const BandTile bt = band_tile(b, t);
+      for (int64_t m = 64 * t; m < std::min(64 * t + 64, b.rows); ++m) {
+        const int64_t lo = std::max<int64_t>(0, m + b.k_lo), hi = std::min(b.rows - 1, m + b.k_hi);
+        if (lo > hi) continue;  // a row with no keys: stays without a reference (the sum check catches it)
+        CAPTURE(t);
+        CAPTURE(m);
+        REQUIRE(bt.count > 0);
+        const int64_t first_u = bt.u_start + 64 * bt.first;
+        CHECK(lo >= first_u);
+        CHECK(lo < first_u + 64);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 8000);
+}
+
 // The band kernel replaces the plan's tables where the wgmma engine loads K/V by TMA (dilation 1
 // or 2: the tensor maps' two views), and only there; band=0 keeps the tables.
 TEST_CASE("band patterns get the table-free band kernel on sm_90a (TMA), tables elsewhere") {
