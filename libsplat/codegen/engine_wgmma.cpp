@@ -354,9 +354,9 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     }
   }
   // CHK softmax: S becomes P in place, O and l updated. first: -1 unknown (a warp with a row that
-  // has no reference yet takes the exact step), 1 the row tile's first key tile (exact step, O still
-  // zero: not rescaled), 0 a later one where every row has its reference (band_pass; a padding row
-  // without one fails the sum check: exp2 of +inf or NaN).
+  // has no reference yet takes the exact step, by a vote), 1 the row tile's first key tile (the
+  // exact step), 0 a later one where every row has its reference (band_pass; a padding row without
+  // one fails the sum check all the same: exp2 of +inf or NaN).
   template <class Keep>
   __device__ __forceinline__ void softmax_checked(int buf, float (&s1)[1][8][4], bool full, float scale_log2, Keep keep,
                                                   int first = -1) {
