@@ -464,14 +464,15 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   const int full_begin = flo <= u_start ? 0 : (flo - u_start + 63) / 64;
   const int full_end = fhi < u_start + 63 ? 0 : (fhi - u_start - 63) / 64 + 1;
   i64 row[E::ROWS];
-  int rlo[E::ROWS], rhi[E::ROWS];
 #pragma unroll
   for (int h = 0; h < E::ROWS; ++h) {
     const int m = m_first + E::slot(h);
     row[h] = m < M ? ph + (i64)D * m : -1;
-    rlo[h] = m < M ? max(0, m + KLO) : 1;
-    rhi[h] = m < M ? min(M - 1, m + KHI) : 0;
   }
+  // This thread's rows m0 + 8h keep keys u in [0, M) with KLO <= u - m <= KHI (padding rows,
+  // m >= M, none): bounds computed in the masked tiles rather than held in registers.
+  static_assert(E::ROWS == 2, "one warpgroup: rows slot(0) and slot(0) + 8");
+  const int m0 = m_first + E::slot(0);
   E e;
   e.begin(smem_raw, q, k, v, row, bh, true, ws);
   cp_async_commit();  // Q's copies (QS), waited for before the first key tile (wait_stage)
@@ -481,38 +482,40 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   for (int p = 0; p < LA; ++p)
     if (p < count) e.load(p, w, u_start + 64 * (first + p));
   __syncthreads();  // the stage barriers thread 0 initialised
-  // Stage of key tile c (c % S), its barrier's phase parity ((c / S) & 1) and the stage refilled
-  // with tile c + LA, counted along (the divisions by S cost a tenth of the loop's issue slots).
-  int buf = 0, lbuf = LA % S;
+  // Stage of key tile c (c % S) and its barrier's phase parity ((c / S) & 1), counted along (the
+  // divisions by S cost a tenth of the loop's issue slots); tile c + LA refills stage (buf + LA) % S.
+  // Loop state in the tiles' own count c: first key u_first + 64c, no mask for c in [fb, fe).
+  const int u_first = u_start + 64 * first, fb = full_begin - first, fe = full_end - first;
+  int buf = 0;
   u32 parity = 0;
   for (int c = 0; c < count; ++c) {
     e.wait_stage(buf, parity, c == 0);
-    const int kt = first + c, u0 = u_start + 64 * kt;
+    const int u0 = u_first + 64 * c, lbuf = buf + LA < S ? buf + LA : buf + LA - S;
     auto keep = [&](int h, int cc) {
-      const int u = u0 + cc;
-      return u >= rlo[h] && u <= rhi[h];
+      const int u = u0 + cc, m = m0 + 8 * h;
+      return m < M && (unsigned)u < (unsigned)M && u - m >= KLO && u - m <= KHI;
     };
+    const bool full = c >= fb && c < fe;
     if constexpr (DPV) {
       float s[1][8][4];
       e.s_wait(buf, s);  // also the previous tile's P.V: its stage may be refilled now
-      if (c + LA < count) e.load(lbuf, w, u_start + 64 * (first + c + LA));
+      if (c + LA < count) e.load(lbuf, w, u0 + 64 * LA);
       // Every row's first kept key is in the row tile's first key tile (rows keep one contiguous run
       // from max(0, m + KLO), and the walk starts at the tile holding the lowest), so the checked
       // softmax takes the exact step there and needs no vote on missing references after it.
-      e.s_finish(buf, s, kt >= full_begin && kt < full_end, scale_log2, keep, c == 0 ? 1 : 0);
+      e.s_finish(buf, s, full, scale_log2, keep, c == 0 ? 1 : 0);
     } else {
-      if (c + LA < count) e.load(lbuf, w, u_start + 64 * (first + c + LA));
-      e.compute(buf, kt >= full_begin && kt < full_end, scale_log2, keep);
+      if (c + LA < count) e.load(lbuf, w, u0 + 64 * LA);
+      e.compute(buf, full, scale_log2, keep);
     }
     if (++buf == S) {
       buf = 0;
       parity ^= 1u;
     }
-    if (++lbuf == S) lbuf = 0;
   }
   if constexpr (DPV) e.pv_done();
   if (count == 0) cp_async_wait<0>();  // no key tile (a one-sided band's last rows): Q's copies (QS)
-  e.end(row, bh, true, o, ws);
+  e.end_band(ph + D * m_first, D, min(64, M - m_first), bh, o);
 }
 
 // Combine of split-KV chunks: merges the partial states of each split tile's rows and writes O
