@@ -226,6 +226,9 @@ template <class E> struct EarlyWait<E, decltype(void(E::EARLY_WAIT))> { static c
 // no cp.async wait, proxy fence or block barrier per key tile.
 template <class E, class = void> struct UsesTma { static constexpr bool value = false; };
 template <class E> struct UsesTma<E, decltype(void(E::USES_TMA))> { static constexpr bool value = E::USES_TMA; };
+// The engine stores a finished row tile's O through shared memory as whole rows (end_band).
+template <class E, class = void> struct StagedEnd { static constexpr bool value = false; };
+template <class E> struct StagedEnd<E, decltype(void(E::STAGED_END))> { static constexpr bool value = E::STAGED_END; };
 template <class E, class = void> struct Lookahead { static constexpr int value = E::STAGES - 1; };
 template <class E> struct Lookahead<E, decltype(void(E::LOOKAHEAD))> { static constexpr int value = E::LOOKAHEAD; };
 
@@ -414,10 +417,15 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
       }
     }
   }
-  if (NSLOTS > 0 && tile.split_slot >= 0)
+  if (NSLOTS > 0 && tile.split_slot >= 0) {
     e.end_partial(bh, NSLOTS, tile.split_slot, ws + (i64)gridDim.y * SEQ * (HD + 2));
-  else
-    e.end(row, bh, LAST, o, ws);
+  } else {
+    // The tile's rows are phase + PERIOD * m, m in [m_begin, m_end); every copy has landed.
+    if constexpr (StagedEnd<E>::value && LAST)
+      e.end_band((int)(tile.phase + (i64)PERIOD * tile.m_begin), PERIOD, (int)(tile.m_end - tile.m_begin), bh, o);
+    else
+      e.end(row, bh, LAST, o, ws);
+  }
 }
 
 // ================================================================================================

@@ -132,6 +132,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   static constexpr bool REFILL_BARRIER = RBAR || WGS > 1;
   static constexpr bool EARLY_WAIT = EW;
   static constexpr bool USES_TMA = TMA;
+  static constexpr bool STAGED_END = WGS == 1 && !OVL;  // end_band for a last pass's tiles
   static_assert(HD == 64, "the wgmma engine's swizzled stages hold 128-byte key rows");
   using Base = MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY>;
   static constexpr int TILE = 64 * HD * 2;                         // one K or V stage, bytes
@@ -477,11 +478,13 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     flush();
     Base::end(row, bh, last, o, ws);
   }
-  // O of the band kernel's row tile (rows row0 + rstep * r, r < nrows of 64), normalised, through
+  // O of a row tile (rows row0 + rstep * r, r < nrows of 64; band_pass, fused_pass's last pass),
+  // normalised, through
   // shared memory: each warp writes its 16 rows there (swizzled: conflict-free) and stores them as
   // whole 128-byte rows, 4 x 16 bytes per thread, instead of 16 x 4 bytes scattered over 8 rows
-  // per instruction (ncu/H200: a kernel doing nothing but those stores took 28 us at 16k, 5.6
-  // without them). Called after the last P.V completed in every warp: the stages are free.
+  // per instruction (H200: the band kernel cut down to its start-up and those stores took 28 us at
+  // window-16k, 5.6 without the stores). Called once every copy has landed and the last P.V
+  // completed in this warp; the barrier covers the other warps' wgmmas: the stages are free.
   __device__ __forceinline__ void end_band(int row0, int rstep, int nrows, i64 bh, T* o) {
     static_assert(!OVL && WGS == 1, "one warpgroup, nothing in flight");
     const int lane = threadIdx.x & 31, wrp = threadIdx.x >> 5, t4 = lane & 3;
