@@ -523,7 +523,10 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   }
   if constexpr (DPV) e.pv_done();
   if (count == 0) cp_async_wait<0>();  // no key tile (a one-sided band's last rows): Q's copies (QS)
-  e.end_band(ph + D * m_first, D, min(64, M - m_first), bh, o);
+  if constexpr (StagedEnd<E>::value)
+    e.end_band(ph + D * m_first, D, min(64, M - m_first), bh, o);
+  else
+    e.end(row, bh, true, o, ws);  // ovl=1: its last P.V is still deferred (flush)
 }
 
 // Combine of split-KV chunks: merges the partial states of each split tile's rows and writes O
