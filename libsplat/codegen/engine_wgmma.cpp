@@ -479,12 +479,12 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     Base::end(row, bh, last, o, ws);
   }
   // O of a row tile (rows row0 + rstep * r, r < nrows of 64; band_pass, fused_pass's last pass),
-  // normalised, through
-  // shared memory: each warp writes its 16 rows there (swizzled: conflict-free) and stores them as
-  // whole 128-byte rows, 4 x 16 bytes per thread, instead of 16 x 4 bytes scattered over 8 rows
-  // per instruction (H200: the band kernel cut down to its start-up and those stores took 28 us at
-  // window-16k, 5.6 without the stores). Called once every copy has landed and the last P.V
-  // completed in this warp; the barrier covers the other warps' wgmmas: the stages are free.
+  // normalised, through shared memory: each warp writes its 16 rows there (swizzled: conflict-free)
+  // and stores them as whole 128-byte rows, 4 x 16 bytes per thread, instead of 16 x 4 bytes
+  // scattered over 8 rows per instruction (H200: the band kernel cut down to its start-up and
+  // those stores took 28 us at window-16k, 5.6 without the stores). Called once every copy has
+  // landed and the last P.V completed in this warp; the barrier covers the other warps' wgmmas,
+  // so the stages are free.
   __device__ __forceinline__ void end_band(int row0, int rstep, int nrows, i64 bh, T* o) {
     static_assert(!OVL && WGS == 1, "one warpgroup, nothing in flight");
     const int lane = threadIdx.x & 31, wrp = threadIdx.x >> 5, t4 = lane & 3;
