@@ -386,8 +386,10 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
           __syncthreads();
           e.load(0, w, u0);
         }
-        // Full key tiles come from the plan (every row keeps every key): no per-tile vote.
-        const bool full = kt >= w.full_begin && kt < w.full_end;
+        // Full key tiles come from the plan (every row keeps every key): no per-tile vote. The
+        // plan counts 64-key tiles; an engine tile of BC = 128 keys is full when both of its are.
+        constexpr int R64 = BC / 64;
+        const bool full = kt * R64 >= w.full_begin && (kt + 1) * R64 <= w.full_end;
         if constexpr (!UsesTma<E>::value) __syncthreads();  // the stage is complete for every thread (landed, or stored when S == 1)
         if (tab == nullptr && !modular) {
           e.compute(buf, full, scale_log2, [&](int h, int c) {

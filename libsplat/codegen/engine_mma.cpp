@@ -312,6 +312,34 @@ struct MmaEngine {
     }
   }
 
+  // O of a last pass's row tile (rows row0 + rstep * r, r < nrows of 64), normalised, through
+  // stage 0's K rows: each warp writes its rows there (conflict-free with the padded rows) and
+  // stores them whole, 16 bytes per thread and instruction, instead of 4-byte stores that each
+  // touch 8 rows (as WgmmaEngine::end_band; fused_pass calls it once every copy has landed).
+  static constexpr bool STAGED_END = true;
+  __device__ __forceinline__ void end_band(int row0, int rstep, int nrows, i64 bh, T* o) {
+    constexpr int RW = 16 * MW, CH = HD / 8;  // rows per warp, 16-byte chunks per row
+    const int lane = threadIdx.x & 31, t4 = lane & 3;
+    __syncthreads();  // every warp done reading the stages
+#pragma unroll
+    for (int h = 0; h < ROWS; ++h) {
+      const int mt = h >> 1, hh = h & 1, r = slot(h);
+      const float lsum = lane_sum<4>(l[h]);
+      const float inv = lsum > 0.f ? fast_rcp(lsum) : 0.f;
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d)
+        *reinterpret_cast<u32*>(Ks + r * LDS + d * 8 + 2 * t4) = pack2<T>(acc[mt][d][2 * hh] * inv, acc[mt][d][2 * hh + 1] * inv);
+    }
+    __syncwarp();
+    const int w0 = (threadIdx.x >> 5) * RW;
+#pragma unroll
+    for (int x = lane; x < RW * CH; x += 32) {
+      const int r = w0 + x / CH, c = x % CH;
+      const uint4 val = *reinterpret_cast<const uint4*>(Ks + r * LDS + c * 8);
+      if (r < nrows) *reinterpret_cast<uint4*>(o + (bh * SEQ + (row0 + rstep * r)) * HD + c * 8) = val;
+    }
+  }
+
   __device__ __forceinline__ void end(const i64* row, i64 bh, bool last, T* o, float* ws) {
     const int t4 = threadIdx.x & 3;
 #pragma unroll
