@@ -361,6 +361,10 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
               hi[h][r] = lo[h][r] + (rc[h][r] - 1) * rst[h][r] + 1;
               md[h][r] = rst[h][r];
             }
+            // Only keys of this walk: a run the plan covers by another walk may start past its end,
+            // inside the last tile's zero-filled padding (a 128-key tile's padding reaches further
+            // than a 64-key one's: bc=128 counted those zeros as kept keys).
+            hi[h][r] = min(hi[h][r], w.count);
           }
         }
       // Modular masks (runs of stride > 1 walked with step 1) only where the plan says a row needs one.
