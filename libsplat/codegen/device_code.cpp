@@ -67,6 +67,9 @@ __device__ __forceinline__ float fast_rcp(float x) {
   return y;
 }
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+// A key-tile mask that masks a whole tile itself (tile(s), e.g. BandMask) rather than per score.
+template <class K, class = void> struct TileMask { static constexpr bool value = false; };
+template <class K> struct TileMask<K, decltype(void(K::TILE_MASK))> { static constexpr bool value = K::TILE_MASK; };
 
 // Softmax state in the fused workspaces: every row's unnormalised O (rows of hd floats per head,
 // heads gridDim.y), then every row's (m, l). The pass hand-over holds seq_len rows per head, the
@@ -445,7 +448,49 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
 // all masked).
 // band_tile (plan.cpp) and the CPU model's band walk compute the same tiles.
 // ================================================================================================
-template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI, bool DPV = false>
+// The band kernel's mask of one key tile for this thread's rows m0 and m0 + 8 (keep(h, c): row
+// m0 + 8h keeps key u0 + c). A tile cut by one edge of the band only, with every row and key inside
+// the sequence (the two edge tiles of an interior row tile), masks by one comparison per score
+// against a constant of its position: keep iff c - 8h >= KLO - u0 + m0 (lower edge) or <= KHI - u0 + m0
+// (upper edge). Every other masked tile tests all four bounds (tile(): TileMask). band_pass's EMASK
+// (tuning key emask) selects the one-sided forms: on the H200 they made the dilated kernel 1.6%
+// faster, and the unit-step windows slower (ptxas spilled 12 bytes in the window kernel).
+template <int M, int KLO, int KHI>
+struct BandMask {
+  static constexpr bool TILE_MASK = true;
+  int u0, m0, kind;  // kind: 1 lower edge only, 2 upper edge only, 0 any
+  __device__ __forceinline__ bool operator()(int h, int c) const {
+    const int u = u0 + c, m = m0 + 8 * h;
+    return m < M && (unsigned)u < (unsigned)M && u - m >= KLO && u - m <= KHI;
+  }
+  __device__ __forceinline__ void tile(float (&s)[8][4]) const {
+    const int t4 = threadIdx.x & 3;
+    // Score (n, e): row h = e / 2, key column c = 8n + 2 t4 + e % 2.
+    if (kind == 1) {
+      const int thr = KLO - u0 + m0 - 2 * t4;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (8 * n + (e & 1) - 8 * (e >> 1) < thr) s[n][e] = neg_inf();
+    } else if (kind == 2) {
+      const int thr = KHI - u0 + m0 - 2 * t4;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (8 * n + (e & 1) - 8 * (e >> 1) > thr) s[n][e] = neg_inf();
+    } else {
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          if (!(*this)(e >> 1, n * 8 + 2 * t4 + (e & 1))) s[n][e] = neg_inf();
+    }
+  }
+};
+
+template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI, bool DPV = false, bool EMASK = false>
 __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
                                           const void* tmaps) {
   static_assert(UsesTma<E>::value, "band tiles start at any key: TMA boxes");
@@ -505,11 +550,11 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   for (int c = 0; c < count; ++c) {
     e.wait_stage(buf, parity, c == 0);
     const int u0 = u_first + 64 * c, lbuf = buf + LA < S ? buf + LA : buf + LA - S;
-    auto keep = [&](int h, int cc) {
-      const int u = u0 + cc, m = m0 + 8 * h;
-      return m < M && (unsigned)u < (unsigned)M && u - m >= KLO && u - m <= KHI;
-    };
     const bool full = c >= fb && c < fe;
+    // One-sided edge tiles: rows and keys inside the sequence and the other edge uncut.
+    const bool inside = m_first + 63 < M && u0 >= 0 && u0 + 63 < M;
+    const BandMask<M, KLO, KHI> keep = {
+        u0, m0, !EMASK || !inside ? 0 : u0 + 63 - m_first <= KHI ? 1 : u0 - m_first - 63 >= KLO ? 2 : 0};
     if constexpr (DPV) {
       float s[1][8][4];
       e.s_wait(buf, s);  // also the previous tile's P.V: its stage may be refilled now

@@ -347,11 +347,15 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
         for (int e = 0; e < 4; ++e) s[n][e] *= scale_log2;
     }
     if (!full) {
+      if constexpr (TileMask<Keep>::value) {
+        keep.tile(s);
+      } else {
 #pragma unroll
-      for (int n = 0; n < 8; ++n)
+        for (int n = 0; n < 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          if (!keep(e >> 1, n * 8 + 2 * t4 + (e & 1))) s[n][e] = neg_inf();
+          for (int e = 0; e < 4; ++e)
+            if (!keep(e >> 1, n * 8 + 2 * t4 + (e & 1))) s[n][e] = neg_inf();
+      }
     }
   }
   // CHK softmax: S becomes P in place, O and l updated. first: -1 unknown (a warp with a row that

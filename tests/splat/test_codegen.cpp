@@ -567,16 +567,21 @@ TEST_CASE("band patterns get the table-free band kernel on sm_90a (TMA), tables 
   };
   Problem w = problem(R"({"window": {"left": 256, "right": 256}})", 4096);
   GeneratedModule m = gen(w, "sm_90a", "");
-  CHECK(m.source.find("band_pass<WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 1, -256, 256, true>") != std::string::npos);
+  CHECK(m.source.find("band_pass<WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 1, -256, 256, true, false>") != std::string::npos);
   // dpv=0: each key tile's P.V waited for at once.
-  CHECK(gen(w, "sm_90a", "dpv=0").source.find("SPLAT_SEQ, SPLAT_HD, 1, -256, 256>(") != std::string::npos);
+  CHECK(gen(w, "sm_90a", "dpv=0").source.find("SPLAT_SEQ, SPLAT_HD, 1, -256, 256, false, false>(") != std::string::npos);
+  // emask=1: one-sided masks on the band's edge tiles (the default for dilated bands only).
+  GeneratedModule me = gen(w, "sm_90a", "emask=1");
+  CHECK(me.source.find("SPLAT_SEQ, SPLAT_HD, 1, -256, 256, true, true>(") != std::string::npos);
   CHECK(m.source.find("kTiles0") == std::string::npos);
   REQUIRE(m.fused.size() == 1);
   CHECK(m.fused[0].grid_x == 64);
   CHECK(m.tensor_maps.size() == 4);
   Problem dl = problem(R"({"dilated": {"left": 256, "right": 256, "dilation": 2}})", 4096);
   GeneratedModule md = gen(dl, "sm_90a", "");
-  CHECK(md.source.find("bf16_t, SPLAT_SEQ, SPLAT_HD, 2, -256, 256, true>(") != std::string::npos);
+  CHECK(md.source.find("bf16_t, SPLAT_SEQ, SPLAT_HD, 2, -256, 256, true, true>(") != std::string::npos);
+  GeneratedModule md0 = gen(dl, "sm_90a", "emask=0");
+  CHECK(md0.source.find("bf16_t, SPLAT_SEQ, SPLAT_HD, 2, -256, 256, true, false>(") != std::string::npos);
   REQUIRE(md.fused.size() == 1);
   CHECK(md.fused[0].grid_x == 64);  // two phases of 32 row tiles
   for (const auto& [arch, tune] : std::vector<std::pair<std::string, std::string>>{{"sm_90a", "band=0"}, {"sm_90a", "tma=0"}, {"sm_80", ""}}) {
@@ -591,7 +596,7 @@ TEST_CASE("band patterns get the table-free band kernel on sm_90a (TMA), tables 
   CHECK(gen(d3, "sm_90a", "").source.find("band_pass<") == std::string::npos);
   // The band kernels compile (ptxas checks the wgmma operands and the TMA copies).
   GeneratedModule m0 = gen(w, "sm_90a", "dpv=0");
-  for (const GeneratedModule* g : {&m, &md, &m0}) {
+  for (const GeneratedModule* g : {&m, &md, &m0, &me, &md0}) {
     CompileResult c = nvrtc_compile(g->source, "band.cu", "sm_90a", CompileTarget::Cubin);
     CHECK(c.image.size() > 1000);
   }
