@@ -453,7 +453,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
 // the sequence (the two edge tiles of an interior row tile), masks by one comparison per score
 // against a constant of its position: keep iff c - 8h >= KLO - u0 + m0 (lower edge) or <= KHI - u0 + m0
 // (upper edge). Every other masked tile tests all four bounds (tile(): TileMask). band_pass's EMASK
-// (tuning key emask) selects the one-sided forms: on the H200 they made the dilated kernel 1.6%
+// (tuning key emask) selects the one-sided forms: on the H200 they made the dilated kernel ~1%
 // faster, and the unit-step windows slower (ptxas spilled 12 bytes in the window kernel).
 template <int M, int KLO, int KHI>
 struct BandMask {
