@@ -580,6 +580,136 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
     e.end(row, bh, true, o, ws);  // ovl=1: its last P.V is still deferred (flush)
 }
 
+// Persistent band driver (tuning key chain = CH > 1): block n walks the row tiles n, n + NB, ...
+// (NB blocks, each up to CH row tiles, in band_pass's order) and its K/V stream runs on across
+// them: the next row tile's first key tiles load while this one's last are computed, and its O
+// leaves through the stage the last key tile used (not in flight then: the LA loads in flight fill
+// the next stages). The blocks of one round still hold neighbouring row tiles, which share their
+// key tiles in L2 (consecutive row tiles per block instead went through L2 nine times:
+// 2x slower at 16k). Why: with one row tile per block, the four blocks of an SM start and end
+// together, each round waiting for its first copies and Q at once.
+template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI, int CH, bool EMASK = false>
+__device__ __forceinline__ void band_chain(float scale_log2, const T* q, const T* k, const T* v, T* o, const void* tmaps) {
+  static_assert(UsesTma<E>::value && StagedEnd<E>::value && !E::QS_ON, "TMA stages, staged end, Q in registers");
+  constexpr int M = SEQ / D, TPP = (M + 63) / 64, S = E::STAGES, LA = Lookahead<E>::value;
+  static_assert(LA < S, "a stage outside the loads in flight holds O");
+  constexpr int LEAD0 = KLO < 0 ? (63 - KLO) / 64 : 0, LEAD = LEAD0 < TPP ? LEAD0 : TPP;
+  constexpr int TRAIL0 = KHI > 0 ? (63 + KHI) / 64 : 0, TRAIL = TRAIL0 < TPP - LEAD ? TRAIL0 : TPP - LEAD;
+  constexpr int MID = TPP - LEAD - TRAIL;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int nb = (int)(gridDim.x * gridDim.y), total = (int)gridDim.y * D * TPP;
+  // Row tile i (band_pass's order: interior tiles of every head and phase first): group g = bh * D
+  // + phase, tile t.
+  auto tile_of = [](int i, int& g, int& t) {
+    if (i < (int)gridDim.y * D * MID) {
+      g = i / max(MID, 1);
+      t = LEAD + i % max(MID, 1);
+    } else {
+      const int r = i - (int)gridDim.y * D * MID;
+      g = r / max(LEAD + TRAIL, 1);
+      const int e = r % max(LEAD + TRAIL, 1);
+      t = e < LEAD ? e : TPP - TRAIL + (e - LEAD);
+    }
+  };
+  // Key tiles of row tile t: u_first + 64c, c < count (clipped to [0, M)).
+  auto tiles = [](int t, int& u_first, int& count) {
+    const int m_first = 64 * t, m_last = min(64 * t + 63, M - 1), u_start = m_first + KLO;
+    const int lo = max(0, m_first + KLO), hi = min(M - 1, m_last + KHI);
+    const int first = (lo - u_start) / 64;
+    count = hi < lo ? 0 : (hi - u_start) / 64 + 1 - first;
+    u_first = u_start + 64 * first;
+  };
+  static_assert(E::ROWS == 2, "one warpgroup: rows slot(0) and slot(0) + 8");
+  const int i_begin = (int)(blockIdx.x + gridDim.x * blockIdx.y), i_end = min(total, i_begin + CH * nb);
+  E e;
+  // Thread 0 loads key tile j of the stream that follows row tile i (tile j of row tile i + nb, or
+  // further on past shorter ones) into stage buf. Recomputed from (i, j) each time, so that the key
+  // tile loop holds no producer state (it spilled); runs LA times per row tile.
+  auto load_ahead = [&](int i, int j, int buf) {
+    if (threadIdx.x != 0) return;
+    for (int ii = i + nb; ii < i_end; ii += nb) {
+      int g, t, uf, cnt;
+      tile_of(ii, g, t);
+      tiles(t, uf, cnt);
+      if (j < cnt) {
+        e.load(buf, WalkD{(g / D) * SEQ + g % D, D, 0, 0, 0, 0}, uf + 64 * j);
+        return;
+      }
+      j -= cnt;
+    }
+  };
+  {
+    int g, t;
+    tile_of(i_begin, g, t);
+    i64 row[E::ROWS];
+#pragma unroll
+    for (int h = 0; h < E::ROWS; ++h) {
+      const int m = 64 * t + E::slot(h);
+      row[h] = m < M ? g % D + (i64)D * m : -1;
+    }
+    e.begin(smem_raw, q, k, v, row, g / D, true, nullptr);
+  }
+  e.tma_setup(tmaps, 0);  // key rows: the walk's base holds the head's first row
+#pragma unroll
+  for (int p = 0; p < LA; ++p) load_ahead(i_begin - nb, p, p);
+  __syncthreads();  // the stage barriers thread 0 initialised
+  int buf = 0;
+  u32 parity = 0;
+  for (int i = i_begin; i < i_end; i += nb) {
+    int g, t;
+    tile_of(i, g, t);
+    const i64 bh = g / D;
+    const int ph = g % D;
+    const int m_first = 64 * t, m_last = min(64 * t + 63, M - 1), u_start = m_first + KLO;
+    const int flo = max(0, m_last + KLO), fhi = min(M - 1, m_first + KHI);
+    int u_first, count;
+    tiles(t, u_first, count);
+    const int skip = (u_first - u_start) / 64;
+    const int fb = (flo <= u_start ? 0 : (flo - u_start + 63) / 64) - skip;
+    const int fe = (fhi < u_start + 63 ? 0 : (fhi - u_start - 63) / 64 + 1) - skip;
+    const int m0 = m_first + E::slot(0);
+    if (i != i_begin) e.restart();
+    const WalkD w = {(int)bh * SEQ + ph, D, 0, 0, 0, 0};
+    for (int c = 0; c < count; ++c) {
+      e.wait_stage(buf, parity, false);
+      const int u0 = u_first + 64 * c, lbuf = buf + LA < S ? buf + LA : buf + LA - S;
+      const bool full = c >= fb && c < fe;
+      const bool inside = m_first + 63 < M && u0 >= 0 && u0 + 63 < M;
+      const BandMask<M, KLO, KHI> keep = {
+          u0, m0, !EMASK || !inside ? 0 : u0 + 63 - m_first <= KHI ? 1 : u0 - m_first - 63 >= KLO ? 2 : 0};
+      float s[1][8][4];
+      e.s_wait(buf, s);  // also the previous tile's P.V: its stage may be refilled now
+      if (c + LA < count)
+        e.load(lbuf, w, u0 + 64 * LA);
+      else
+        load_ahead(i, c + LA - count, lbuf);
+      e.s_finish(buf, s, full, scale_log2, keep, c == 0 ? 1 : 0);
+      if (++buf == S) {
+        buf = 0;
+        parity ^= 1u;
+      }
+    }
+    // The next row tile's Q fragments, loading while this one's last P.V and O finish (its last
+    // S, and the rare recompute that reads Q, are done).
+    if (i + nb < i_end) {
+      int g2, t2;
+      tile_of(i + nb, g2, t2);
+      i64 row[E::ROWS];
+#pragma unroll
+      for (int h = 0; h < E::ROWS; ++h) {
+        const int m = 64 * t2 + E::slot(h);
+        row[h] = m < M ? g2 % D + (i64)D * m : -1;
+      }
+      e.load_q(q, row, g2 / D);
+    }
+    e.pv_done();
+    // O through the stage before buf: its tile (if any) is computed, and the loads in flight fill
+    // buf onwards. Thread 0 refills it only after every warp passed the next S's wgmma, so after
+    // these accesses (and their proxy fence).
+    e.end_band(ph + D * m_first, D, min(64, M - m_first), bh, o, buf == 0 ? S - 1 : buf - 1, true);
+  }
+}
+
 // Combine of split-KV chunks: merges the partial states of each split tile's rows and writes O
 // (last pass) or the handed-over state. One block per split tile.
 template <class T, int SEQ, int HD, int PERIOD, int NSLOTS, bool LAST>
