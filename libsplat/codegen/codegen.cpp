@@ -188,8 +188,6 @@ KernelTuning parse_tuning(const std::string& spec) {
         {"band", &KernelTuning::wg_band, flag, "0 or 1"},
         {"dpv", &KernelTuning::wg_deferred_pv, flag, "0 or 1"},
         {"emask", &KernelTuning::band_edge_masks, flag, "0 or 1"},
-        {"exh", &KernelTuning::band_packed_exp, flag, "0 or 1"},
-        {"chain", &KernelTuning::band_chain, [](int x) { return x >= 0 && x <= 64; }, "in 0..64"},
         {"x3", &KernelTuning::fp32_x3, flag, "0 or 1"},
     };
     const Key* k = nullptr;
@@ -466,22 +464,15 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     // waits are deferred (dpv): a key tile's P.V runs on until the next tile's S is waited for,
     // 1-3% faster on every band case (H200).
     if (band && opt.tuning.mma_stages == 0) tu.stages = 3;
-    // Packed exponentials and row sums on the tensor cores (WgmmaEngine EXH): band kernel, checked
-    // softmax only.
-    const bool exh = band && tu.chk != 0 && opt.tuning.band_packed_exp > 0;
-    // Row tiles per block, walked with one K/V stream (band_chain): deferred P.V, Q in registers.
-    const int chain = band && !tu.qs && opt.tuning.wg_deferred_pv != 0 && opt.tuning.band_chain > 1
-                          ? static_cast<int>(std::min<int64_t>(opt.tuning.band_chain, plan.band.tiles_per_phase()))
-                          : 1;
     kd.block = wg ? 128 * wgs : mod.tensor_cores ? 128 / tu.mw : 128;
     // wgmma: 1024-byte aligned swizzled stages (WgmmaEngine::SMEM).
-    kd.smem_dynamic = wg ? (int64_t{2} * tu.stages + (tu.qs ? wgs : 0)) * 64 * HD * 2 + (exh ? 1024 : 0) + 1024
+    kd.smem_dynamic = wg ? (int64_t{2} * tu.stages + (tu.qs ? wgs : 0)) * 64 * HD * 2 + 1024
                          : fused_smem(p.dtype, HD, mod.tensor_cores, tu);
     mod.fused.push_back(kd);
     const std::string engine =
         wg        ? std::string("WgmmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) +
                  ", " + std::to_string(wgs) + ", " + (tu.lazy ? "true" : "false") + ", " + (tu.overlap ? "true" : "false") + ", " +
-                 std::to_string(tu.chk) + ", " + (tu.rbar ? "true" : "false") + ", " + (tu.qs ? "true" : "false") + ", " + (tu.ew ? "true" : "false") + (tu.tma ? ", true" : "") + (exh ? ", true>" : ">")
+                 std::to_string(tu.chk) + ", " + (tu.rbar ? "true" : "false") + ", " + (tu.qs ? "true" : "false") + ", " + (tu.ew ? "true" : "false") + (tu.tma ? ", true>" : ">")
         : tf32_tc ? "MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : x3      ? "MmaTf32x3Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.stages) + ">"
         : mod.tensor_cores ? std::string("MmaEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + std::to_string(tu.mw) +
@@ -497,7 +488,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     // ran 2-8% slower; off, they are unchanged).
     const bool edge_masks = opt.tuning.band_edge_masks >= 0 ? opt.tuning.band_edge_masks != 0 : plan.band.dilation > 1;
     if (band) {
-      kd.grid_x = (plan.band.dilation * plan.band.tiles_per_phase() + chain - 1) / chain;
+      kd.grid_x = plan.band.dilation * plan.band.tiles_per_phase();
       kd.role = "fused band kernel (" + std::to_string(plan.band.dilation) + " phase(s), no tables)";
       mod.fused.back().grid_x = kd.grid_x;
       mod.fused.back().role = kd.role;
@@ -536,8 +527,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
                           (tu.chk ? ", checked row sums instead of row maxima" : "") +
                           (tu.qs ? ", Q in shared memory" : "") + (tu.rbar || wgs > 1 ? "" : ", no barrier before stage refills") +
                           (tu.tma ? ", K/V stages loaded by TMA" : tu.ew ? ", copies waited for before the next load" : "") +
-                          (band && opt.tuning.wg_deferred_pv != 0 ? ", each P.V waited for with the next tile's S" : "") +
-                          (exh ? ", exponentials two at a time in " + std::string(T) + ", row sums on the tensor cores" : "")
+                          (band && opt.tuning.wg_deferred_pv != 0 ? ", each P.V waited for with the next tile's S" : "")
                    : mod.tensor_cores ? std::to_string(16 * tu.mw) + " rows per warp, " + std::to_string(tu.stages) +
                                           " cp.async stages, " + std::to_string(tu.bc) + "-key softmax steps" +
                                           (tu.lazy ? ", lazy O rescale" : "")
@@ -547,12 +537,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     s << "extern \"C\" __global__ void __launch_bounds__(" << bounds << ") " << kd.name
       << "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
       << "  (void)scores;\n";
-    if (band && chain > 1)
-      s << "  (void)table;\n  (void)ws;\n  band_chain<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << plan.band.dilation
-        << ", " << plan.band.k_lo << ", " << plan.band.k_hi << ", " << chain << ", " << (edge_masks ? "true" : "false")
-        << ">(" << f32_literal(scale_log2) << ", static_cast<const " << T << "*>(q), static_cast<const " << T
-        << "*>(k), static_cast<const " << T << "*>(v), static_cast<" << T << "*>(o), tmaps);\n}\n";
-    else if (band)
+    if (band)
       s << "  (void)table;\n  band_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << plan.band.dilation << ", "
         << plan.band.k_lo << ", " << plan.band.k_hi << (opt.tuning.wg_deferred_pv != 0 ? ", true" : ", false") << ", "
         << (edge_masks ? "true" : "false") << ">("

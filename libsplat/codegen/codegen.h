@@ -60,15 +60,12 @@ struct KernelTuning {
                             // or waited for at once (0); -1: auto (1)
   int band_edge_masks = -1; // band kernel: a band's edge tiles masked by one comparison per score (1) or by the
                             // full test (0); -1: auto (1 for dilated bands)
-  int band_packed_exp = -1; // band kernel with checked sums: exponentials two at a time in the storage type and the row
-                            // sums on the tensor cores (1), or fp32 exponentials and FADD sums (0); -1: auto (0)
-  int band_chain = 0;       // band kernel: consecutive row tiles per block on one K/V stream (2..64), 0 or 1: one
   int fp32_x3 = -1;         // fp32 at head_dim % 32 == 0, <= 128: tensor cores as three tf32 products
                             // (3xTF32, MmaTf32x3Engine) (1) or CUDA cores (SimtEngine) (0); -1: auto (3xTF32)
 };
 
 // Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), bc (64|128),
-// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), band (0|1), dpv (0|1), emask (0|1), exh (0|1), chain (0..64), x3 (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
+// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), band (0|1), dpv (0|1), emask (0|1), x3 (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
 // std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
 

@@ -34,8 +34,12 @@ struct MmaEngine {
     return (threadIdx.x >> 5) * 16 * MW + ((threadIdx.x & 31) >> 2) + 8 * h;
   }
 
-  // Q's fragments of this thread's rows (zeros for padding rows, row < 0).
-  __device__ __forceinline__ void load_q(const T* q, const i64* row, i64 bh) {
+  __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, i64 bh,
+                                        bool first, const float* ws) {
+    Ks = reinterpret_cast<u16*>(smem);
+    Vs = Ks + STAGES * BC * LDS;
+    kg = k + bh * KV * HD;
+    vg = v + bh * KV * HD;
     const T* qg = q + bh * SEQ * HD;
     const int t4 = threadIdx.x & 3;
 #pragma unroll
@@ -48,16 +52,6 @@ struct MmaEngine {
           int col = kb * 16 + 2 * t4 + (e >> 1) * 8;
           qf[mt][kb][e] = i >= 0 ? *reinterpret_cast<const u32*>(qg + i * HD + col) : 0u;
         }
-  }
-
-  __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, i64 bh,
-                                        bool first, const float* ws) {
-    Ks = reinterpret_cast<u16*>(smem);
-    Vs = Ks + STAGES * BC * LDS;
-    kg = k + bh * KV * HD;
-    vg = v + bh * KV * HD;
-    load_q(q, row, bh);
-    const int t4 = threadIdx.x & 3;
 #pragma unroll
     for (int h = 0; h < ROWS; ++h) {
       m[h] = neg_inf();

@@ -27,7 +27,6 @@ const char* engine_wgmma() {
 //    the stage.
 // ================================================================================================
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define FENCEPOS 0
 typedef unsigned long long u64;
 // Shared-memory matrix descriptor: start address, leading and stride byte offsets both 1024 (the
 // distance between 8-row groups; the other one is unused with 64-element rows), 128-byte swizzle.
@@ -88,40 +87,6 @@ template <> __device__ __forceinline__ void wg_mma_ss<bf16_t, true>(float (&d)[8
 template <> __device__ __forceinline__ void wg_mma_ss<f16_t, false>(float (&d)[8][4], u64 da, u64 db) { SPLAT_WG_SS("f16", "=f", "n"(0)); }
 template <> __device__ __forceinline__ void wg_mma_ss<f16_t, true>(float (&d)[8][4], u64 da, u64 db) { SPLAT_WG_SS("f16", "+f", "n"(1)); }
 #undef SPLAT_WG_SS
-// D += A.B, m64n8k16, A from registers, B from shared memory (a tile of ones: EXH's row sums).
-#define SPLAT_WG_N8(TY)                                                                                                          \
-  asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32." TY "." TY " {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, 1, 1, 1, 0;\n" \
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                                 \
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc))
-template <class T> __device__ __forceinline__ void wg_mma_n8(float (&d)[4], const u32 (&a)[4], u64 desc);
-template <> __device__ __forceinline__ void wg_mma_n8<bf16_t>(float (&d)[4], const u32 (&a)[4], u64 desc) { SPLAT_WG_N8("bf16"); }
-template <> __device__ __forceinline__ void wg_mma_n8<f16_t>(float (&d)[4], const u32 (&a)[4], u64 desc) { SPLAT_WG_N8("f16"); }
-#undef SPLAT_WG_N8
-// 2^x of two packed values in the storage type (one MUFU operation for both).
-template <class T> __device__ __forceinline__ u32 ex2x2(u32 x);
-template <> __device__ __forceinline__ u32 ex2x2<bf16_t>(u32 x) {
-  u32 y;
-  asm("ex2.approx.ftz.bf16x2 %0, %1;" : "=r"(y) : "r"(x));
-  return y;
-}
-template <> __device__ __forceinline__ u32 ex2x2<f16_t>(u32 x) {
-  u32 y;
-  asm("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x));
-  return y;
-}
-// Bit patterns: two packed 1.0s, and 2^8 (the checked softmax's bound) of the storage type.
-template <class T> struct Bits16;
-template <> struct Bits16<bf16_t> { static constexpr u32 ONES = 0x3f803f80u, P_BOUND = 0x4380u; };
-template <> struct Bits16<f16_t> { static constexpr u32 ONES = 0x3c003c00u, P_BOUND = 0x5c00u; };
-__device__ __forceinline__ u32 max_u16x2(u32 a, u32 b) {
-  u32 y;
-  asm("max.u16x2 %0, %1, %2;" : "=r"(y) : "r"(a), "r"(b));
-  return y;
-}
-__device__ __forceinline__ void wg_hold4(float (&d)[4]) {
-#pragma unroll
-  for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[e]));
-}
 
 // WGS: warpgroups per block (1 or 2). Two share every K/V stage: a 128-row tile, so half the
 // blocks, half the per-block start-up (Q, first stages) and half the K/V traffic per row; measured
@@ -156,33 +121,22 @@ __device__ __forceinline__ void wg_hold4(float (&d)[4]) {
 // descriptors name. Every walk of the pass must have step 1 or 2 (codegen). A partial key tile
 // loads whole 64-key boxes: keys past the walk are real keys of the tensor (zeros past its end),
 // masked like every key outside the rows' runs.
-// EXH (band kernel, with CHK): the common path's exponentials two at a time in the storage type
-// (ex2.approx bf16x2 / f16x2 of the packed arguments: half the MUFU operations of fp32 ex2, and
-// the results are P's packed registers already), the check on their packed maximum (16-bit
-// integer max: p >= 0, so NaN and +inf compare above the bound too), and the row sums l on the
-// tensor cores: P.1 against a 1 KB tile of ones (m64n8k16, in P.V's commit group) into lacc,
-// rescaled with O, so no FADD row sums. Why: at head_dim 64 the SM's 16 exponentials per clock
-// match its tensor throughput (one score each), and the fp32 path also spent ~30 FADDs per key
-// tile on the sums. The exact step keeps fp32 exponentials. l then sums the same rounded P that
-// O does.
 template <class T, int HD, int SEQ, int KV, int NSTAGES, int WGS = 1, bool LAZY = false, bool OVL = false, int CHK = 0,
-          bool RBAR = true, bool QS = false, bool EW = false, bool TMA = false, bool EXH = false>
+          bool RBAR = true, bool QS = false, bool EW = false, bool TMA = false>
 struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   static_assert(WGS == 1 || WGS == 2, "one or two warpgroups");
   static_assert(!TMA || (WGS == 1 && !RBAR), "TMA stages: one warpgroup, whose P.V waits free a stage");
   static_assert(!(OVL && CHK), "the overlapped softmax holds O's rescale back");
   static_assert(!OVL || NSTAGES >= 3, "the deferred P.V reads the previous tile's V stage");
-  static_assert(!EXH || (CHK && WGS == 1), "packed exponentials: the checked softmax, one warpgroup");
   static constexpr int NT = 128 * WGS, BR = 64 * WGS, LOOKAHEAD = OVL ? NSTAGES - 2 : NSTAGES - 1;
   static constexpr bool REFILL_BARRIER = RBAR || WGS > 1;
   static constexpr bool EARLY_WAIT = EW;
   static constexpr bool USES_TMA = TMA;
-  static constexpr bool QS_ON = QS;
   static constexpr bool STAGED_END = WGS == 1 && !OVL;  // end_band for a last pass's tiles
   static_assert(HD == 64, "the wgmma engine's swizzled stages hold 128-byte key rows");
   using Base = MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY>;
   static constexpr int TILE = 64 * HD * 2;                         // one K or V stage, bytes
-  static constexpr int SMEM = (2 * NSTAGES + (QS ? WGS : 0)) * TILE + (EXH ? 1024 : 0) + 1024;  // + Q (QS), ones (EXH), alignment slack
+  static constexpr int SMEM = (2 * NSTAGES + (QS ? WGS : 0)) * TILE + 1024;  // + Q (QS), alignment slack
   static constexpr int RS = NT / 8;                                // keys per copy round
   u32 kbase;  // shared address of K stage 0 (1024-aligned); V stage s at kbase + (NSTAGES + s) * TILE
   u32 sdst;   // this thread's byte offset in a stage: key row t / 8, 16-byte chunk t % 8, swizzled
@@ -190,7 +144,6 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   int pbuf;      // OVL: the previous tile's stage; -1: no P.V pending
   const char* tmap;  // TMA: tensor maps K, V (step 1), K, V (step 2), 128 bytes each
   int keyoff;        // TMA: first key row of this head in the maps (bh * kv_len)
-  float lacc[4];     // EXH: row sums (m64n8 accumulator: rows slot(0) and slot(0) + 8, every column the sum)
 
   // TMA: stage i's mbarrier (one arrival per use: the issuing thread's, plus the copies' bytes).
   __device__ __forceinline__ static u32 bar(int i) {
@@ -247,14 +200,6 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     const u32 c = threadIdx.x & 7, r0 = threadIdx.x >> 3;
     sdst = r0 * 128 + ((c ^ (r0 & 7)) << 4);  // (r0 + RS*k) % 8 == r0 % 8
     pbuf = -1;
-    if (EXH) {
-      // The ones tile (1.0 in T, 1 KB), published to the async proxy; the driver's start-up barrier
-      // orders it before the first P.1.
-      asm volatile("st.shared.v2.b32 [%0], {%1, %1};\n" ::"r"(obase() + 8 * threadIdx.x), "r"(Bits16<T>::ONES) : "memory");
-      landed();
-#pragma unroll
-      for (int e = 0; e < 4; ++e) lacc[e] = 0.f;
-    }
     if (QS) {
       // This thread's two rows, 16-byte chunks 2 t4 and 2 t4 + 1 of each (a row's quad copies it
       // whole), zeros for padding rows; in the first stage's commit group, so landed() and the
@@ -274,7 +219,6 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     }
   }
   __device__ __forceinline__ u32 qbase() const { return kbase + 2 * NSTAGES * TILE; }
-  __device__ __forceinline__ u32 obase() const { return kbase + (2 * NSTAGES + (QS ? WGS : 0)) * TILE; }
 
   // Same gather as MmaEngine::load (thread t: chunk t % 8 of keys t / 8 + RS*k), swizzled stores.
   // Byte offsets within the head are 32-bit (codegen checks kv_len * head_dim < 2^31) and added to
@@ -338,16 +282,9 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   __device__ __forceinline__ void issue_pv(int buf) {
     const u64 dv = wg_desc(kbase + (NSTAGES + buf) * TILE);
     wg_hold(this->acc[0]);
-    if (EXH) wg_hold4(lacc);
     wg_fence();
 #pragma unroll
     for (int kb = 0; kb < 4; ++kb) wg_mma<T, 1>(this->acc[0], pa[kb], dv + 128 * kb);
-    if (EXH) {
-      // Ones without swizzle: every core matrix the descriptor names lies in the 1 KB tile.
-      const u64 dones = (u64)((obase() & 0x3ffff) >> 4) | ((u64)(128 >> 4) << 16) | ((u64)(256 >> 4) << 32);
-#pragma unroll
-      for (int kb = 0; kb < 4; ++kb) wg_mma_n8<T>(lacc, pa[kb], dones);
-    }
     wg_commit();
   }
   // After the P.V completed: O is read again and pa may be overwritten (the asm statements make
@@ -359,7 +296,6 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
 #pragma unroll
       for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[kb][e]));
     wg_hold(this->acc[0]);
-    if (EXH) wg_hold4(lacc);
   }
   __device__ __forceinline__ void pack_p(const float (&s)[8][4]) {
 #pragma unroll
@@ -460,55 +396,6 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     this->exact_step(s1, mul);
   }
 
-  // EXH softmax: P straight into pa (packed exponentials), or the exact step (fp32 exponentials,
-  // references to the row maxima, O and lacc rescaled) and pa packed from it. first: as above.
-  template <class Keep>
-  __device__ __forceinline__ void softmax_packed(int buf, float (&s1)[1][8][4], bool full, float scale_log2, Keep keep,
-                                                 int first) {
-    float(&s)[8][4] = s1[0];
-    scale_mask(s, full, scale_log2, keep);
-    const float mul = scale_log2 > 0.f ? scale_log2 : 1.f;
-    float* m = this->m;
-    bool exact = first == 1 ? true : first == 0 ? false : __any_sync(0xffffffffu, m[0] == neg_inf() || m[1] == neg_inf());
-    if (!exact) {
-      u32 mx = 0;
-#pragma unroll
-      for (int kb = 0; kb < 4; ++kb)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {  // pa[kb][j]: scores n = 2 kb + j / 2 of row h = j % 2 (pack_p)
-          const int n = 2 * kb + (j >> 1), h = j & 1;
-          pa[kb][j] = ex2x2<T>(pack2<T>(fmaf(s[n][2 * h], mul, -m[h]), fmaf(s[n][2 * h + 1], mul, -m[h])));
-          mx = max_u16x2(mx, pa[kb][j]);
-        }
-      // p <= 2^8 (bf16 0x4380, fp16 0x5c00) in both halves; NaN, +inf and any sign bit compare above.
-      constexpr u32 kBound = Bits16<T>::P_BOUND;
-      exact = CHK == 2 || __any_sync(0xffffffffu, (mx & 0xffffu) > kBound || (mx >> 16) > kBound);
-      if (!exact) return;
-      rescore(buf, s);
-      scale_mask(s, full, scale_log2, keep);
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float rmx = Base::row_max(s, h);
-      rmx = fmaxf(rmx, __shfl_xor_sync(0xffffffffu, rmx, 1));
-      rmx = fmaxf(rmx, __shfl_xor_sync(0xffffffffu, rmx, 2));
-      const float m_new = fmaxf(m[h], rmx * mul);
-      const float ref = m_new == neg_inf() ? 0.f : m_new;
-      const float alpha = fast_exp2(m[h] - ref);
-      m[h] = m_new;
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        s[n][2 * h] = fast_exp2(fmaf(s[n][2 * h], mul, -ref));
-        s[n][2 * h + 1] = fast_exp2(fmaf(s[n][2 * h + 1], mul, -ref));
-        this->acc[0][n][2 * h] *= alpha;
-        this->acc[0][n][2 * h + 1] *= alpha;
-      }
-      lacc[2 * h] *= alpha;
-      lacc[2 * h + 1] *= alpha;
-    }
-    pack_p(s);
-  }
-
   // S = Q.K^T of the key tile in stage buf, committed as one wgmma group (not waited for).
   __device__ __forceinline__ void issue_s(int buf, float (&s)[1][8][4]) {
     const u64 dk = wg_desc(kbase + buf * TILE);
@@ -537,15 +424,11 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   template <class Keep>
   __device__ __forceinline__ void s_finish(int buf, float (&s)[1][8][4], bool full, float scale_log2, Keep keep,
                                            int first = -1) {
-    if constexpr (EXH) {
-      softmax_packed(buf, s, full, scale_log2, keep, first);
-    } else {
-      if (CHK)
-        softmax_checked(buf, s, full, scale_log2, keep, first);
-      else
-        this->softmax(s, full, scale_log2, keep);
-      pack_p(s[0]);
-    }
+    if (CHK)
+      softmax_checked(buf, s, full, scale_log2, keep, first);
+    else
+      this->softmax(s, full, scale_log2, keep);
+    pack_p(s[0]);
     issue_pv(buf);
   }
 
@@ -606,51 +489,29 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   // those stores took 28 us at window-16k, 5.6 without the stores). Called once every copy has
   // landed and the last P.V completed in this warp; the barrier covers the other warps' wgmmas,
   // so the stages are free.
-  // A chained band block's next row tile (its Q already loaded): no references, sums 0. O is not zeroed:
-  // the first key tile's exact step scales it by exp2(-inf) = 0 (zeroing it here had ptxas
-  // serialise the wgmmas, C7515), and a row tile without key tiles writes O * 0 (l = 0).
-  __device__ __forceinline__ void restart() {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      this->m[h] = neg_inf();
-      this->l[h] = 0.f;
-    }
-    if (EXH)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) lacc[e] = 0.f;
-  }
-  // stage: the stage that holds O on its way out; refilled: it is loaded again later (a chained band
-  // block), so this thread's shared accesses are ordered before those copies (proxy fence).
-  __device__ __forceinline__ void end_band(int row0, int rstep, int nrows, i64 bh, T* o, int stage = 0,
-                                           bool refilled = false) {
+  __device__ __forceinline__ void end_band(int row0, int rstep, int nrows, i64 bh, T* o) {
     static_assert(!OVL && WGS == 1, "one warpgroup, nothing in flight");
     const int lane = threadIdx.x & 31, wrp = threadIdx.x >> 5, t4 = lane & 3;
-    const u32 ob = kbase + stage * TILE;
     __syncthreads();  // every warp's wgmmas done reading the stages
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float lsum = EXH ? lacc[2 * h] : lane_sum<4>(this->l[h]);
+      const float lsum = lane_sum<4>(this->l[h]);
       const float inv = lsum > 0.f ? fast_rcp(lsum) : 0.f;
       const u32 r = 16 * wrp + (lane >> 2) + 8 * h;
 #pragma unroll
       for (int d = 0; d < 8; ++d) {
         const u32 v = pack2<T>(this->acc[0][d][2 * h] * inv, this->acc[0][d][2 * h + 1] * inv);
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(ob + r * 128 + (((u32)d ^ (r & 7)) << 4) + 4 * t4), "r"(v) : "memory");
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(kbase + r * 128 + (((u32)d ^ (r & 7)) << 4) + 4 * t4), "r"(v) : "memory");
       }
     }
     __syncwarp();
-    uint4 x[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const u32 r = 16 * wrp + (lane >> 3) + 4 * k, c = lane & 7;
+      uint4 x;
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(x[k].x), "=r"(x[k].y), "=r"(x[k].z), "=r"(x[k].w) : "r"(ob + r * 128 + ((c ^ (r & 7)) << 4)) : "memory");
-    }
-    if (FENCEPOS == 0 && refilled) landed();
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const u32 r = 16 * wrp + (lane >> 3) + 4 * k, c = lane & 7;
-      if ((int)r < nrows) *reinterpret_cast<uint4*>(o + (bh * SEQ + (row0 + rstep * (int)r)) * HD + c * 8) = x[k];
+                   : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(kbase + r * 128 + ((c ^ (r & 7)) << 4)) : "memory");
+      if ((int)r < nrows) *reinterpret_cast<uint4*>(o + (bh * SEQ + (row0 + rstep * (int)r)) * HD + c * 8) = x;
     }
   }
 };
