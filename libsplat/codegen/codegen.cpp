@@ -171,7 +171,7 @@ KernelTuning parse_tuning(const std::string& spec) {
     static const auto flag = [](int x) { return x == 0 || x == 1; };
     static const Key keys[] = {
         {"mw", &KernelTuning::mma_warp_rows, [](int x) { return x == 16 || x == 32; }, "16 or 32"},
-        {"stages", &KernelTuning::mma_stages, [](int x) { return x >= 2 && x <= 4; }, "2, 3 or 4"},
+        {"stages", &KernelTuning::mma_stages, [](int x) { return x == 2 || x == 3; }, "2 or 3"},
         {"minb", &KernelTuning::min_blocks, [](int x) { return x >= 0 && x <= 16; }, "in 0..16"},
         {"alias", &KernelTuning::simt_alias, flag, "0 or 1"},
         {"batch", &KernelTuning::simt_batch, flag, "0 or 1"},
@@ -186,7 +186,7 @@ KernelTuning parse_tuning(const std::string& spec) {
         {"ew", &KernelTuning::wg_early_wait, flag, "0 or 1"},
         {"tma", &KernelTuning::wg_tma, flag, "0 or 1"},
         {"band", &KernelTuning::wg_band, flag, "0 or 1"},
-        {"dpv", &KernelTuning::wg_deferred_pv, [](int x) { return x >= 0 && x <= 2; }, "0, 1 or 2"},
+        {"dpv", &KernelTuning::wg_deferred_pv, flag, "0 or 1"},
         {"emask", &KernelTuning::band_edge_masks, flag, "0 or 1"},
         {"x3", &KernelTuning::fp32_x3, flag, "0 or 1"},
     };
@@ -539,7 +539,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       << "  (void)scores;\n";
     if (band)
       s << "  (void)table;\n  band_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << plan.band.dilation << ", "
-        << plan.band.k_lo << ", " << plan.band.k_hi << ", " << (opt.tuning.wg_deferred_pv < 0 ? 1 : opt.tuning.wg_deferred_pv) << ", "
+        << plan.band.k_lo << ", " << plan.band.k_hi << (opt.tuning.wg_deferred_pv != 0 ? ", true" : ", false") << ", "
         << (edge_masks ? "true" : "false") << ">("
         << f32_literal(scale_log2) << ", static_cast<const " << T
         << "*>(q), static_cast<const " << T << "*>(k), static_cast<const " << T << "*>(v), static_cast<" << T

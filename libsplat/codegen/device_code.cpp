@@ -490,7 +490,7 @@ struct BandMask {
   }
 };
 
-template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI, int DPV = 0, bool EMASK = false>
+template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI, bool DPV = false, bool EMASK = false>
 __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
                                           const void* tmaps) {
   static_assert(UsesTma<E>::value, "band tiles start at any key: TMA boxes");
@@ -547,58 +547,7 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   const int u_first = u_start + 64 * first, fb = full_begin - first, fe = full_end - first;
   int buf = 0;
   u32 parity = 0;
-  if constexpr (DPV == 2) {
-    // The next key tile's S is issued before this tile's softmax and runs during it (two S
-    // register sets, the loop unrolled by two so that each is a fixed set of registers).
-    float sa[1][8][4], sb[1][8][4];
-    int wbuf = 0;  // stage and parity of the next tile to wait for
-    u32 wpar = 0;
-    auto next_wait = [&]() {
-      if (++wbuf == S) {
-        wbuf = 0;
-        wpar ^= 1u;
-      }
-    };
-    // The first S is issued on every path (on an empty walk it reads stage 0 unwaited, unused):
-    // ptxas serialised the wgmmas when it was conditional (C7515), as with every other wgmma
-    // issued under a run-time condition here.
-    if (count > 0) e.wait_stage(0, 0, true);
-    e.hold_o();  // O's zeros set before the first S is in flight (C7515 otherwise)
-    e.issue_s(0, sa);
-    next_wait();
-    // Step c: wait for everything (tile c's S, the previous P.V), issue tile c + 1's S, then tile
-    // c's softmax and P.V while it runs. All wgmmas are retired by wait_group 0 before the next are
-    // issued (with wait_group 1 ptxas serialised them, C7514/C7515), and every step issues the
-    // same wgmmas on every path (a wgmma under a run-time condition serialised them too): past the
-    // walk, the S reads the current stage and is not used, and the P.V adds P = 0.
-    int vbuf = 0;  // stage of the last tile computed (a dummy P.V reads its finite V)
-    auto step = [&](int c, float(&cur)[1][8][4], float(&nxt)[1][8][4]) {
-      e.wait_prev(cur, false);
-      const bool next = c + 1 < count;
-      if (next) e.wait_stage(wbuf, wpar, false);
-      e.issue_s(next ? wbuf : buf, nxt);
-      if (next) next_wait();
-      if (c < count) {
-        const int u0 = u_first + 64 * c, lbuf = buf + LA < S ? buf + LA : buf + LA - S;
-        if (c + LA < count) e.load(lbuf, w, u0 + 64 * LA);
-        const bool full = c >= fb && c < fe;
-        const bool inside = m_first + 63 < M && u0 >= 0 && u0 + 63 < M;
-        const BandMask<M, KLO, KHI> keep = {
-            u0, m0, !EMASK || !inside ? 0 : u0 + 63 - m_first <= KHI ? 1 : u0 - m_first - 63 >= KLO ? 2 : 0};
-        e.softmax_p(buf, cur, full, scale_log2, keep, c == 0 ? 1 : 0);
-        vbuf = buf;
-        if (++buf == S) buf = 0;
-      } else {
-        e.zero_p();
-      }
-      e.issue_pv(vbuf);
-    };
-    for (int c = 0; c < count; c += 2) {
-      step(c, sa, sb);
-      step(c + 1, sb, sa);
-    }
-  }
-  for (int c = 0; DPV != 2 && c < count; ++c) {
+  for (int c = 0; c < count; ++c) {
     e.wait_stage(buf, parity, c == 0);
     const int u0 = u_first + 64 * c, lbuf = buf + LA < S ? buf + LA : buf + LA - S;
     const bool full = c >= fb && c < fe;
@@ -606,7 +555,7 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
     const bool inside = m_first + 63 < M && u0 >= 0 && u0 + 63 < M;
     const BandMask<M, KLO, KHI> keep = {
         u0, m0, !EMASK || !inside ? 0 : u0 + 63 - m_first <= KHI ? 1 : u0 - m_first - 63 >= KLO ? 2 : 0};
-    if constexpr (DPV == 1) {
+    if constexpr (DPV) {
       float s[1][8][4];
       e.s_wait(buf, s);  // also the previous tile's P.V: its stage may be refilled now
       if (c + LA < count) e.load(lbuf, w, u0 + 64 * LA);
@@ -623,7 +572,7 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
       parity ^= 1u;
     }
   }
-  if constexpr (DPV != 0) e.pv_done();
+  if constexpr (DPV) e.pv_done();
   if (count == 0) cp_async_wait<0>();  // no key tile (a one-sided band's last rows): Q's copies (QS)
   if constexpr (StagedEnd<E>::value)
     e.end_band(ph + D * m_first, D, min(64, M - m_first), bh, o);

@@ -297,36 +297,6 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[kb][e]));
     wg_hold(this->acc[0]);
   }
-  // band_pass with DPV = 2: the S just waited for (s) and the previous P.V are complete; with more,
-  // the next tile's S (issued after them) may still run and its registers are not touched.
-  __device__ __forceinline__ void wait_prev(float (&s)[1][8][4], bool more) {
-    if (more)
-      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-    else
-      wg_wait0();
-#pragma unroll
-    for (int kb = 0; kb < 4; ++kb)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[kb][e]));
-    wg_hold(this->acc[0]);
-    wg_hold(s[0]);
-  }
-  __device__ __forceinline__ void hold_o() { wg_hold(this->acc[0]); }
-  __device__ __forceinline__ void zero_p() {
-#pragma unroll
-    for (int kb = 0; kb < 4; ++kb)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) pa[kb][e] = 0u;
-  }
-  // s_finish without the P.V issue: S becomes P, packed into pa.
-  template <class Keep>
-  __device__ __forceinline__ void softmax_p(int buf, float (&s)[1][8][4], bool full, float scale_log2, Keep keep, int first) {
-    if (CHK)
-      softmax_checked(buf, s, full, scale_log2, keep, first);
-    else
-      this->softmax(s, full, scale_log2, keep);
-    pack_p(s[0]);
-  }
   __device__ __forceinline__ void pack_p(const float (&s)[8][4]) {
 #pragma unroll
     for (int kb = 0; kb < 4; ++kb) {
