@@ -555,16 +555,16 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       KernelDesc cd;
       cd.name = kd.name + "_combine";
       cd.role = "combine of pass " + std::to_string(pi + 1) + "'s split-KV chunks";
-      // kCombineRows rows of a split tile per block, one warp each (fused_combine).
-      constexpr int kCombineRows = 8;
+      // kCombineRows rows of a split tile per block, kCombineWarps warps each (fused_combine).
+      constexpr int kCombineRows = 2, kCombineWarps = 4;
       cd.grid_x = static_cast<int64_t>(pass.splits.size()) * (64 / kCombineRows);
-      cd.block = 32 * kCombineRows;
+      cd.block = 32 * kCombineRows * kCombineWarps;
       mod.fused.push_back(cd);
       s << "extern \"C\" __global__ void __launch_bounds__(" << cd.block << ") " << cd.name
         << "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
         << "  (void)q; (void)k; (void)v; (void)scores; (void)table; (void)tmaps;\n"
         << "  fused_combine<" << T << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << pass.slots << ", "
-        << (last ? "true" : "false") << ", " << kCombineRows << ">(kSplits" << pi << ", static_cast<" << T << "*>(o), ws);\n}\n";
+        << (last ? "true" : "false") << ", " << kCombineRows << ", " << kCombineWarps << ">(kSplits" << pi << ", static_cast<" << T << "*>(o), ws);\n}\n";
     }
   }
 
