@@ -586,7 +586,7 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
 // chunks, then each of the row's warps sums every WPR-th chunk's O row (lanes over d) and the
 // block adds the WPR partial rows. Why so parallel: one block per split tile, looping over all
 // 64 x HD outputs and every chunk, took ~100 us on the H200 at longformer-16k (16 blocks in all),
-// against ~145 us for the pass itself.
+// against ~145 us for the pass itself. Launched with 32 * RB * WPR threads (codegen's KernelDesc).
 template <class T, int SEQ, int HD, int PERIOD, int NSLOTS, bool LAST, int RB, int WPR>
 __device__ __forceinline__ void fused_combine(const SplitD* splits, T* o, float* ws) {
   static_assert(64 % RB == 0, "row groups tile the 64 rows of a split tile");
