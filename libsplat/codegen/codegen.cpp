@@ -125,10 +125,12 @@ Tuning resolve(const KernelTuning& t, DType dt, int64_t hd, const Plan& plan, co
     // 16 rows per warp: 128 registers (4 blocks, 16 warps per SM); more runs per row need more.
     // 32 rows per warp: 255 registers (5 blocks, 204 registers, spill heavily).
     // 128-key tiles: twice the stage memory, so at most 3 blocks per SM at d = 64 (2 stages).
+    // A pass without masks (NOMASK) holds no run bounds.
+    const int runs = t.nomask != 0 && pass_unmasked(pass, r.bc) ? 1 : pass.max_runs;
     r.min_blocks = t.min_blocks >= 0 ? t.min_blocks
                    : r.bc == 128     ? static_cast<int>(std::clamp<int64_t>(227 * 1024 / (fused_smem(dt, hd, tc, r) + 1024), 1, 3))
                    : r.mw == 2       ? 4
-                                     : (pass.max_runs <= 2 ? 4 : 3);
+                                     : (runs <= 2 ? 4 : 3);
   } else {
     // Batched K/V loads with P^T aliased onto K^T at 3 blocks per SM (168 registers): equal or
     // faster everywhere (bigbird fp32 -20%) except two-run passes with split-KV tiles
@@ -189,6 +191,7 @@ KernelTuning parse_tuning(const std::string& spec) {
         {"dpv", &KernelTuning::wg_deferred_pv, flag, "0 or 1"},
         {"emask", &KernelTuning::band_edge_masks, flag, "0 or 1"},
         {"x3", &KernelTuning::fp32_x3, flag, "0 or 1"},
+        {"nomask", &KernelTuning::nomask, flag, "0 or 1"},
     };
     const Key* k = nullptr;
     for (const Key& c : keys)
@@ -431,13 +434,16 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       // Q in shared memory (S = Q.K^T from shared memory only) where rows carry several runs or
       // the plan has several passes: their run bounds spill at 128 registers otherwise (longformer
       // 60 bytes); 1-1.5% faster on strided, longformer and bigbird, ~0.5% slower on window and
-      // dilated (H200), so not for single-run, single-pass plans.
-      const bool multi = pass.max_runs >= 2 || plan.passes.size() > 1;
+      // dilated (H200), so not for single-run, single-pass plans. A pass without masks (NOMASK)
+      // holds no run bounds: Q in registers there (bigbird-16k 124.6 -> 122.6 us).
+      const int runs = opt.tuning.nomask != 0 && pass_unmasked(pass, tu.bc) ? 1 : pass.max_runs;
+      const bool multi = runs >= 2 || plan.passes.size() > 1;
       tu.qs = opt.tuning.wg_q_shared < 0 ? multi : opt.tuning.wg_q_shared != 0;
       // The computed tile's copies waited for (and fenced) before the next tile's are issued: 0.5-2%
       // faster on every bf16 peer case (H200; the proxy fence then has no fresh copies behind it).
       tu.ew = opt.tuning.wg_early_wait != 0;
-      if (opt.tuning.min_blocks < 0) tu.min_blocks = (pass.max_runs <= 2 ? 4 : 3) / wgs;
+      // 4 blocks per SM (128 registers), 3 where rows hold 3+ runs in registers.
+      if (opt.tuning.min_blocks < 0) tu.min_blocks = (runs <= 2 ? 4 : 3) / wgs;
       // K/V stages by TMA where every walk of the pass has step 1 or 2 (the tensor maps' two views;
       // step 2 needs an even number of key rows in the whole tensor) and one warpgroup frees the
       // stages (no refill barrier).
@@ -480,6 +486,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
                                  (tu.lazy ? "true" : "false") + ">"
                            : std::string("SimtEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " +
                                  (tu.alias ? "true" : "false") + ", " + (tu.batch ? "true" : "false") + ">";
+    // Every key tile of the pass full: no run bounds, no mask code (fused_pass NOMASK).
+    const bool nomask = !band && opt.tuning.nomask != 0 && pass_unmasked(pass, tu.bc);
     // Tensor cores: registers capped so that min_blocks blocks share an SM (resolve()).
     const std::string bounds =
         std::to_string(kd.block) + (tu.min_blocks > 0 ? ", " + std::to_string(tu.min_blocks) : std::string());
@@ -508,6 +516,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
         << "// Walks {base, step, count, full_begin, full_end, modular}: keys base + u*step, gathered one key tile at a\n"
         << "// time (one line per row tile); key tiles [full_begin, full_end) need no mask (every row keeps every key);\n"
         << "// modular: some row's run has a stride > 1 (its mask tests the residue).\n"
+        << (nomask ? "// Every key tile of this pass is full: compiled without run bounds or masks (NOMASK).\n" : "")
         << "__device__ const WalkD kWalks" << pi << "[] = {\n" << walks.str() << "};\n"
         << "__device__ const int kGroupItems" << pi << "[] = {" << gitems.str() << "};\n"
         << "__device__ const int kGroupRowBegin" << pi << "[] = {" << grbeg.str() << "};\n"
@@ -545,8 +554,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
         << "*>(q), static_cast<const " << T << "*>(k), static_cast<const " << T << "*>(v), static_cast<" << T
         << "*>(o), ws, tmaps);\n}\n";
     else
-      s << "  fused_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << pass.max_runs << ", "
-      << pass.slots << ", " << (first ? "true" : "false") << ", " << (last ? "true" : "false") << ">(kItems, kTiles" << pi << ", kGroups"
+      s << "  fused_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << (nomask ? 1 : pass.max_runs) << ", "
+      << pass.slots << ", " << (first ? "true" : "false") << ", " << (last ? "true" : "false") << ", " << (nomask ? "true" : "false") << ">(kItems, kTiles" << pi << ", kGroups"
       << pi << ", kWalks" << pi << ", kGroupItems" << pi << ", kGroupRowBegin" << pi << ", kGroupRowEndMax" << pi
       << ", " << f32_literal(scale_log2) << ", static_cast<const "
       << T << "*>(q), static_cast<const " << T << "*>(k), static_cast<const " << T << "*>(v), static_cast<" << T

@@ -62,10 +62,12 @@ struct KernelTuning {
                             // full test (0); -1: auto (1 for dilated bands)
   int fp32_x3 = -1;         // fp32 at head_dim % 32 == 0, <= 128: tensor cores as three tf32 products
                             // (3xTF32, MmaTf32x3Engine) (1) or CUDA cores (SimtEngine) (0); -1: auto (3xTF32)
+  int nomask = -1;          // table kernels: a pass whose every key tile is full (pass_unmasked) compiled without
+                            // run bounds and masks (1), or with them (0); -1: auto (1)
 };
 
 // Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), bc (64|128),
-// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), band (0|1), dpv (0|1), emask (0|1), x3 (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
+// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), band (0|1), dpv (0|1), emask (0|1), x3 (0|1), nomask (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
 // std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
 

@@ -235,7 +235,10 @@ template <class E> struct StagedEnd<E, decltype(void(E::STAGED_END))> { static c
 template <class E, class = void> struct Lookahead { static constexpr int value = E::STAGES - 1; };
 template <class E> struct Lookahead<E, decltype(void(E::LOOKAHEAD))> { static constexpr int value = E::LOOKAHEAD; };
 
-template <class E, class T, int SEQ, int HD, int PERIOD, int R, int NSLOTS, bool FIRST, bool LAST>
+// NOMASK: every key tile of the pass is full (Plan: pass_unmasked, e.g. BigBird's 64-key blocks):
+// no run bounds in registers and no mask code (BigBird-16k's kernel: 168 registers, 200 bytes of
+// spills and 3 blocks per SM with its five runs per row, for masks it never applies).
+template <class E, class T, int SEQ, int HD, int PERIOD, int R, int NSLOTS, bool FIRST, bool LAST, bool NOMASK = false>
 __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles, const GroupD* groups, const WalkD* walks,
                                            const int* group_items, const int* group_rbeg, const int* group_pmax,
                                            float scale_log2, const T* q, const T* k, const T* v,
@@ -315,7 +318,8 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
     const Item* tab = nullptr;
 #pragma unroll
     for (int h = 0; h < E::ROWS; ++h) nr[h] = 0;
-    if (g.tabulated) {
+    if (NOMASK) {
+    } else if (g.tabulated) {
       tab = &items[group_items[g.item_begin]];
     } else {
       // Staged: every item of the group, from shared memory. Otherwise the group's items are
@@ -355,7 +359,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           lo[h][r] = 0; hi[h][r] = 0; md[h][r] = 1;
-          if (r < nr[h]) {
+          if (!NOMASK && r < nr[h]) {
             if (w.step > 1) {  // lattice walk: the run shares the walk's lattice
               lo[h][r] = (rs[h][r] - w.base) / w.step;
               hi[h][r] = lo[h][r] + rc[h][r];
@@ -397,8 +401,11 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
         // plan counts 64-key tiles; an engine tile of BC = 128 keys is full when both of its are.
         constexpr int R64 = BC / 64;
         const bool full = kt * R64 >= w.full_begin && (kt + 1) * R64 <= w.full_end;
+        (void)full;  // unused with NOMASK
         if constexpr (!UsesTma<E>::value) __syncthreads();  // the stage is complete for every thread (landed, or stored when S == 1)
-        if (tab == nullptr && !modular) {
+        if constexpr (NOMASK) {
+          e.compute(buf, true, scale_log2, [](int, int) { return true; });
+        } else if (tab == nullptr && !modular) {
           e.compute(buf, full, scale_log2, [&](int h, int c) {
             const int u = u0 + c;
             bool kp = false;

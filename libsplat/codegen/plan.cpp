@@ -365,6 +365,16 @@ void mark_full_tiles(const Plan& plan, const PlanPass& pass, PlanTile& tile) {
 
 }  // namespace
 
+bool pass_unmasked(const PlanPass& pass, int64_t bc) {
+  // Plan tiles are 64 keys (KeyWalk::full_begin/end); a 128-key tile is full when both of its are.
+  for (const PlanTile& t : pass.tiles)
+    for (const PlanGroup& g : t.groups)
+      for (const KeyWalk& w : g.walks)
+        if (w.count > 0 && (w.modular || w.count % bc != 0 || w.full_begin != 0 || w.full_end * 64 != w.count))
+          return false;
+  return !pass.tiles.empty();
+}
+
 Plan make_plan(const Acsr& acsr, const TileShape& shape) {
   if ((shape.br != 64 && shape.br != 128) || shape.bc != 64) throw std::invalid_argument("tile shape must be 64x64 or 128x64");
   Plan plan;

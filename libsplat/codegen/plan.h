@@ -131,6 +131,11 @@ std::vector<Run> group_row_runs(const Plan& plan, const PlanGroup& g, int64_t i)
 // Rows of a tile (size br; -1 marks padding past the phase class).
 std::vector<int64_t> tile_rows(const Plan& plan, const PlanPass& pass, const PlanTile& tile);
 
+// Whether every key tile of bc keys (64 or 128) of every walk of the pass is full: every row of
+// its tile keeps every key (e.g. BigBird's 64-key blocks, a strided pattern's lattice pass). The
+// fused kernel then needs neither run bounds nor masks (NOMASK).
+bool pass_unmasked(const PlanPass& pass, int64_t bc);
+
 // One line per item and pass, for logs and the emitted source's header comment.
 std::string describe(const Plan& plan);
 

@@ -662,3 +662,94 @@ TEST_CASE("plan marks full key tiles (window, blocked, dilated)") {
     CHECK(w.full_end == 8);
   }
 }
+
+// pass_unmasked against brute force: a pass is unmasked exactly when every (real row, key) of every
+// key tile of every walk is kept (no zero-filled padding keys either). 64-aligned BigBird and
+// blocks are; windows, ragged blocks and ragged BigBird are not. 128-key tiles need walks of whole
+// 128-key tiles.
+TEST_CASE("pass_unmasked: every key tile full, against brute force") {
+  struct Case {
+    const char* pattern;
+    int64_t L;
+    bool want64, want128;
+  };
+  const char* bigbird = R"({"union": [{"block_window": {"block": 64, "left": 1, "right": 1}},
+      {"global": {"tokens": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+       25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52,
+       53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]}},
+      {"random_blocks": {"block": 64, "per_row": 3, "seed": 0}}]})";
+  for (const Case& c : std::vector<Case>{{bigbird, 2048, true, false},
+                                         {R"({"blocked": {"block": 128}})", 1024, true, true},
+                                         {R"({"blocked": {"block": 64}})", 1024, true, false},
+                                         {R"({"blocked": {"block": 100}})", 1000, false, false},
+                                         {R"({"window": {"left": 256, "right": 256}})", 2048, false, false},
+                                         {R"({"union": [{"block_window": {"block": 64, "left": 1, "right": 1}}, {"global": {"tokens": [0, 1, 2, 999]}},
+                                               {"random_blocks": {"block": 64, "per_row": 3, "seed": 5}}]})", 2000, false, false}}) {
+    CAPTURE(c.pattern);
+    Problem p = problem(c.pattern, c.L);
+    Plan plan = make_plan(analyze(p));
+    REQUIRE(plan.passes.size() == 1);
+    const PlanPass& pass = plan.passes[0];
+    bool brute = true;
+    for (const PlanTile& t : pass.tiles) {
+      const std::vector<int64_t> rows = tile_rows(plan, pass, t);
+      for (const PlanGroup& g : t.groups)
+        for (const KeyWalk& w : g.walks)
+          for (int64_t u = 0; u < (w.count + 63) / 64 * 64; ++u)
+            for (int64_t i : rows)
+              if (i >= 0) brute = brute && u < w.count && kept(p, i, w.base + u * w.step);
+    }
+    CHECK(pass_unmasked(pass, 64) == brute);
+    CHECK(pass_unmasked(pass, 64) == c.want64);
+    CHECK(pass_unmasked(pass, 128) == c.want128);
+  }
+}
+
+// An unmasked pass compiles without run bounds or masks (NOMASK; one run per row in the template),
+// on every table engine; nomask=0 keeps them. BigBird's five runs per row then no longer cost the
+// wgmma kernel its fourth block per SM, nor Q its registers.
+TEST_CASE("unmasked passes get the NOMASK table kernel") {
+  auto gen = [](const Problem& p, const std::string& arch, const std::string& tune) {
+    CodegenOptions co;
+    co.arch = arch;
+    co.pipeline = false;
+    co.tuning = parse_tuning(tune);
+    return generate(p, analyze(p), co);
+  };
+  const std::string kNoMask = "compiled without run bounds or masks (NOMASK)";
+  const std::string bigbird = R"({"union": [{"block_window": {"block": 64, "left": 1, "right": 1}},
+      {"global": {"tokens": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+       25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52,
+       53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]}},
+      {"random_blocks": {"block": 64, "per_row": 4, "seed": 0}}]})";
+  Problem b = problem(bigbird, 4096);
+  Plan plan = make_plan(analyze(b));
+  REQUIRE(plan.passes[0].max_runs >= 3);
+  GeneratedModule m = gen(b, "sm_90a", "");
+  CHECK(m.source.find(kNoMask) != std::string::npos);
+  CHECK(m.source.find(", 1, " + std::to_string(plan.passes[0].slots) + ", true, true, true>(kItems") != std::string::npos);
+  CHECK(m.source.find("__launch_bounds__(128, 4) splat_fused_p0(") != std::string::npos);
+  GeneratedModule m0 = gen(b, "sm_90a", "nomask=0");
+  CHECK(m0.source.find(kNoMask) == std::string::npos);
+  CHECK(m0.source.find(", " + std::to_string(plan.passes[0].max_runs) + ", " + std::to_string(plan.passes[0].slots) +
+                       ", true, true, false>(kItems") != std::string::npos);
+  CHECK(m0.source.find("__launch_bounds__(128, 3) splat_fused_p0(") != std::string::npos);
+  // Q in registers without run bounds (two K/V stages of 64 x 64 only); in shared memory with them.
+  CHECK(m.fused[0].smem_dynamic == 2 * 2 * 64 * 64 * 2 + 1024);
+  CHECK(m0.fused[0].smem_dynamic == (2 * 2 + 1) * 64 * 64 * 2 + 1024);
+  // Windows are masked at their edges.
+  CHECK(gen(problem(R"({"window": {"left": 256, "right": 256}})", 4096), "sm_90a", "band=0").source.find(kNoMask) ==
+        std::string::npos);
+  // Every engine compiles the NOMASK pass.
+  for (const auto& [arch, tune, dtype] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"sm_90a", "", "bf16"}, {"sm_90a", "qs=0", "bf16"}, {"sm_80", "", "bf16"}, {"sm_80", "", "fp32"},
+           {"sm_80", "x3=0", "fp32"}, {"sm_80", "", "tf32"}, {"sm_90a", "wgrows=128", "fp16"}}) {
+    CAPTURE(arch);
+    CAPTURE(tune);
+    CAPTURE(dtype);
+    GeneratedModule x = gen(problem(bigbird, 2048, dtype), arch, tune);
+    CHECK(x.source.find(kNoMask) != std::string::npos);
+    CompileResult c = nvrtc_compile(x.source, "nomask.cu", arch, CompileTarget::Cubin);
+    CHECK(c.image.size() > 1000);
+  }
+}
