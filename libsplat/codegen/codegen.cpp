@@ -352,8 +352,32 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   const double scale_log2 = p.scale * 1.4426950408889634;
   const char* T = elt_type(p.dtype);
   bool any_tma = false;  // some fused pass loads K/V by TMA
-  for (size_t pi = 0; pi < plan.passes.size() && opt.fused; ++pi) {
-    const PlanPass& pass = plan.passes[pi];
+  // A band with global tokens (Longformer; Plan: Band::globals) on the wgmma engine with TMA
+  // stages: one kernel whose first blocks run the plan's pass restricted to the first row tile (the
+  // global rows, split-KV chunks; tables) and whose other blocks run the band kernel with the
+  // global keys' tile for every other row tile; then the chunks' combine. They write disjoint rows.
+  // (H200, longformer-16k: the table kernel took 145 us for the window and global columns,
+  // against the band kernel's 93 for the window; as two kernels, the chunks' pass ran alone,
+  // 133 us in all.) The loop takes the band (the extra pass) first and emits both in the table
+  // pass's kernel.
+  const bool band_global =
+      opt.fused && wg && wgs == 1 && plan.has_band && plan.band.globals > 0 && plan.band.dilation == 1 &&
+      plan.passes.size() == 1 && plan.passes[0].period == 1 && opt.tuning.wg_band != 0 && opt.tuning.wg_tma != 0 &&
+      opt.tuning.wg_refill_barrier <= 0 && p.batch * p.heads * p.kv_len < (int64_t{1} << 31) &&
+      std::all_of(plan.passes[0].splits.begin(), plan.passes[0].splits.end(), [](const PlanSplit& sp) { return sp.m_begin < 64; });
+  PlanPass head;  // band_global: the plan's tiles of the first row tile
+  const PlanPass none;
+  if (band_global) {
+    head = plan.passes[0];
+    std::erase_if(head.tiles, [](const PlanTile& t) { return t.m_begin >= 64; });
+  }
+  const size_t npasses = plan.passes.size() + (band_global ? 1 : 0);
+  std::string band_call;  // band_global: the band kernel's call, emitted in the table pass's kernel
+  int64_t band_grid = 0, band_smem = 0;
+  for (size_t it = 0; it < npasses && opt.fused; ++it) {
+    const size_t pi = band_global ? npasses - 1 - it : it;
+    const bool gband = band_global && pi == plan.passes.size();  // the band kernel of a band with globals
+    const PlanPass& pass = gband ? none : band_global ? head : plan.passes[pi];
     std::ostringstream tiles, groups, walks, gitems, grbeg, gpmax;
     // A group's items sorted by first row, with the running max of row ends (kGroupRowEndMax):
     // rows find their items by binary search (a lattice group can hold one item per row block).
@@ -411,8 +435,10 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     const bool first = pi == 0, last = pi + 1 == plan.passes.size();
     KernelDesc kd;
     kd.name = "splat_fused_p" + std::to_string(pi);
-    kd.role = "fused pass " + std::to_string(pi + 1) + "/" + std::to_string(plan.passes.size()) +
-              " (rows grouped by i mod " + std::to_string(pass.period) + ")";
+    kd.role = band_global ? "fused pass 1/1 of a band with global tokens: blocks [0, " + std::to_string(pass.tiles.size()) +
+                                ") row tile 0 (the global rows; tables, split-KV), the others the band kernel (row tiles 1..)"
+                          : "fused pass " + std::to_string(pi + 1) + "/" + std::to_string(plan.passes.size()) +
+                                " (rows grouped by i mod " + std::to_string(pass.period) + ")";
     kd.grid_x = static_cast<int64_t>(pass.tiles.size());
     Tuning tu = resolve(opt.tuning, p.dtype, HD, plan, pass, mod.tensor_cores);
     if (wg) {
@@ -463,8 +489,9 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     }
     // Band patterns (Plan::band) on TMA stages: the table-free band kernel (band_pass), one row tile
     // per block in closed form (dilation 1 or 2: the tensor maps' two views).
-    const bool band = wg && tu.tma && plan.has_band && plan.passes.size() == 1 && pass.splits.empty() &&
-                      (plan.band.dilation == 1 || plan.band.dilation == 2) && opt.tuning.wg_band != 0;
+    const bool band = gband || (wg && tu.tma && plan.has_band && plan.band.globals == 0 && plan.passes.size() == 1 &&
+                                pass.splits.empty() && (plan.band.dilation == 1 || plan.band.dilation == 2) &&
+                                opt.tuning.wg_band != 0);
     // A third stage there (loads two key tiles ahead): 1.6% faster on window-16k, 6% on the causal
     // window at 16k, equal at 4k (H200); the shared memory still allows 4 blocks per SM. Its P.V
     // waits are deferred (dpv): a key tile's P.V runs on until the next tile's S is waited for,
@@ -500,10 +527,18 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       kd.role = "fused band kernel (" + std::to_string(plan.band.dilation) + " phase(s), no tables)";
       mod.fused.back().grid_x = kd.grid_x;
       mod.fused.back().role = kd.role;
-      s << "\n// Band kernel: row i keeps keys i + " << plan.band.dilation << "*k, " << plan.band.k_lo << " <= k <= "
-        << plan.band.k_hi << ", within [0, " << p.seq_len << ") (checked on every row of the ACSR); "
-        << plan.band.dilation << " phase(s) of " << plan.band.tiles_per_phase()
-        << " row tiles, no tables.\n";
+      if (gband)
+        s << "\n// Band kernel with global tokens: row i >= " << plan.band.globals << " keeps keys i + k, " << plan.band.k_lo
+          << " <= k <= " << plan.band.k_hi << ", within [0, " << p.seq_len << "), and the global keys [0, "
+          << plan.band.globals << "); rows [0, " << plan.band.globals
+          << ") keep every key (checked on every row of the ACSR). Row tiles 1.. of " << plan.band.tiles_per_phase()
+          << ": the band's key tiles, then one tile of the global keys outside the rows' windows; row tile 0 (the\n"
+          << "// global rows) is the table pass's below, in the same kernel.\n";
+      else
+        s << "\n// Band kernel: row i keeps keys i + " << plan.band.dilation << "*k, " << plan.band.k_lo << " <= k <= "
+          << plan.band.k_hi << ", within [0, " << p.seq_len << ") (checked on every row of the ACSR); "
+          << plan.band.dilation << " phase(s) of " << plan.band.tiles_per_phase()
+          << " row tiles, no tables.\n";
     } else {
       s << "\n// Pass " << pi << ": rows grouped by i mod " << pass.period << ", " << pass.tiles.size()
         << " row tiles (longest first).\n"
@@ -543,9 +578,29 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
                                     : std::string("P^T ") + (tu.alias ? "shares K^T's" : "has its own") +
                                           " shared memory, " + (tu.batch ? "batched" : "per-element") + " K/V loads")
       << "\n";
+    if (gband) {
+      // Emitted with the table pass's kernel (next iteration): blocks from its tiles' count on.
+      mod.fused.pop_back();
+      band_grid = kd.grid_x;
+      band_smem = kd.smem_dynamic;
+      band_call = "  band_pass<" + engine + ", " + T + ", SPLAT_SEQ, SPLAT_HD, 1, " + std::to_string(plan.band.k_lo) + ", " +
+                  std::to_string(plan.band.k_hi) + (opt.tuning.wg_deferred_pv != 0 ? ", true" : ", false") + ", " +
+                  (edge_masks ? "true" : "false") + ", " + std::to_string(plan.band.globals) + ", " +
+                  std::to_string(head.tiles.size()) + ", " + std::to_string(band_grid) + ">(" + f32_literal(scale_log2) +
+                  ", static_cast<const " + T + "*>(q), static_cast<const " + T + "*>(k), static_cast<const " + T +
+                  "*>(v), static_cast<" + T + "*>(o), ws, tmaps);\n";
+      continue;
+    }
+    if (band_global) {
+      // One grid: the table pass's tiles, then the band's blocks (band_pass's B0, BX).
+      kd.grid_x += band_grid;
+      kd.smem_dynamic = std::max(kd.smem_dynamic, band_smem);
+      mod.fused.back() = kd;
+    }
     s << "extern \"C\" __global__ void __launch_bounds__(" << bounds << ") " << kd.name
       << "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
       << "  (void)scores;\n";
+    if (band_global) s << "  if (blockIdx.x >= " << head.tiles.size() << ") {\n  " << band_call << "    return;\n  }\n";
     if (band)
       s << "  (void)table;\n  band_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << plan.band.dilation << ", "
         << plan.band.k_lo << ", " << plan.band.k_hi << (opt.tuning.wg_deferred_pv != 0 ? ", true" : ", false") << ", "

@@ -17,20 +17,62 @@ bool in_run(const Run& r, int64_t j) {
 // (pass, tile, group, walk, key tile), end(tile, rows, pass) after each row tile and
 // pass_end(pass) after each pass.
 // band: the band kernel's walk instead (band_pass): blocks phase by phase, key tiles from
-// band_tile, rows masked to their band (one pass).
+// band_tile, rows masked to their band (one pass). A band with globals: first the plan's tiles of
+// the first row tile (tables, split-KV), then the band from row tile 1 on, each row tile's band
+// key tiles followed by its key tile of global keys outside the rows' windows (band_global_tile).
 template <class KeyTile, class End, class PassEnd>
 void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& pass_end) {
   const int br = plan.shape.br, bc = plan.shape.bc;
   std::vector<int64_t> keys(static_cast<size_t>(bc));
   std::vector<char> kept(static_cast<size_t>(br) * static_cast<size_t>(bc));
+  // One table tile: its groups' walks in key tiles of bc.
+  auto table_tile = [&](const PlanPass& pass, const PlanTile& tile, size_t p) {
+    std::vector<int64_t> rows = tile_rows(plan, pass, tile);
+    for (const PlanGroup& g : tile.groups) {
+      std::vector<std::vector<Run>> row_runs(static_cast<size_t>(br));
+      for (int r = 0; r < br; ++r) row_runs[static_cast<size_t>(r)] = group_row_runs(plan, g, rows[static_cast<size_t>(r)]);
+      for (const KeyWalk& w : g.walks) {
+        for (int64_t u0 = 0; u0 < w.count; u0 += bc) {
+          for (int c = 0; c < bc; ++c) {
+            int64_t u = u0 + c, j = w.base + u * w.step;
+            keys[static_cast<size_t>(c)] = (u < w.count && j >= 0 && j < plan.kv_len) ? j : -1;
+          }
+          // The kernel skips the mask in the plan's full key tiles: every key of a real row
+          // must be kept there.
+          const int64_t kt = u0 / bc;
+          const bool full = kt >= w.full_begin && kt < w.full_end;
+          for (int r = 0; r < br; ++r)
+            for (int c = 0; c < bc; ++c) {
+              int64_t j = keys[static_cast<size_t>(c)];
+              bool k = false;
+              if (j >= 0)
+                for (const Run& run : row_runs[static_cast<size_t>(r)]) k = k || in_run(run, j);
+              if (full && !k && rows[static_cast<size_t>(r)] >= 0)
+                throw std::logic_error("plan: key tile " + std::to_string(kt) + " of a walk is marked full but row " +
+                                       std::to_string(rows[static_cast<size_t>(r)]) + " does not keep key " +
+                                       std::to_string(j));
+              kept[static_cast<size_t>(r) * static_cast<size_t>(bc) + static_cast<size_t>(c)] = k;
+            }
+          key_tile(tile, rows, keys, kept);
+        }
+      }
+    }
+    end(tile, rows, p);
+  };
   if (band) {
     if (!plan.has_band) throw std::invalid_argument("cpu model: the plan has no band");
     if (br != 64 || bc != 64) throw std::invalid_argument("cpu model: the band walk has 64x64 tiles");
     const Band& b = plan.band;
     const PlanTile none;
     std::vector<int64_t> rows(64);
+    if (b.globals > 0) {
+      if (plan.passes.size() != 1) throw std::invalid_argument("cpu model: a band with globals has one pass");
+      for (const PlanTile& tile : plan.passes[0].tiles)
+        if (tile.m_begin < 64) table_tile(plan.passes[0], tile, 0);
+    }
     for (int64_t ph = 0; ph < b.dilation; ++ph)
       for (int64_t t = 0; t < b.tiles_per_phase(); ++t) {
+        if (band_head_tile(b, t)) continue;
         const BandTile bt = band_tile(b, t);
         for (int r = 0; r < 64; ++r) {
           const int64_t m = 64 * t + r;
@@ -58,46 +100,24 @@ void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& 
           }
           key_tile(none, rows, keys, kept);
         }
+        if (band_global_tile(b, t)) {
+          // Keys [0, 64) (one TMA box), each row keeping the global keys outside its window.
+          for (int c = 0; c < 64; ++c) keys[static_cast<size_t>(c)] = c < b.rows ? c : -1;
+          for (int r = 0; r < 64; ++r) {
+            const int64_t m = 64 * t + r;
+            for (int c = 0; c < 64; ++c)
+              kept[static_cast<size_t>(r) * 64 + static_cast<size_t>(c)] =
+                  m < b.rows && c < b.globals && (c < m + b.k_lo || c > m + b.k_hi);
+          }
+          key_tile(none, rows, keys, kept);
+        }
         end(none, rows, 0);
       }
     pass_end(0);
     return;
   }
   for (size_t p = 0; p < plan.passes.size(); ++p) {
-    const PlanPass& pass = plan.passes[p];
-    for (const PlanTile& tile : pass.tiles) {
-      std::vector<int64_t> rows = tile_rows(plan, pass, tile);
-      for (const PlanGroup& g : tile.groups) {
-        std::vector<std::vector<Run>> row_runs(static_cast<size_t>(br));
-        for (int r = 0; r < br; ++r) row_runs[static_cast<size_t>(r)] = group_row_runs(plan, g, rows[static_cast<size_t>(r)]);
-        for (const KeyWalk& w : g.walks) {
-          for (int64_t u0 = 0; u0 < w.count; u0 += bc) {
-            for (int c = 0; c < bc; ++c) {
-              int64_t u = u0 + c, j = w.base + u * w.step;
-              keys[static_cast<size_t>(c)] = (u < w.count && j >= 0 && j < plan.kv_len) ? j : -1;
-            }
-            // The kernel skips the mask in the plan's full key tiles: every key of a real row
-            // must be kept there.
-            const int64_t kt = u0 / bc;
-            const bool full = kt >= w.full_begin && kt < w.full_end;
-            for (int r = 0; r < br; ++r)
-              for (int c = 0; c < bc; ++c) {
-                int64_t j = keys[static_cast<size_t>(c)];
-                bool k = false;
-                if (j >= 0)
-                  for (const Run& run : row_runs[static_cast<size_t>(r)]) k = k || in_run(run, j);
-                if (full && !k && rows[static_cast<size_t>(r)] >= 0)
-                  throw std::logic_error("plan: key tile " + std::to_string(kt) + " of a walk is marked full but row " +
-                                         std::to_string(rows[static_cast<size_t>(r)]) + " does not keep key " +
-                                         std::to_string(j));
-                kept[static_cast<size_t>(r) * static_cast<size_t>(bc) + static_cast<size_t>(c)] = k;
-              }
-            key_tile(tile, rows, keys, kept);
-          }
-        }
-      }
-      end(tile, rows, p);
-    }
+    for (const PlanTile& tile : plan.passes[p].tiles) table_tile(plan.passes[p], tile, p);
     pass_end(p);
   }
 }
@@ -133,7 +153,8 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
     }
     return st;
   };
-  if (!plan.passes.empty() && !band) slots.resize(static_cast<size_t>(plan.passes[0].slots));
+  const bool band_tables = band && plan.band.globals > 0;  // the first row tile's split chunks
+  if (!plan.passes.empty() && (!band || band_tables)) slots.resize(static_cast<size_t>(plan.passes[0].slots));
   walk(
       plan, band,
       [&](const PlanTile& tile, const std::vector<int64_t>& rows, const std::vector<int64_t>& keys,
@@ -185,7 +206,7 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
       },
       [&](const PlanTile&, const std::vector<int64_t>&, size_t) {},
       [&](size_t p) {
-        if (band) {
+        if (band && !band_tables) {
           for (size_t ri = 0; ri < L; ++ri)
             for (size_t y = 0; y < D; ++y) o[ri * D + y] = main.l[ri] > 0 ? main.acc[ri * D + y] / main.l[ri] : 0.0;
           return;

@@ -462,12 +462,16 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
 // (upper edge). Every other masked tile tests all four bounds (tile(): TileMask). band_pass's EMASK
 // (tuning key emask) selects the one-sided forms: on the H200 they made the dilated kernel ~1%
 // faster, and the unit-step windows slower (ptxas spilled 12 bytes in the window kernel).
-template <int M, int KLO, int KHI>
+// Kind 3 is a band-with-globals row tile's key tile of keys [0, 64) (band_pass, G > 0): row m keeps
+// global key c < G only outside its window (c - m < KLO or > KHI; inside, a band tile keeps it).
+template <int M, int KLO, int KHI, int G = 0>
 struct BandMask {
   static constexpr bool TILE_MASK = true;
-  int u0, m0, kind;  // kind: 1 lower edge only, 2 upper edge only, 0 any
+  int u0, m0, kind;  // kind: 1 lower edge only, 2 upper edge only, 3 global keys, 0 any
+  // Every kind (MmaEngine::softmax masks score by score; tile() is the wgmma engine's).
   __device__ __forceinline__ bool operator()(int h, int c) const {
     const int u = u0 + c, m = m0 + 8 * h;
+    if (G > 0 && kind == 3) return m < M && u < G && (u - m < KLO || u - m > KHI);
     return m < M && (unsigned)u < (unsigned)M && u - m >= KLO && u - m <= KHI;
   }
   __device__ __forceinline__ void tile(float (&s)[8][4]) const {
@@ -487,6 +491,14 @@ struct BandMask {
 #pragma unroll
         for (int e = 0; e < 4; ++e)
           if (8 * n + (e & 1) - 8 * (e >> 1) > thr) s[n][e] = neg_inf();
+    } else if (G > 0 && kind == 3) {
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = n * 8 + 2 * t4 + (e & 1), d = c - (m0 + 8 * (e >> 1));
+          if (!(c < G && (d < KLO || d > KHI) && m0 + 8 * (e >> 1) < M)) s[n][e] = neg_inf();
+        }
     } else {
 #pragma unroll
       for (int n = 0; n < 8; ++n)
@@ -497,7 +509,15 @@ struct BandMask {
   }
 };
 
-template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI, bool DPV = false, bool EMASK = false>
+// G > 0: a band with G global tokens (Plan: Band::globals; D == 1). The first row tile (the global
+// rows) is the plan's table pass's, so its block returns; every other row tile computes its band
+// tiles and then, where some row keeps a global key outside its window (band_global_tile), one
+// key tile of keys [0, 64) masked to those (last: the band's first tile still holds every row's
+// first kept key, which the checked softmax's exact step relies on).
+// B0, BX: the band's blocks are blockIdx.x in [B0, B0 + BX) of a grid shared with a table pass
+// (BX = 0: the whole grid).
+template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI, bool DPV = false, bool EMASK = false, int G = 0,
+          int B0 = 0, int BX = 0>
 __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
                                           const void* tmaps) {
   static_assert(UsesTma<E>::value, "band tiles start at any key: TMA boxes");
@@ -508,7 +528,7 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   constexpr int LEAD0 = KLO < 0 ? (63 - KLO) / 64 : 0, LEAD = LEAD0 < TPP ? LEAD0 : TPP;
   constexpr int TRAIL0 = KHI > 0 ? (63 + KHI) / 64 : 0, TRAIL = TRAIL0 < TPP - LEAD ? TRAIL0 : TPP - LEAD;
   constexpr int MID = TPP - LEAD - TRAIL;
-  const i64 n = blockIdx.x + (i64)gridDim.x * blockIdx.y, groups = (i64)gridDim.y * D;
+  const i64 n = (blockIdx.x - B0) + (i64)(BX > 0 ? BX : gridDim.x) * blockIdx.y, groups = (i64)gridDim.y * D;
   i64 g;
   int t;
   if (n < groups * MID) {
@@ -520,6 +540,8 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
     const int e = (int)(r % max(LEAD + TRAIL, 1));
     t = e < LEAD ? e : TPP - TRAIL + (e - LEAD);
   }
+  static_assert(G == 0 || (D == 1 && G <= 64), "global tokens: one key tile, unit-step band");
+  if (G > 0 && 64 * t < G) return;  // the global rows' tile: the table pass's
   const int ph = (int)(g % D);
   const i64 bh = g / D;
   const int m_first = 64 * t, m_last = min(64 * t + 63, M - 1), u_start = m_first + KLO;
@@ -544,9 +566,14 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   cp_async_commit();  // Q's copies (QS), waited for before the first key tile (wait_stage)
   e.tma_setup(tmaps, bh);
   const WalkD w = {ph, D, 0, 0, 0, 0};  // keys ph + D*u (the engine adds the head's first key row)
+  // The band's tiles, then (G > 0) the global keys' tile where some row keeps one outside its window.
+  const bool gtile = G > 0 && (m_last + KLO > 0 || G - 1 > m_first + KHI);
+  const int total = count + (gtile ? 1 : 0);
+  // First key of the stream's tile c.
+  auto key_of = [&](int c) { return G > 0 && c >= count ? 0 : u_start + 64 * (first + c); };
 #pragma unroll
   for (int p = 0; p < LA; ++p)
-    if (p < count) e.load(p, w, u_start + 64 * (first + p));
+    if (p < total) e.load(p, w, key_of(p));
   __syncthreads();  // the stage barriers thread 0 initialised
   // Stage of key tile c (c % S) and its barrier's phase parity ((c / S) & 1), counted along (the
   // divisions by S cost a tenth of the loop's issue slots); tile c + LA refills stage (buf + LA) % S.
@@ -554,24 +581,25 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   const int u_first = u_start + 64 * first, fb = full_begin - first, fe = full_end - first;
   int buf = 0;
   u32 parity = 0;
-  for (int c = 0; c < count; ++c) {
+  for (int c = 0; c < total; ++c) {
     e.wait_stage(buf, parity, c == 0);
-    const int u0 = u_first + 64 * c, lbuf = buf + LA < S ? buf + LA : buf + LA - S;
-    const bool full = c >= fb && c < fe;
+    const bool gt = G > 0 && c >= count;  // the global keys' tile
+    const int u0 = gt ? 0 : u_first + 64 * c, lbuf = buf + LA < S ? buf + LA : buf + LA - S;
+    const bool full = !gt && c >= fb && c < fe;
     // One-sided edge tiles: rows and keys inside the sequence and the other edge uncut.
     const bool inside = m_first + 63 < M && u0 >= 0 && u0 + 63 < M;
-    const BandMask<M, KLO, KHI> keep = {
-        u0, m0, !EMASK || !inside ? 0 : u0 + 63 - m_first <= KHI ? 1 : u0 - m_first - 63 >= KLO ? 2 : 0};
+    const BandMask<M, KLO, KHI, G> keep = {
+        u0, m0, gt ? 3 : !EMASK || !inside ? 0 : u0 + 63 - m_first <= KHI ? 1 : u0 - m_first - 63 >= KLO ? 2 : 0};
     if constexpr (DPV) {
       float s[1][8][4];
       e.s_wait(buf, s);  // also the previous tile's P.V: its stage may be refilled now
-      if (c + LA < count) e.load(lbuf, w, u0 + 64 * LA);
+      if (c + LA < total) e.load(lbuf, w, key_of(c + LA));
       // Every row's first kept key is in the row tile's first key tile (rows keep one contiguous run
       // from max(0, m + KLO), and the walk starts at the tile holding the lowest), so the checked
       // softmax takes the exact step there and needs no vote on missing references after it.
       e.s_finish(buf, s, full, scale_log2, keep, c == 0 ? 1 : 0);
     } else {
-      if (c + LA < count) e.load(lbuf, w, u0 + 64 * LA);
+      if (c + LA < total) e.load(lbuf, w, key_of(c + LA));
       e.compute(buf, full, scale_log2, keep);
     }
     if (++buf == S) {
@@ -580,7 +608,7 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
     }
   }
   if constexpr (DPV) e.pv_done();
-  if (count == 0) cp_async_wait<0>();  // no key tile (a one-sided band's last rows): Q's copies (QS)
+  if (total == 0) cp_async_wait<0>();  // no key tile (a one-sided band's last rows): Q's copies (QS)
   if constexpr (StagedEnd<E>::value)
     e.end_band(ph + D * m_first, D, min(64, M - m_first), bh, o);
   else

@@ -479,8 +479,76 @@ Plan make_plan(const Acsr& acsr, const TileShape& shape) {
   }
   check_int32(static_cast<int64_t>(plan.table.size()), "table size");
   plan.nnz = acsr.nnz();
-  plan.has_band = find_band(acsr, plan.band);
+  plan.has_band = find_band(acsr, plan.band) || find_band_global(acsr, plan.band);
   return plan;
+}
+
+bool band_global_tile(const Band& band, int64_t t) {
+  if (band.globals <= 0) return false;
+  const int64_t m_first = 64 * t, m_last = std::min(64 * t + 63, band.rows - 1);
+  // Some row m of the tile and global key j < globals with j < m + k_lo or j > m + k_hi.
+  return m_last + band.k_lo > 0 || band.globals - 1 > m_first + band.k_hi;
+}
+
+bool find_band_global(const Acsr& acsr, Band& out) {
+  const int64_t L = acsr.seq_len;
+  if (L <= 1 || acsr.kv_len != L) return false;
+  // Each row's keys as sorted disjoint intervals (unit-stride runs only).
+  auto intervals = [&](int64_t i, std::vector<std::pair<int64_t, int64_t>>& iv) {
+    iv.clear();
+    for (const Run& r : acsr.row(i)) {
+      if (r.count <= 0) continue;
+      if (r.count > 1 && r.stride != 1) return false;
+      iv.emplace_back(r.start, r.start + r.count - 1);
+    }
+    std::sort(iv.begin(), iv.end());
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (const auto& x : iv)
+      if (!merged.empty() && x.first <= merged.back().second + 1) merged.back().second = std::max(merged.back().second, x.second);
+      else merged.push_back(x);
+    iv = merged;
+    return true;
+  };
+  std::vector<std::pair<int64_t, int64_t>> iv;
+  int64_t G = 0;
+  while (G < L && G <= 64 && intervals(G, iv) && iv.size() == 1 && iv[0] == std::make_pair(int64_t{0}, L - 1)) ++G;
+  if (G == 0 || G > 64 || G >= L) return false;
+  // Rows i >= G: the global keys [0, G) and one interval [a, b] beyond them (or none).
+  std::vector<std::pair<int64_t, int64_t>> win(static_cast<size_t>(L), {1, 0});
+  int64_t k_lo = L, k_hi = -L;
+  bool lo_seen = false, hi_seen = false;
+  for (int64_t i = G; i < L; ++i) {
+    if (!intervals(i, iv) || iv.empty() || iv[0].first != 0 || iv[0].second < G - 1) return false;
+    std::pair<int64_t, int64_t> w{1, 0};
+    if (iv[0].second >= G) w = {G, iv[0].second};
+    if (iv.size() == 2) {
+      if (w.first <= w.second) return false;
+      w = iv[1];
+    } else if (iv.size() > 2) {
+      return false;
+    }
+    win[static_cast<size_t>(i)] = w;
+    // Offsets from the rows whose window is not clipped by the globals or the sequence ends.
+    if (w.first <= w.second && w.first > G) k_lo = std::min(k_lo, w.first - i), lo_seen = true;
+    if (w.first <= w.second && w.second < L - 1) k_hi = std::max(k_hi, w.second - i), hi_seen = true;
+  }
+  if (!lo_seen || !hi_seen || k_hi < k_lo) return false;
+  for (int64_t i = G; i < L; ++i) {
+    // The band [i + k_lo, i + k_hi] within [0, L), less the global keys.
+    const int64_t a = std::max({int64_t{0}, G, i + k_lo}), b = std::min(L - 1, i + k_hi);
+    const std::pair<int64_t, int64_t> want = a <= b ? std::make_pair(a, b) : std::make_pair(int64_t{1}, int64_t{0});
+    const std::pair<int64_t, int64_t>& got = win[static_cast<size_t>(i)];
+    const bool empty_got = got.first > got.second, empty_want = want.first > want.second;
+    if (empty_got != empty_want || (!empty_got && got != want)) return false;
+  }
+  Band b;
+  b.dilation = 1;
+  b.k_lo = k_lo;
+  b.k_hi = k_hi;
+  b.rows = L;
+  b.globals = G;
+  out = b;
+  return true;
 }
 
 BandTile band_tile(const Band& band, int64_t t) {
@@ -553,6 +621,10 @@ std::string describe(const Plan& plan) {
   std::ostringstream o;
   o << "tile " << plan.shape.br << "x" << plan.shape.bc << ", " << plan.items.size() << " items, "
     << plan.passes.size() << " pass(es), tile fill " << plan.tile_fill() << "\n";
+  if (plan.has_band)
+    o << "  band: keys i + " << plan.band.dilation << "*k, " << plan.band.k_lo << " <= k <= " << plan.band.k_hi
+      << (plan.band.globals > 0 ? ", and " + std::to_string(plan.band.globals) + " global tokens (rows and keys)" : std::string())
+      << "\n";
   const size_t shown = 24;
   for (size_t k = 0; k < plan.items.size() && k < shown; ++k) {
     const PlanItem& it = plan.items[k];

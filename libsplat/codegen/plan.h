@@ -91,9 +91,16 @@ struct PlanPass {
 // c + dilation*m, keys of phase c are c + dilation*u (m, u < seq_len / dilation), row tile t holds
 // m in [64t, 64t + 64) and walks u from 64t + k_lo in key tiles of 64 (band_tile), each row
 // masked to u in [m + k_lo, m + k_hi] (clipped to the phase's keys).
+//
+// A band with global tokens (Longformer): globals > 0 tokens [0, globals) (at most 64, dilation 1)
+// are kept by every row as keys, and rows [0, globals) keep every key; every other row keeps
+// exactly its band and the global keys. The kernels then split the work: the plan's tiles of
+// the first row tile (the global rows, split-KV) run as tables, every later row tile runs as the
+// band plus one key tile of the global keys outside its rows' windows (band_pass, G).
 struct Band {
   int64_t dilation = 1, k_lo = 0, k_hi = 0;
   int64_t rows = 0;  // rows (and keys) per phase: seq_len / dilation
+  int64_t globals = 0;
   int64_t tiles_per_phase() const { return (rows + 63) / 64; }
 };
 // Key tiles of band row tile t of a phase: tile k (first <= k < first + count) covers u in
@@ -105,11 +112,18 @@ struct BandTile {
 BandTile band_tile(const Band& band, int64_t t);
 // The band the ACSR describes, if any (checked row by row).
 bool find_band(const Acsr& acsr, Band& out);
+// The band with global tokens the ACSR describes, if any (globals > 0; checked row by row).
+bool find_band_global(const Acsr& acsr, Band& out);
+// Band with globals: whether band row tile t has a key tile of global keys (keys [0, globals)
+// that some row of the tile keeps outside its window), and whether row tile t is one of the
+// plan's (the first, holding the global rows). Mirrors band_pass (device code).
+bool band_global_tile(const Band& band, int64_t t);
+inline bool band_head_tile(const Band& band, int64_t t) { return band.globals > 0 && 64 * t < band.globals; }
 
 struct Plan {
   int64_t seq_len = 0, kv_len = 0;
-  bool has_band = false;         // the ACSR is a band (find_band): codegen may emit the band kernel
-  Band band;                     // (wgmma with TMA stages, dilation 1 or 2) instead of the tables
+  bool has_band = false;         // the ACSR is a band (find_band; or with globals, find_band_global): codegen
+  Band band;                     // may emit the band kernel (wgmma with TMA stages, dilation 1 or 2)
   TileShape shape;
   std::vector<PlanItem> items;
   std::vector<PlanPass> passes;

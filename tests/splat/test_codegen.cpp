@@ -370,10 +370,12 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   // The overlap keeps the row maxima (no chk).
   CHECK(gen(problem(window, 2048), "sm_90a", "ovl=1").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, true, 0, false, false, true, true>") !=
         std::string::npos);
-  // Q in shared memory (one more 8 KB tile) for plans whose rows carry several runs.
-  GeneratedModule lf = gen(problem(longformer, 2048), "sm_90a");
+  // Q in shared memory (one more 8 KB tile) for plans whose rows carry several runs (Longformer's
+  // table kernel: band=0; by default its band blocks share the kernel, and their three stages).
+  GeneratedModule lf = gen(problem(longformer, 2048), "sm_90a", "band=0");
   CHECK(lf.source.find(", 1, false, true, true, true>") != std::string::npos);
   CHECK(lf.fused[0].smem_dynamic == (2 * 2 + 1) * 64 * 64 * 2 + 1024);
+  CHECK(gen(problem(longformer, 2048), "sm_90a").fused[0].smem_dynamic == 3 * 2 * 64 * 64 * 2 + 1024);
   CHECK_THROWS_AS(parse_tuning("chk=3"), std::invalid_argument);
   CHECK(w.source.find("__launch_bounds__(128, 4) splat_fused_p0") != std::string::npos);
   // Not on other architectures, other head dims, fp32/tf32, or when the tuning says no.
@@ -750,6 +752,101 @@ TEST_CASE("unmasked passes get the NOMASK table kernel") {
     GeneratedModule x = gen(problem(bigbird, 2048, dtype), arch, tune);
     CHECK(x.source.find(kNoMask) != std::string::npos);
     CompileResult c = nvrtc_compile(x.source, "nomask.cu", arch, CompileTarget::Cubin);
+    CHECK(c.image.size() > 1000);
+  }
+}
+
+// Bands with global tokens (Longformer): tokens [0, G), G <= 64, rows and keys, with a unit-step
+// window; anything else is not one.
+TEST_CASE("find_band_global recognises windows with leading global tokens, and nothing else") {
+  auto globals = [](int n, int from = 0) {
+    std::string s = "[";
+    for (int k = 0; k < n; ++k) s += (k ? ", " : "") + std::to_string(from + k);
+    return s + "]";
+  };
+  auto lf = [&](int left, int right, const std::string& tokens) {
+    return R"({"union": [{"window": {"left": )" + std::to_string(left) + R"(, "right": )" + std::to_string(right) +
+           R"(}}, {"global": {"tokens": )" + tokens + "}}]}";
+  };
+  struct Case {
+    std::string pat;
+    int64_t L;
+    bool band;
+    int64_t lo, hi, g;
+  };
+  for (const Case& c : std::vector<Case>{{lf(256, 256, globals(16)), 4096, true, -256, 256, 16},
+                                         {lf(40, 17, globals(1)), 333, true, -40, 17, 1},
+                                         {lf(100, 0, globals(64)), 1000, true, -100, 0, 64},
+                                         {lf(0, 30, globals(5)), 500, true, 0, 30, 5},
+                                         {lf(3, 3, globals(64)), 200, true, -3, 3, 64},
+                                         {lf(256, 256, globals(65)), 4096, false, 0, 0, 0},
+                                         {lf(256, 256, globals(16, 1)), 4096, false, 0, 0, 0},
+                                         {lf(256, 256, "[0, 1, 2, 999]"), 4096, false, 0, 0, 0},
+                                         {R"({"union": [{"dilated": {"left": 9, "right": 9, "dilation": 2}}, {"global": {"tokens": [0, 1]}}]})", 512, false, 0, 0, 0},
+                                         {R"({"window": {"left": 256, "right": 256}})", 4096, false, 0, 0, 0},
+                                         {R"({"union": [{"blocked": {"block": 64}}, {"global": {"tokens": [0, 1]}}]})", 512, false, 0, 0, 0}}) {
+    CAPTURE(c.pat);
+    CAPTURE(c.L);
+    Band b;
+    REQUIRE(find_band_global(analyze(problem(c.pat, c.L)), b) == c.band);
+    Plan plan = make_plan(analyze(problem(c.pat, c.L)));
+    if (!c.band) {
+      CHECK((!plan.has_band || plan.band.globals == 0));
+      continue;
+    }
+    CHECK(plan.has_band);
+    CHECK(b.dilation == 1);
+    CHECK(b.k_lo == c.lo);
+    CHECK(b.k_hi == c.hi);
+    CHECK(b.globals == c.g);
+    CHECK(plan.band.globals == c.g);
+  }
+}
+
+// A band with globals on sm_90a: one kernel whose first blocks run the plan's pass restricted to
+// the first row tile (split-KV chunks) and whose other blocks run the band kernel with G, then the
+// chunks' combine; elsewhere (other targets, tma=0, band=0, rbar=1) the plain table kernel.
+TEST_CASE("bands with global tokens get the table pass for row tile 0 and the band kernel for the rest") {
+  auto gen = [](const Problem& p, const std::string& arch, const std::string& tune) {
+    CodegenOptions co;
+    co.arch = arch;
+    co.pipeline = false;
+    co.tuning = parse_tuning(tune);
+    return generate(p, analyze(p), co);
+  };
+  std::string tokens = "[";
+  for (int k = 0; k < 16; ++k) tokens += (k ? ", " : "") + std::to_string(k);
+  tokens += "]";
+  Problem lf = problem(R"({"union": [{"window": {"left": 256, "right": 256}}, {"global": {"tokens": )" + tokens + "}}]}", 16384);
+  GeneratedModule m = gen(lf, "sm_90a", "");
+  REQUIRE(m.fused.size() == 2);
+  CHECK(m.fused[0].name == "splat_fused_p0");
+  CHECK(m.fused[1].name == "splat_fused_p0_combine");
+  // Row tile 0's split-KV chunks (every tile of the restricted pass is one), then 256 band row tiles.
+  const PlanPass& pass = m.plan.passes.at(0);
+  CHECK(m.fused[0].grid_x == pass.slots + 256);
+  CHECK(m.fused[0].smem_dynamic == 3 * 2 * 64 * 64 * 2 + 1024);  // the band's three stages
+  CHECK(m.source.find("SPLAT_SEQ, SPLAT_HD, 1, -256, 256, true, false, 16, " + std::to_string(pass.slots) + ", 256>(") !=
+        std::string::npos);
+  CHECK(m.source.find("if (blockIdx.x >= " + std::to_string(pass.slots) + ") {") != std::string::npos);
+  CHECK(m.source.find("Band kernel with global tokens") != std::string::npos);
+  for (const auto& [arch, tune] : std::vector<std::pair<std::string, std::string>>{
+           {"sm_90a", "band=0"}, {"sm_90a", "tma=0"}, {"sm_90a", "rbar=1"}, {"sm_80", ""}}) {
+    CAPTURE(arch);
+    CAPTURE(tune);
+    GeneratedModule x = gen(lf, arch, tune);
+    CHECK(x.source.find("band_pass<") == std::string::npos);
+    CHECK(x.fused[0].grid_x == static_cast<int64_t>(x.plan.passes.at(0).tiles.size()));
+  }
+  // Small sequences, no split tile: row tile 0 is one table tile.
+  Problem s = problem(R"({"union": [{"window": {"left": 40, "right": 17}}, {"global": {"tokens": [0, 1, 2]}}]})", 333);
+  GeneratedModule ms = gen(s, "sm_90a", "");
+  REQUIRE(ms.fused.size() == 1);
+  CHECK(ms.plan.passes.at(0).splits.empty());
+  CHECK(ms.fused[0].role.find("global tokens") != std::string::npos);
+  CHECK(ms.fused[0].grid_x == 1 + 6);  // row tile 0, then row tiles 1..5 of the band (blocks of t = 0 return)
+  for (const GeneratedModule* g : {&m, &ms}) {
+    CompileResult c = nvrtc_compile(g->source, "bandg.cu", "sm_90a", CompileTarget::Cubin);
     CHECK(c.image.size() > 1000);
   }
 }

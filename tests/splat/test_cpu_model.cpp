@@ -123,6 +123,42 @@ TEST_CASE("cpu model matches brute force: band walk (windows, causal, one-sided,
   }
 }
 
+// Bands with global tokens (Longformer): the plan's tiles of the first row tile (split-KV chunks
+// where they are heavy), then the band from row tile 1 with each row tile's key tile of global keys
+// outside its rows' windows.
+TEST_CASE("cpu model matches brute force: band walk with global tokens") {
+  struct Case {
+    const char* pat;
+    int64_t L;
+  };
+  for (const Case& c : {Case{R"({"union": [{"window": {"left": 40, "right": 17}}, {"global": {"tokens": [0, 1, 2]}}]})", 333},
+                        Case{R"({"union": [{"window": {"left": 20, "right": 20}}, {"global": {"tokens": [0, 1, 2, 3]}}]})", 1024},
+                        Case{R"({"union": [{"window": {"left": 100, "right": 0}}, {"global": {"tokens": [0]}}]})", 700},
+                        Case{R"({"union": [{"window": {"left": 0, "right": 70}}, {"global": {"tokens": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]}}]})", 257},
+                        Case{R"({"union": [{"window": {"left": 150, "right": 150}}, {"global": {"tokens": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+                              10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36,
+                              37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]}}]})", 900}}) {
+    CAPTURE(c.pat);
+    CAPTURE(c.L);
+    Problem p = small(c.pat, c.L, 16);
+    Plan plan = make_plan(analyze(p));
+    REQUIRE(plan.has_band);
+    REQUIRE(plan.band.globals > 0);
+    CHECK(max_diff(p, {}, 0.0, false, true) < 1e-12);
+    CHECK(max_diff(p, {}, 8.0 * std::log(2.0), true, true) < 1e-12);
+    p.scale *= 6;  // references move after the band's tiles (the global tile last): checks fail
+    CHECK(max_diff(p, {}, 8.0 * std::log(2.0), true, true) < 1e-12);
+    auto visits = cpu_model_visits(plan, true);
+    for (int64_t i = 0; i < p.seq_len; ++i) {
+      std::vector<int64_t> got = visits[static_cast<size_t>(i)], want;
+      std::sort(got.begin(), got.end());
+      for (int64_t j = 0; j < p.kv_len; ++j)
+        if (kept(p, i, j)) want.push_back(j);
+      CHECK(got == want);
+    }
+  }
+}
+
 TEST_CASE("cpu model: the band walk needs a band") {
   Problem p = small(R"({"blocked": {"block": 50}})", 200, 16);
   Plan plan = make_plan(analyze(p));
