@@ -38,6 +38,15 @@ void check_coverage(const Problem& p, const Acsr& a, const TileShape& shape = {}
   }
 }
 
+// The fused kernels only, for an architecture and tuning ("key=value,...").
+GeneratedModule fused_module(const Problem& p, const std::string& arch, const std::string& tune) {
+  CodegenOptions co;
+  co.arch = arch;
+  co.pipeline = false;
+  co.tuning = parse_tuning(tune);
+  return generate(p, analyze(p), co);
+}
+
 }  // namespace
 
 TEST_CASE("plan covers each kept key once (window, dilated, strided, blocked, longformer, bigbird)") {
@@ -560,13 +569,7 @@ TEST_CASE("band_tile: every row's first kept key is in its row tile's first key 
 // The band kernel replaces the plan's tables where the wgmma engine loads K/V by TMA (dilation 1
 // or 2: the tensor maps' two views), and only there; band=0 keeps the tables.
 TEST_CASE("band patterns get the table-free band kernel on sm_90a (TMA), tables elsewhere") {
-  auto gen = [](const Problem& p, const std::string& arch, const std::string& tune) {
-    CodegenOptions co;
-    co.arch = arch;
-    co.pipeline = false;
-    co.tuning = parse_tuning(tune);
-    return generate(p, analyze(p), co);
-  };
+  const auto gen = fused_module;
   Problem w = problem(R"({"window": {"left": 256, "right": 256}})", 4096);
   GeneratedModule m = gen(w, "sm_90a", "");
   CHECK(m.source.find("band_pass<WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 1, -256, 256, true, false>") != std::string::npos);
@@ -711,13 +714,7 @@ TEST_CASE("pass_unmasked: every key tile full, against brute force") {
 // on every table engine; nomask=0 keeps them. BigBird's five runs per row then no longer cost the
 // wgmma kernel its fourth block per SM, nor Q its registers.
 TEST_CASE("unmasked passes get the NOMASK table kernel") {
-  auto gen = [](const Problem& p, const std::string& arch, const std::string& tune) {
-    CodegenOptions co;
-    co.arch = arch;
-    co.pipeline = false;
-    co.tuning = parse_tuning(tune);
-    return generate(p, analyze(p), co);
-  };
+  const auto gen = fused_module;
   const std::string kNoMask = "compiled without run bounds or masks (NOMASK)";
   const std::string bigbird = R"({"union": [{"block_window": {"block": 64, "left": 1, "right": 1}},
       {"global": {"tokens": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
@@ -807,13 +804,7 @@ TEST_CASE("find_band_global recognises windows with leading global tokens, and n
 // the first row tile (split-KV chunks) and whose other blocks run the band kernel with G, then the
 // chunks' combine; elsewhere (other targets, tma=0, band=0, rbar=1) the plain table kernel.
 TEST_CASE("bands with global tokens get the table pass for row tile 0 and the band kernel for the rest") {
-  auto gen = [](const Problem& p, const std::string& arch, const std::string& tune) {
-    CodegenOptions co;
-    co.arch = arch;
-    co.pipeline = false;
-    co.tuning = parse_tuning(tune);
-    return generate(p, analyze(p), co);
-  };
+  const auto gen = fused_module;
   std::string tokens = "[";
   for (int k = 0; k < 16; ++k) tokens += (k ? ", " : "") + std::to_string(k);
   tokens += "]";

@@ -80,6 +80,18 @@ int for_each_gpu_problem(F f) {
   return n;
 }
 
+// Every kept (row, key) visited exactly once by the band kernel's walk, as the plan's walk does.
+void check_band_visits(const Problem& p, const Plan& plan) {
+  auto visits = cpu_model_visits(plan, true);
+  for (int64_t i = 0; i < p.seq_len; ++i) {
+    std::vector<int64_t> got = visits[static_cast<size_t>(i)], want;
+    std::sort(got.begin(), got.end());
+    for (int64_t j = 0; j < p.kv_len; ++j)
+      if (kept(p, i, j)) want.push_back(j);
+    CHECK(got == want);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("cpu model matches brute force: window, dilated, blocked (one pass)") {
@@ -111,15 +123,7 @@ TEST_CASE("cpu model matches brute force: band walk (windows, causal, one-sided,
     CHECK(max_diff(p, {}, 0.0, false, true) < 1e-12);
     // The lazy rescale and checked sums take the same path as with the plan's walk.
     CHECK(max_diff(p, {}, 8.0 * std::log(2.0), true, true) < 1e-12);
-    // Every kept (row, key) visited exactly once, as the plan's walk does.
-    auto visits = cpu_model_visits(plan, true);
-    for (int64_t i = 0; i < p.seq_len; ++i) {
-      std::vector<int64_t> got = visits[static_cast<size_t>(i)], want;
-      std::sort(got.begin(), got.end());
-      for (int64_t j = 0; j < p.kv_len; ++j)
-        if (kept(p, i, j)) want.push_back(j);
-      CHECK(got == want);
-    }
+    check_band_visits(p, plan);
   }
 }
 
@@ -148,14 +152,7 @@ TEST_CASE("cpu model matches brute force: band walk with global tokens") {
     CHECK(max_diff(p, {}, 8.0 * std::log(2.0), true, true) < 1e-12);
     p.scale *= 6;  // references move after the band's tiles (the global tile last): checks fail
     CHECK(max_diff(p, {}, 8.0 * std::log(2.0), true, true) < 1e-12);
-    auto visits = cpu_model_visits(plan, true);
-    for (int64_t i = 0; i < p.seq_len; ++i) {
-      std::vector<int64_t> got = visits[static_cast<size_t>(i)], want;
-      std::sort(got.begin(), got.end());
-      for (int64_t j = 0; j < p.kv_len; ++j)
-        if (kept(p, i, j)) want.push_back(j);
-      CHECK(got == want);
-    }
+    check_band_visits(p, plan);
   }
 }
 
