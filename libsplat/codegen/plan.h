@@ -146,7 +146,7 @@ std::vector<Run> group_row_runs(const Plan& plan, const PlanGroup& g, int64_t i)
 std::vector<int64_t> tile_rows(const Plan& plan, const PlanPass& pass, const PlanTile& tile);
 
 // Whether every key tile of bc keys (64 or 128) of every walk of the pass is full: every row of
-// its tile keeps every key (e.g. BigBird's 64-key blocks, a strided pattern's lattice pass). The
+// its tile keeps every key (e.g. 64-aligned BigBird blocks and global tokens, aligned blocks). The
 // fused kernel then needs neither run bounds nor masks (NOMASK).
 bool pass_unmasked(const PlanPass& pass, int64_t bc);
 
