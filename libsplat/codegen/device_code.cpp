@@ -187,17 +187,6 @@ __device__ __forceinline__ bool in_run(i64 j, i64 start, i64 stride, i64 count) 
   i64 d = j - start;
   return d >= 0 && d % stride == 0 && d / stride < count;
 }
-// Key j kept for row i of a tabulated item (runs read from the table).
-__device__ __forceinline__ bool tab_kept(const Item& it, const int* table, i64 i, i64 j) {
-  if (i < 0 || !item_has_row(it, i)) return false;
-  i64 m = (i - it.row_begin) / it.row_stride;
-  int b = table[it.tab_row_ptr + m], e = table[it.tab_row_ptr + m + 1];
-  for (int r = b; r < e; ++r) {
-    const int* run = table + it.tab_runs + 3 * (i64)r;
-    if (in_run(j, run[0], run[1], run[2])) return true;
-  }
-  return false;
-}
 
 )CUDA";
 }
@@ -316,11 +305,23 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
     int rs[E::ROWS][R], rst[E::ROWS][R], rc[E::ROWS][R];
     int nr[E::ROWS];
     const Item* tab = nullptr;
+    // Tabulated group: each row's runs [tb, te) in the table's runs at truns, looked up once here
+    // (per score, a row search and 64-bit divisions made global-strided's first pass take 739 us).
+    const int* truns = nullptr;
+    int tb[E::ROWS], te[E::ROWS];
 #pragma unroll
-    for (int h = 0; h < E::ROWS; ++h) nr[h] = 0;
+    for (int h = 0; h < E::ROWS; ++h) nr[h] = tb[h] = te[h] = 0;
     if (NOMASK) {
     } else if (g.tabulated) {
       tab = &items[group_items[g.item_begin]];
+      truns = table + tab->tab_runs;
+#pragma unroll
+      for (int h = 0; h < E::ROWS; ++h)
+        if (row[h] >= 0 && item_has_row(*tab, row[h])) {
+          const i64 m = (row[h] - tab->row_begin) / tab->row_stride;
+          tb[h] = table[tab->tab_row_ptr + m];
+          te[h] = table[tab->tab_row_ptr + m + 1];
+        }
     } else {
       // Staged: every item of the group, from shared memory. Otherwise the group's items are
       // sorted by first row, pmax is the running max of their row ends: only items from the first
@@ -425,7 +426,14 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
         } else {
           e.compute(buf, full, scale_log2, [&](int h, int c) {
             const int u = u0 + c;
-            return u < w.count && tab_kept(*tab, table, row[h], (i64)w.base + (i64)u * w.step);
+            if (u >= w.count) return false;
+            const int j = w.base + u * w.step;  // keys and runs are int32 (plan: check_int32)
+            bool kp = false;
+            for (int r = tb[h]; r < te[h] && !kp; ++r) {
+              const int d = j - truns[3 * r], st = truns[3 * r + 1];
+              kp = d >= 0 && d <= (truns[3 * r + 2] - 1) * st && (st == 1 || d % st == 0);
+            }
+            return kp;
           });
         }
         if (S > 1 && RefillBarrier<E>::value) __syncthreads();  // no thread still reads the stage the next load refills
@@ -569,11 +577,9 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   // The band's tiles, then (G > 0) the global keys' tile where some row keeps one outside its window.
   const bool gtile = G > 0 && (m_last + KLO > 0 || G - 1 > m_first + KHI);
   const int total = count + (gtile ? 1 : 0);
-  // First key of the stream's tile c.
-  auto key_of = [&](int c) { return G > 0 && c >= count ? 0 : u_start + 64 * (first + c); };
 #pragma unroll
   for (int p = 0; p < LA; ++p)
-    if (p < total) e.load(p, w, key_of(p));
+    if (p < total) e.load(p, w, G > 0 && p >= count ? 0 : u_start + 64 * (first + p));
   __syncthreads();  // the stage barriers thread 0 initialised
   // Stage of key tile c (c % S) and its barrier's phase parity ((c / S) & 1), counted along (the
   // divisions by S cost a tenth of the loop's issue slots); tile c + LA refills stage (buf + LA) % S.
@@ -593,13 +599,13 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
     if constexpr (DPV) {
       float s[1][8][4];
       e.s_wait(buf, s);  // also the previous tile's P.V: its stage may be refilled now
-      if (c + LA < total) e.load(lbuf, w, key_of(c + LA));
+      if (c + LA < total) e.load(lbuf, w, G > 0 && c + LA >= count ? 0 : u0 + 64 * LA);
       // Every row's first kept key is in the row tile's first key tile (rows keep one contiguous run
       // from max(0, m + KLO), and the walk starts at the tile holding the lowest), so the checked
       // softmax takes the exact step there and needs no vote on missing references after it.
       e.s_finish(buf, s, full, scale_log2, keep, c == 0 ? 1 : 0);
     } else {
-      if (c + LA < total) e.load(lbuf, w, key_of(c + LA));
+      if (c + LA < total) e.load(lbuf, w, G > 0 && c + LA >= count ? 0 : u0 + 64 * LA);
       e.compute(buf, full, scale_log2, keep);
     }
     if (++buf == S) {
