@@ -578,17 +578,21 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
                                     : std::string("P^T ") + (tu.alias ? "shares K^T's" : "has its own") +
                                           " shared memory, " + (tu.batch ? "batched" : "per-element") + " K/V loads")
       << "\n";
+    // The band kernel's call: extra = its globals, B0 and BX (band with globals), or none.
+    const auto band_pass_call = [&](const std::string& extra) {
+      return "band_pass<" + engine + ", " + T + ", SPLAT_SEQ, SPLAT_HD, " + std::to_string(plan.band.dilation) + ", " +
+             std::to_string(plan.band.k_lo) + ", " + std::to_string(plan.band.k_hi) +
+             (opt.tuning.wg_deferred_pv != 0 ? ", true" : ", false") + ", " + (edge_masks ? "true" : "false") + extra +
+             ">(" + f32_literal(scale_log2) + ", static_cast<const " + T + "*>(q), static_cast<const " + T +
+             "*>(k), static_cast<const " + T + "*>(v), static_cast<" + T + "*>(o), ws, tmaps);\n";
+    };
     if (gband) {
       // Emitted with the table pass's kernel (next iteration): blocks from its tiles' count on.
       mod.fused.pop_back();
       band_grid = kd.grid_x;
       band_smem = kd.smem_dynamic;
-      band_call = "  band_pass<" + engine + ", " + T + ", SPLAT_SEQ, SPLAT_HD, 1, " + std::to_string(plan.band.k_lo) + ", " +
-                  std::to_string(plan.band.k_hi) + (opt.tuning.wg_deferred_pv != 0 ? ", true" : ", false") + ", " +
-                  (edge_masks ? "true" : "false") + ", " + std::to_string(plan.band.globals) + ", " +
-                  std::to_string(head.tiles.size()) + ", " + std::to_string(band_grid) + ">(" + f32_literal(scale_log2) +
-                  ", static_cast<const " + T + "*>(q), static_cast<const " + T + "*>(k), static_cast<const " + T +
-                  "*>(v), static_cast<" + T + "*>(o), ws, tmaps);\n";
+      band_call = band_pass_call(", " + std::to_string(plan.band.globals) + ", " + std::to_string(head.tiles.size()) +
+                                 ", " + std::to_string(band_grid));
       continue;
     }
     if (band_global) {
@@ -600,14 +604,9 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     s << "extern \"C\" __global__ void __launch_bounds__(" << bounds << ") " << kd.name
       << "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
       << "  (void)scores;\n";
-    if (band_global) s << "  if (blockIdx.x >= " << head.tiles.size() << ") {\n  " << band_call << "    return;\n  }\n";
+    if (band_global) s << "  if (blockIdx.x >= " << head.tiles.size() << ") {\n    " << band_call << "    return;\n  }\n";
     if (band)
-      s << "  (void)table;\n  band_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << plan.band.dilation << ", "
-        << plan.band.k_lo << ", " << plan.band.k_hi << (opt.tuning.wg_deferred_pv != 0 ? ", true" : ", false") << ", "
-        << (edge_masks ? "true" : "false") << ">("
-        << f32_literal(scale_log2) << ", static_cast<const " << T
-        << "*>(q), static_cast<const " << T << "*>(k), static_cast<const " << T << "*>(v), static_cast<" << T
-        << "*>(o), ws, tmaps);\n}\n";
+      s << "  (void)table;\n  " << band_pass_call("") << "}\n";
     else
       s << "  fused_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << (nomask ? 1 : pass.max_runs) << ", "
       << pass.slots << ", " << (first ? "true" : "false") << ", " << (last ? "true" : "false") << ", " << (nomask ? "true" : "false") << ">(kItems, kTiles" << pi << ", kGroups"

@@ -183,10 +183,6 @@ __device__ __forceinline__ bool item_run(const Item& it, i64 i, i64& start, i64&
   }
   return count > 0;
 }
-__device__ __forceinline__ bool in_run(i64 j, i64 start, i64 stride, i64 count) {
-  i64 d = j - start;
-  return d >= 0 && d % stride == 0 && d / stride < count;
-}
 
 )CUDA";
 }
