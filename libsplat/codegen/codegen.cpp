@@ -226,7 +226,7 @@ const std::vector<ParamDesc>& kernel_params() {
 }
 
 namespace {
-std::vector<TensorMapDesc> make_tensor_maps(const Problem& p);
+std::vector<TensorMapDesc> make_tensor_maps(const Problem& p, int64_t period);
 }
 
 GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOptions& opt) {
@@ -365,6 +365,14 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       plan.passes.size() == 1 && plan.passes[0].period == 1 && opt.tuning.wg_band != 0 && opt.tuning.wg_tma != 0 &&
       opt.tuning.wg_refill_barrier <= 0 && p.batch * p.heads * p.kv_len < (int64_t{1} << 31) &&
       std::all_of(plan.passes[0].splits.begin(), plan.passes[0].splits.end(), [](const PlanSplit& sp) { return sp.m_begin < 64; });
+  // A window plus a key lattice (strided patterns; Plan::lattice) on the wgmma engine with TMA
+  // stages: pass 0 (the window) as the band kernel handing its softmax state over, pass 1 (the
+  // lattice) as lattice_pass, both without tables. (H200, strided-16k: the table kernels took 61
+  // and 149 us for the two passes.)
+  const bool lattice_plan = opt.fused && wg && wgs == 1 && plan.has_lattice && plan.passes.size() == 2 &&
+                            plan.passes[0].period == 1 && plan.passes[1].period == plan.lattice.period &&
+                            opt.tuning.wg_band != 0 && opt.tuning.wg_tma != 0 && opt.tuning.wg_refill_barrier <= 0 &&
+                            p.batch * p.heads * p.kv_len < (int64_t{1} << 31);
   PlanPass head;  // band_global: the plan's tiles of the first row tile
   const PlanPass none;
   if (band_global) {
@@ -485,18 +493,22 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       const int64_t rows = p.batch * p.heads * p.kv_len;
       tu.tma = opt.tuning.wg_tma != 0 && wgs == 1 && !tu.rbar && walks_ok && (!step2 || rows % 2 == 0) &&
                rows < (int64_t{1} << 31);
+      // lattice_pass: the stride-P view's boxes (kv_len a multiple of P: find_band_lattice).
+      if (lattice_plan) tu.tma = true;
       any_tma = any_tma || tu.tma;
     }
     // Band patterns (Plan::band) on TMA stages: the table-free band kernel (band_pass), one row tile
     // per block in closed form (dilation 1 or 2: the tensor maps' two views).
-    const bool band = gband || (wg && tu.tma && plan.has_band && plan.band.globals == 0 && plan.passes.size() == 1 &&
-                                pass.splits.empty() && (plan.band.dilation == 1 || plan.band.dilation == 2) &&
-                                opt.tuning.wg_band != 0);
+    const bool band = gband || (lattice_plan && pi == 0) ||
+                      (wg && tu.tma && plan.has_band && plan.band.globals == 0 && plan.passes.size() == 1 &&
+                       pass.splits.empty() && (plan.band.dilation == 1 || plan.band.dilation == 2) &&
+                       opt.tuning.wg_band != 0);
+    const bool lat = lattice_plan && pi == 1;  // lattice_pass
     // A third stage there (loads two key tiles ahead): 1.6% faster on window-16k, 6% on the causal
     // window at 16k, equal at 4k (H200); the shared memory still allows 4 blocks per SM. Its P.V
     // waits are deferred (dpv): a key tile's P.V runs on until the next tile's S is waited for,
     // 1-3% faster on every band case (H200).
-    if (band && opt.tuning.mma_stages == 0) tu.stages = 3;
+    if ((band || lat) && opt.tuning.mma_stages == 0) tu.stages = 3;
     kd.block = wg ? 128 * wgs : mod.tensor_cores ? 128 / tu.mw : 128;
     // wgmma: 1024-byte aligned swizzled stages (WgmmaEngine::SMEM).
     kd.smem_dynamic = wg ? (int64_t{2} * tu.stages + (tu.qs ? wgs : 0)) * 64 * HD * 2 + 1024
@@ -514,7 +526,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
                            : std::string("SimtEngine<") + T + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " +
                                  (tu.alias ? "true" : "false") + ", " + (tu.batch ? "true" : "false") + ">";
     // Every key tile of the pass full: no run bounds, no mask code (fused_pass NOMASK).
-    const bool nomask = !band && opt.tuning.nomask != 0 && pass_unmasked(pass, tu.bc);
+    const bool nomask = !band && !lat && opt.tuning.nomask != 0 && pass_unmasked(pass, tu.bc);
     // Tensor cores: registers capped so that min_blocks blocks share an SM (resolve()).
     const std::string bounds =
         std::to_string(kd.block) + (tu.min_blocks > 0 ? ", " + std::to_string(tu.min_blocks) : std::string());
@@ -527,7 +539,12 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       kd.role = "fused band kernel (" + std::to_string(plan.band.dilation) + " phase(s), no tables)";
       mod.fused.back().grid_x = kd.grid_x;
       mod.fused.back().role = kd.role;
-      if (gband)
+      if (lattice_plan)
+        s << "\n// Pass 0, the window of a window plus a key lattice: the band kernel; row i keeps keys i + k, "
+          << plan.band.k_lo << " <= k <= " << plan.band.k_hi << ", within [0, " << p.seq_len
+          << ") (with the lattice: checked on every row of the ACSR); " << plan.band.tiles_per_phase()
+          << " row tiles, no tables. It hands its softmax state over (ws) to pass 1.\n";
+      else if (gband)
         s << "\n// Band kernel with global tokens: row i >= " << plan.band.globals << " keeps keys i + k, " << plan.band.k_lo
           << " <= k <= " << plan.band.k_hi << ", within [0, " << p.seq_len << "), and the global keys [0, "
           << plan.band.globals << "); rows [0, " << plan.band.globals
@@ -539,6 +556,16 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
           << plan.band.k_hi << ", within [0, " << p.seq_len << ") (checked on every row of the ACSR); "
           << plan.band.dilation << " phase(s) of " << plan.band.tiles_per_phase()
           << " row tiles, no tables.\n";
+    } else if (lat) {
+      const Lattice& L = plan.lattice;
+      kd.grid_x = L.period * L.tiles_per_phase();
+      kd.role = "fused lattice kernel (" + std::to_string(L.period) + " phases, no tables)";
+      mod.fused.back().grid_x = kd.grid_x;
+      mod.fused.back().role = kd.role;
+      s << "\n// Pass 1, the key lattice: row c + " << L.period << "*m keeps keys c + " << L.period << "*u, u < "
+        << L.rows << ", outside u - m in [" << L.hole_lo << ", " << L.hole_hi << "] (the window's; checked on every"
+        << " row of the ACSR); " << L.period << " phases of " << L.tiles_per_phase()
+        << " row tiles, each walking every key tile, no tables; from pass 0's state.\n";
     } else {
       s << "\n// Pass " << pi << ": rows grouped by i mod " << pass.period << ", " << pass.tiles.size()
         << " row tiles (longest first).\n"
@@ -571,7 +598,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
                           (tu.chk ? ", checked row sums instead of row maxima" : "") +
                           (tu.qs ? ", Q in shared memory" : "") + (tu.rbar || wgs > 1 ? "" : ", no barrier before stage refills") +
                           (tu.tma ? ", K/V stages loaded by TMA" : tu.ew ? ", copies waited for before the next load" : "") +
-                          (band && opt.tuning.wg_deferred_pv != 0 ? ", each P.V waited for with the next tile's S" : "")
+                          ((band || lat) && opt.tuning.wg_deferred_pv != 0 ? ", each P.V waited for with the next tile's S" : "")
                    : mod.tensor_cores ? std::to_string(16 * tu.mw) + " rows per warp, " + std::to_string(tu.stages) +
                                           " cp.async stages, " + std::to_string(tu.bc) + "-key softmax steps" +
                                           (tu.lazy ? ", lazy O rescale" : "")
@@ -606,7 +633,12 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       << "  (void)scores;\n";
     if (band_global) s << "  if (blockIdx.x >= " << head.tiles.size() << ") {\n    " << band_call << "    return;\n  }\n";
     if (band)
-      s << "  (void)table;\n  " << band_pass_call("") << "}\n";
+      s << "  (void)table;\n  " << band_pass_call(lattice_plan ? ", 0, 0, 0, false" : "") << "}\n";
+    else if (lat)
+      s << "  (void)table;\n  lattice_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << plan.lattice.period
+        << ", " << plan.lattice.hole_lo << ", " << plan.lattice.hole_hi << (opt.tuning.wg_deferred_pv != 0 ? ", true" : ", false")
+        << ">(" << f32_literal(scale_log2) << ", static_cast<const " << T << "*>(q), static_cast<const " << T
+        << "*>(k), static_cast<const " << T << "*>(v), static_cast<" << T << "*>(o), ws, tmaps);\n}\n";
     else
       s << "  fused_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << (nomask ? 1 : pass.max_runs) << ", "
       << pass.slots << ", " << (first ? "true" : "false") << ", " << (last ? "true" : "false") << ", " << (nomask ? "true" : "false") << ">(kItems, kTiles" << pi << ", kGroups"
@@ -686,19 +718,21 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       mod.pipeline.push_back(kd);
     }
   }
-  if (any_tma) mod.tensor_maps = make_tensor_maps(p);
+  if (any_tma) mod.tensor_maps = make_tensor_maps(p, lattice_plan ? plan.lattice.period : 0);
   mod.source = s.str();
   return mod;
 }
 
 namespace {
-// K, V as rows (unit-step walks) and as [rows / 2][2][head_dim] (stride-2 walks: a box is 64 rows of
-// one parity).
-std::vector<TensorMapDesc> make_tensor_maps(const Problem& p) {
+// K, V as rows (unit-step walks), as [rows / 2][2][head_dim] (stride-2 walks: a box is 64 rows of
+// one parity) and, for a lattice pass (period > 0), as [rows / period][period][head_dim].
+std::vector<TensorMapDesc> make_tensor_maps(const Problem& p, int64_t period) {
   const uint64_t rows = static_cast<uint64_t>(p.batch * p.heads * p.kv_len), hd = static_cast<uint64_t>(p.head_dim);
   const uint64_t pitch = hd * 2;  // bf16/fp16 rows
   std::vector<TensorMapDesc> maps;
-  for (int step : {1, 2})
+  std::vector<uint64_t> steps = {1, 2};
+  if (period > 0) steps.push_back(static_cast<uint64_t>(period));
+  for (uint64_t step : steps)
     for (const char* t : {"k", "v"}) {
       TensorMapDesc m;
       m.tensor = t;
@@ -707,8 +741,8 @@ std::vector<TensorMapDesc> make_tensor_maps(const Problem& p) {
         m.strides = {pitch};
         m.box = {static_cast<uint32_t>(hd), 64};
       } else {
-        m.dims = {hd, 2, rows / 2};
-        m.strides = {pitch, 2 * pitch};
+        m.dims = {hd, step, rows / step};
+        m.strides = {pitch, step * pitch};
         m.box = {static_cast<uint32_t>(hd), 1, 64};
       }
       maps.push_back(m);

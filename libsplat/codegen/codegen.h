@@ -119,7 +119,8 @@ struct GeneratedModule {
   Plan plan;
   int64_t max_row_runs = 0;
   // Tensor maps the fused kernels' TMA loads read (parameter tmaps), in order: K and V for unit-step
-  // walks, K and V for stride-2 walks; empty when no fused kernel uses TMA.
+  // walks, K and V for stride-2 walks, then (a lattice pass) K and V for its stride; empty when no
+  // fused kernel uses TMA.
   std::vector<TensorMapDesc> tensor_maps;
 };
 

@@ -20,6 +20,9 @@ bool in_run(const Run& r, int64_t j) {
 // band_tile, rows masked to their band (one pass). A band with globals: first the plan's tiles of
 // the first row tile (tables, split-KV), then the band from row tile 1 on, each row tile's band
 // key tiles followed by its key tile of global keys outside the rows' windows (band_global_tile).
+// A window plus a lattice (Plan::lattice): the window's band walk, then the lattice walk
+// (lattice_pass): phase by phase, every key tile of the phase for each row tile, masked at the
+// rows' holes, on a fresh state (its tiles name split slot 0) merged with the window's at the end.
 template <class KeyTile, class End, class PassEnd>
 void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& pass_end) {
   const int br = plan.shape.br, bc = plan.shape.bc;
@@ -60,7 +63,7 @@ void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& 
     end(tile, rows, p);
   };
   if (band) {
-    if (!plan.has_band) throw std::invalid_argument("cpu model: the plan has no band");
+    if (!plan.has_band && !plan.has_lattice) throw std::invalid_argument("cpu model: the plan has no band");
     if (br != 64 || bc != 64) throw std::invalid_argument("cpu model: the band walk has 64x64 tiles");
     const Band& b = plan.band;
     const PlanTile none;
@@ -113,6 +116,40 @@ void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& 
         }
         end(none, rows, 0);
       }
+    if (plan.has_lattice) {
+      const Lattice& L = plan.lattice;
+      PlanTile lat;
+      lat.split_slot = 0;
+      for (int64_t ph = 0; ph < L.period; ++ph)
+        for (int64_t t = 0; t < L.tiles_per_phase(); ++t) {
+          for (int r = 0; r < 64; ++r) {
+            const int64_t m = 64 * t + r;
+            rows[static_cast<size_t>(r)] = m < L.rows ? ph + L.period * m : -1;
+          }
+          for (int64_t kt = 0; kt < L.tiles_per_phase(); ++kt) {
+            const int64_t u0 = 64 * kt;
+            const bool full = lattice_tile_full(L, t, kt);
+            for (int c = 0; c < 64; ++c) {
+              const int64_t u = u0 + c;
+              keys[static_cast<size_t>(c)] = u < L.rows ? ph + L.period * u : -1;
+            }
+            for (int r = 0; r < 64; ++r) {
+              const int64_t m = 64 * t + r;
+              for (int c = 0; c < 64; ++c) {
+                const int64_t u = u0 + c;
+                const bool k = m < L.rows && u < L.rows && (u - m < L.hole_lo || u - m > L.hole_hi);
+                if (full && !k && m < L.rows)
+                  throw std::logic_error("lattice: key tile " + std::to_string(kt) + " of row tile " + std::to_string(t) +
+                                         " is full but row " + std::to_string(rows[static_cast<size_t>(r)]) +
+                                         " does not keep its key " + std::to_string(u));
+                kept[static_cast<size_t>(r) * 64 + static_cast<size_t>(c)] = k;
+              }
+            }
+            key_tile(lat, rows, keys, kept);
+          }
+          end(lat, rows, 0);
+        }
+    }
     pass_end(0);
     return;
   }
@@ -155,6 +192,7 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
   };
   const bool band_tables = band && plan.band.globals > 0;  // the first row tile's split chunks
   if (!plan.passes.empty() && (!band || band_tables)) slots.resize(static_cast<size_t>(plan.passes[0].slots));
+  if (band && plan.has_lattice) slots.resize(1);  // the lattice's own state
   walk(
       plan, band,
       [&](const PlanTile& tile, const std::vector<int64_t>& rows, const std::vector<int64_t>& keys,
@@ -207,6 +245,18 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
       [&](const PlanTile&, const std::vector<int64_t>&, size_t) {},
       [&](size_t p) {
         if (band && !band_tables) {
+          if (plan.has_lattice && !slots[0].m.empty()) {
+            // lattice_pass's end (WgmmaEngine::merge_state): its state merged with the window's.
+            const State& st = slots[0];
+            for (size_t ri = 0; ri < L; ++ri) {
+              const double M = std::max(main.m[ri], st.m[ri]), ref = M == ninf ? 0.0 : M;
+              const double a0 = main.m[ri] == ninf ? 0.0 : std::exp(main.m[ri] - ref);
+              const double a1 = st.m[ri] == ninf ? 0.0 : std::exp(st.m[ri] - ref);
+              main.l[ri] = main.l[ri] * a0 + st.l[ri] * a1;
+              for (size_t y = 0; y < D; ++y) main.acc[ri * D + y] = main.acc[ri * D + y] * a0 + st.acc[ri * D + y] * a1;
+              main.m[ri] = M;
+            }
+          }
           for (size_t ri = 0; ri < L; ++ri)
             for (size_t y = 0; y < D; ++y) o[ri * D + y] = main.l[ri] > 0 ? main.acc[ri * D + y] / main.l[ri] : 0.0;
           return;

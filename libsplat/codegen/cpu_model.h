@@ -16,7 +16,7 @@ namespace splat {
 // more than headroom, and every exponentiated score must stay <= e^headroom (checked: throws
 // std::logic_error). The kernels decide per warp (16 rows), which only moves more references.
 // band: walk as the band kernel does (plan.has_band; WgmmaEngine with TMA stages) instead of the
-// plan's passes.
+// plan's passes, or (plan.has_lattice) as the band kernel and then lattice_pass do.
 // checked_sums models the wgmma engine's checked row sums (WgmmaEngine, CHK): the reference stays
 // while each thread's share of the row's exponentials (16 of 64 keys) sums to <= e^headroom, and
 // otherwise moves to the row max.

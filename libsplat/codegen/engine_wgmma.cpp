@@ -193,6 +193,21 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     }
   }
 
+  // Stride-P walks (lattice_pass): rows key / P .. + 63 of the residue-(key % P) plane of the maps'
+  // [rows / P][P][head_dim] view (maps 4 and 5); a separate entry so that the step-1/2 kernels'
+  // code stays as it was.
+  template <int P>
+  __device__ __forceinline__ void tma_load_step(int buf, const WalkD& w, int u0) {
+    if (threadIdx.x != 0) return;
+    const u32 b = bar(buf), kd = kbase + buf * TILE, vd = kd + NSTAGES * TILE;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "n"(2 * TILE) : "memory");
+    const int key = keyoff + w.base + u0 * P;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                   ::"r"(j ? vd : kd), "l"(tmap + 512 + 128 * j), "r"(0), "r"(key % P), "r"(key / P), "r"(b) : "memory");
+  }
+
   __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, i64 bh,
                                         bool first, const float* ws) {
     Base::begin(smem, q, k, v, row, bh, first, ws);
@@ -286,6 +301,28 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
 #pragma unroll
     for (int kb = 0; kb < 4; ++kb) wg_mma<T, 1>(this->acc[0], pa[kb], dv + 128 * kb);
     wg_commit();
+  }
+  // lattice_pass's end: this tile's softmax state merged with the one the first pass handed over
+  // (ws), after the last P.V. Why not start from it (begin's first = false): O's registers loaded
+  // from memory made ptxas serialise the deferred P.V's wgmmas (C7515; the loads sink past the
+  // first S).
+  __device__ __forceinline__ void merge_state(const i64* row, i64 bh, const float* ws) {
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (row[h] < 0) continue;
+      const float* ml = state_ml(ws, SEQ, HD, bh, row[h]);
+      const float m1 = ml[0], mx = fmaxf(this->m[h], m1), ref = mx == neg_inf() ? 0.f : mx;
+      const float a0 = fast_exp2(this->m[h] - ref), a1 = fast_exp2(m1 - ref);
+      this->l[h] = this->l[h] * a0 + (t4 == 0 ? ml[1] * a1 : 0.f);  // l: summed over a row's 4 lanes
+      this->m[h] = mx;
+      const float* w = ws + (bh * SEQ + row[h]) * HD + 2 * t4;
+#pragma unroll
+      for (int d = 0; d < 8; ++d) {
+        this->acc[0][d][2 * h] = this->acc[0][d][2 * h] * a0 + w[8 * d] * a1;
+        this->acc[0][d][2 * h + 1] = this->acc[0][d][2 * h + 1] * a0 + w[8 * d + 1] * a1;
+      }
+    }
   }
   // After the P.V completed: O is read again and pa may be overwritten (the asm statements make
   // both operands of a point after the wait, so no access moves above it).

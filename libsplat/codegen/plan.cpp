@@ -480,7 +480,93 @@ Plan make_plan(const Acsr& acsr, const TileShape& shape) {
   check_int32(static_cast<int64_t>(plan.table.size()), "table size");
   plan.nnz = acsr.nnz();
   plan.has_band = find_band(acsr, plan.band) || find_band_global(acsr, plan.band);
+  if (!plan.has_band) {
+    Band b;
+    Lattice lat;
+    if (find_band_lattice(acsr, b, lat)) {
+      plan.has_lattice = true;
+      plan.band = b;
+      plan.lattice = lat;
+    }
+  }
   return plan;
+}
+
+namespace {
+int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0); }
+}  // namespace
+
+bool find_band_lattice(const Acsr& acsr, Band& band, Lattice& lattice) {
+  const int64_t L = acsr.seq_len;
+  if (L < 4 || acsr.kv_len != L) return false;
+  // The candidate from the middle row: its run holding key i is the window (unit step), its other
+  // runs' stride the period; then every row is checked against it.
+  const int64_t mid = L / 2;
+  int64_t k_lo = 1, k_hi = 0, P = 0;
+  for (const Run& r : acsr.row(mid)) {
+    if (r.count <= 0) continue;
+    const int64_t last = r.start + (r.count - 1) * r.stride;
+    if (r.start <= mid && mid <= last) {
+      if (r.count > 1 && r.stride != 1) return false;
+      k_lo = r.start - mid;
+      k_hi = last - mid;
+    } else if (r.count > 1) {
+      if (P != 0 && r.stride != P) return false;
+      P = r.stride;
+    }
+  }
+  if (k_hi < k_lo || P < 2 || L % P != 0) return false;
+  // A lattice key joined to the window's run at either end: the union is the same with it on the
+  // lattice (the window's pass is then no wider than the rows' own window).
+  if (k_lo < 0 && k_lo % P == 0) ++k_lo;
+  if (k_hi > 0 && k_hi % P == 0) --k_hi;
+  Lattice lat;
+  lat.period = P;
+  lat.rows = L / P;
+  lat.hole_lo = -floor_div(-k_lo, P);  // ceil(k_lo / P)
+  lat.hole_hi = floor_div(k_hi, P);
+  const int64_t M = lat.rows;
+  for (int64_t i = 0; i < L; ++i) {
+    const int64_t c = i % P, m = i / P;
+    const int64_t wlo = std::max<int64_t>(0, i + k_lo), whi = std::min(L - 1, i + k_hi);
+    const int64_t hlo = std::max<int64_t>(0, m + lat.hole_lo), hhi = std::min(M - 1, m + lat.hole_hi);
+    // The window W and the lattice outside it are disjoint (the lattice points inside W are the
+    // hole's), so disjoint runs whose points lie in W or in the phase's lattice, with their total
+    // count, are exactly both. A run may reach past W (the analysis can join an adjacent lattice
+    // key to the window's run): its points outside W must be lattice points.
+    const int64_t expect = (whi - wlo + 1) + M - std::max<int64_t>(0, hhi - hlo + 1);
+    int64_t total = 0;
+    const auto on_lattice = [&](int64_t a, int64_t st, int64_t j0, int64_t j1) {  // points j in [j0, j1)
+      if (j1 <= j0) return true;
+      const int64_t x = a + st * j0;
+      return (x - c) % P == 0 && (j1 - j0 == 1 || st % P == 0);
+    };
+    for (const Run& r : acsr.row(i)) {
+      if (r.count <= 0) continue;
+      if (r.stride <= 0) return false;
+      total += r.count;
+      // Points j in [ja, jb] lie in W (contiguous: the points increase).
+      const int64_t ja = std::min(r.count, r.start >= wlo ? 0 : (wlo - r.start + r.stride - 1) / r.stride);
+      const int64_t jb = r.start > whi ? -1 : std::min(r.count - 1, (whi - r.start) / r.stride);
+      if (!on_lattice(r.start, r.stride, 0, ja) || !on_lattice(r.start, r.stride, std::max(jb + 1, ja), r.count))
+        return false;
+    }
+    if (total != expect) return false;
+  }
+  band = Band{};
+  band.dilation = 1;
+  band.k_lo = k_lo;
+  band.k_hi = k_hi;
+  band.rows = L;
+  lattice = lat;
+  return true;
+}
+
+bool lattice_tile_full(const Lattice& lat, int64_t t, int64_t k) {
+  const int64_t m_first = 64 * t, m_last = std::min(64 * t + 63, lat.rows - 1), u0 = 64 * k;
+  if (u0 + 63 >= lat.rows) return false;
+  // No row m of the tile meets its hole [m + hole_lo, m + hole_hi] in [u0, u0 + 63].
+  return lat.hole_lo > lat.hole_hi || u0 - m_last > lat.hole_hi || u0 + 63 - m_first < lat.hole_lo;
 }
 
 bool band_global_tile(const Band& band, int64_t t) {
@@ -625,6 +711,10 @@ std::string describe(const Plan& plan) {
     o << "  band: keys i + " << plan.band.dilation << "*k, " << plan.band.k_lo << " <= k <= " << plan.band.k_hi
       << (plan.band.globals > 0 ? ", and " + std::to_string(plan.band.globals) + " global tokens (rows and keys)" : std::string())
       << "\n";
+  if (plan.has_lattice)
+    o << "  window plus lattice: keys i + k, " << plan.band.k_lo << " <= k <= " << plan.band.k_hi << ", and i mod "
+      << plan.lattice.period << " + " << plan.lattice.period << "*u outside them (lattice points u - i / "
+      << plan.lattice.period << " in [" << plan.lattice.hole_lo << ", " << plan.lattice.hole_hi << "] are the window's)\n";
   const size_t shown = 24;
   for (size_t k = 0; k < plan.items.size() && k < shown; ++k) {
     const PlanItem& it = plan.items[k];

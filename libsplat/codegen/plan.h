@@ -120,10 +120,31 @@ bool find_band_global(const Acsr& acsr, Band& out);
 bool band_global_tile(const Band& band, int64_t t);
 inline bool band_head_tile(const Band& band, int64_t t) { return band.globals > 0 && 64 * t < band.globals; }
 
+// A window plus a key lattice (strided patterns): every row i keeps its window, the unit-step band
+// {i + k : k_lo <= k <= k_hi} within [0, kv_len) (Plan::band, dilation 1), and every key of its
+// phase's lattice {i mod period + period*u : u < rows} outside that window, kv_len == seq_len a
+// multiple of period. Row i = c + period*m meets the window at the lattice points u - m in
+// [hole_lo, hole_hi] (ceil(k_lo / period), floor(k_hi / period); empty when hole_lo > hole_hi),
+// which the window's pass keeps. The kernels run the window as the band kernel handing its
+// softmax state over, then the lattice in closed form (lattice_pass): phase c's row tile t holds
+// m in [64t, 64t + 64) and walks every key tile u0 = 64k, k < ceil(rows / 64), masked at the hole
+// and past the last key.
+struct Lattice {
+  int64_t period = 0, rows = 0;  // rows (and keys) per phase: seq_len / period
+  int64_t hole_lo = 0, hole_hi = -1;
+  int64_t tiles_per_phase() const { return (rows + 63) / 64; }
+};
+// The window and lattice the ACSR describes, if any (checked row by row).
+bool find_band_lattice(const Acsr& acsr, Band& band, Lattice& lattice);
+// Lattice key tile k of a row tile t: whether every real row keeps every key there (no mask).
+bool lattice_tile_full(const Lattice& lat, int64_t t, int64_t k);
+
 struct Plan {
   int64_t seq_len = 0, kv_len = 0;
   bool has_band = false;         // the ACSR is a band (find_band; or with globals, find_band_global): codegen
   Band band;                     // may emit the band kernel (wgmma with TMA stages, dilation 1 or 2)
+  bool has_lattice = false;      // the ACSR is a window plus a lattice (find_band_lattice; band holds the
+  Lattice lattice;               // window): codegen may emit the band kernel and lattice_pass
   TileShape shape;
   std::vector<PlanItem> items;
   std::vector<PlanPass> passes;

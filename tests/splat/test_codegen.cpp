@@ -607,6 +607,43 @@ TEST_CASE("band patterns get the table-free band kernel on sm_90a (TMA), tables 
   }
 }
 
+TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass on sm_90a, tables elsewhere") {
+  const auto gen = fused_module;
+  Problem st = problem(R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64, "offset": 0}}]})", 16384);
+  GeneratedModule m = gen(st, "sm_90a", "");
+  // Pass 0: the window's band kernel, handing its state over (LAST = false); pass 1: the lattice.
+  CHECK(m.source.find("bf16_t, SPLAT_SEQ, SPLAT_HD, 1, -63, 63, true, false, 0, 0, 0, false>(") != std::string::npos);
+  CHECK(m.source.find("lattice_pass<WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, true, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 64, 0, 0, true>(") != std::string::npos);
+  CHECK(m.source.find("kTiles0") == std::string::npos);
+  CHECK(m.source.find("kTiles1") == std::string::npos);
+  REQUIRE(m.fused.size() == 2);
+  CHECK(m.fused[0].grid_x == 256);      // 256 row tiles of the window
+  CHECK(m.fused[1].grid_x == 64 * 4);   // 64 phases of 256 rows
+  CHECK(m.workspace_floats_per_bh >= 16384 * 66);
+  // Maps: steps 1 and 2, then the lattice's [rows / 64][64][64] view.
+  REQUIRE(m.tensor_maps.size() == 6);
+  CHECK(m.tensor_maps[4].dims == std::vector<uint64_t>{64, 64, static_cast<uint64_t>(st.batch * st.heads * 16384 / 64)});
+  CHECK(m.tensor_maps[4].strides == std::vector<uint64_t>{128, 64 * 128});
+  CHECK(m.tensor_maps[4].box == std::vector<uint32_t>{64, 1, 64});
+  CHECK(m.tensor_maps[5].tensor == "v");
+  for (const auto& [arch, tune] : std::vector<std::pair<std::string, std::string>>{{"sm_90a", "band=0"}, {"sm_90a", "tma=0"}, {"sm_80", ""}}) {
+    CAPTURE(arch);
+    CAPTURE(tune);
+    GeneratedModule x = gen(st, arch, tune);
+    CHECK(x.source.find("lattice_pass<") == std::string::npos);
+    CHECK(x.source.find("fused_pass<") != std::string::npos);
+  }
+  // They compile (ptxas checks the wgmma operands and the stride-P TMA copies).
+  GeneratedModule m0 = gen(st, "sm_90a", "dpv=0");
+  Problem wide = problem(R"({"union": [{"window": {"left": 100, "right": 10}}, {"strided": {"stride": 48, "offset": 0}}]})", 48 * 70);
+  GeneratedModule mw = gen(wide, "sm_90a", "");
+  CHECK(mw.source.find("SPLAT_SEQ, SPLAT_HD, 48, -2, 0, true>(") != std::string::npos);
+  for (const GeneratedModule* g : {&m, &m0, &mw}) {
+    CompileResult c = nvrtc_compile(g->source, "lattice.cu", "sm_90a", CompileTarget::Cubin);
+    CHECK(c.image.size() > 1000);
+  }
+}
+
 // Runs of one stride on several lattices (the `fixed` pattern's summary columns, residues 120..127
 // mod 128) get one group per lattice: gathered with step 128, no modular masks, few key tiles.
 TEST_CASE("plan gives each key lattice of a stride its own group (fixed pattern)") {

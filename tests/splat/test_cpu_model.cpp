@@ -156,6 +156,50 @@ TEST_CASE("cpu model matches brute force: band walk with global tokens") {
   }
 }
 
+// A window plus a key lattice (strided): the window's band walk, then the lattice walk
+// (lattice_pass) on its own state, merged at the end; holes of one and several lattice points,
+// ragged phases (rows per phase not a multiple of 64), a window joined to an adjacent lattice key.
+TEST_CASE("cpu model matches brute force: window, then lattice (strided)") {
+  struct Case {
+    const char* pat;
+    int64_t L, period, hole_lo, hole_hi;
+  };
+  for (const Case& c : {Case{R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64, "offset": 0}}]})", 1024, 64, 0, 0},
+                        Case{R"({"union": [{"window": {"left": 20, "right": 20}}, {"strided": {"stride": 32, "offset": 0}}]})", 2048, 32, 0, 0},
+                        Case{R"({"union": [{"window": {"left": 70, "right": 70}}, {"strided": {"stride": 32, "offset": 0}}]})", 4096, 32, -2, 2},
+                        Case{R"({"union": [{"window": {"left": 100, "right": 10}}, {"strided": {"stride": 48, "offset": 0}}]})", 3360, 48, -2, 0},
+                        Case{R"({"union": [{"strided": {"stride": 8, "offset": 0}}, {"window": {"left": 0, "right": 5}}]})", 1200, 8, 0, 0}}) {
+    CAPTURE(c.pat);
+    CAPTURE(c.L);
+    Problem p = small(c.pat, c.L, 16);
+    Plan plan = make_plan(analyze(p));
+    REQUIRE(plan.has_lattice);
+    CHECK_FALSE(plan.has_band);
+    CHECK(plan.lattice.period == c.period);
+    CHECK(plan.lattice.rows == c.L / c.period);
+    CHECK(plan.lattice.hole_lo == c.hole_lo);
+    CHECK(plan.lattice.hole_hi == c.hole_hi);
+    CHECK(max_diff(p, {}, 0.0, false, true) < 1e-12);
+    CHECK(max_diff(p, {}, 8.0 * std::log(2.0), true, true) < 1e-12);
+    p.scale *= 6;  // the lattice's references move (checks fail), then the merge rescales both
+    CHECK(max_diff(p, {}, 8.0 * std::log(2.0), true, true) < 1e-12);
+    check_band_visits(p, plan);
+  }
+}
+
+TEST_CASE("find_band_lattice: only a window plus its phase's whole lattice") {
+  auto has = [](const char* pat, int64_t L) { return make_plan(analyze(small(pat, L, 16))).has_lattice; };
+  CHECK(has(R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64, "offset": 0}}]})", 4096));
+  // Rows per phase not whole (kv_len not a multiple of the stride), a shifted lattice, the lattice
+  // alone, an extra global token, a dilated window: tables.
+  CHECK_FALSE(has(R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64, "offset": 0}}]})", 1000));
+  CHECK_FALSE(has(R"({"union": [{"window": {"left": 10, "right": 10}}, {"strided": {"stride": 64, "offset": 5}}]})", 1024));
+  CHECK_FALSE(has(R"({"strided": {"stride": 64, "offset": 0}})", 1024));
+  CHECK_FALSE(has(R"({"union": [{"window": {"left": 10, "right": 10}}, {"strided": {"stride": 64, "offset": 0}}, {"global": {"tokens": [500]}}]})", 1024));
+  CHECK_FALSE(has(R"({"union": [{"dilated": {"left": 10, "right": 10, "dilation": 2}}, {"strided": {"stride": 64, "offset": 0}}]})", 1024));
+  CHECK_FALSE(has(R"({"window": {"left": 10, "right": 10}})", 1024));
+}
+
 TEST_CASE("cpu model: the band walk needs a band") {
   Problem p = small(R"({"blocked": {"block": 50}})", 200, 16);
   Plan plan = make_plan(analyze(p));
@@ -192,16 +236,20 @@ TEST_CASE("cpu model matches brute force: random blocks, causal, 128-row tiles")
 // The GPU edge-case problems (scripts/check-gpu): ragged sizes, kv_len != seq_len, causal, head
 // dims 32..128, the fixed pattern's lattice groups; the plan the GPU kernels walk is right for each.
 TEST_CASE("cpu model matches brute force on the GPU edge-case problems (tests/gpu)") {
-  int bands = 0;
+  int bands = 0, lattices = 0;
   CHECK(for_each_gpu_problem([&](const Problem& p) {
           CHECK(max_diff(p, {}) < 1e-11);
-          // Bands (the band kernel's walk too): ragged, causal, one-sided, wider than the sequence, dilated.
-          if (make_plan(analyze(p)).has_band) {
+          // Bands (the band kernel's walk too): ragged, causal, one-sided, wider than the sequence, dilated;
+          // windows plus lattices (the band kernel's, then lattice_pass's walk).
+          const Plan plan = make_plan(analyze(p));
+          if (plan.has_lattice) ++lattices;
+          if (plan.has_band || plan.has_lattice) {
             ++bands;
             CHECK(max_diff(p, {}, 8 * std::log(2.0), true, true) < 1e-11);
           }
         }) >= 16);
   CHECK(bands >= 5);
+  CHECK(lattices >= 3);
 }
 
 // The lazy rescale (a row's exponent reference moves only when a key tile's max exceeds it by more
