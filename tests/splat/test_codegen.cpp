@@ -613,7 +613,7 @@ TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass o
   GeneratedModule m = gen(st, "sm_90a", "");
   // Pass 0: the window's band kernel, handing its state over (LAST = false); pass 1: the lattice.
   CHECK(m.source.find("bf16_t, SPLAT_SEQ, SPLAT_HD, 1, -63, 63, true, false, 0, 0, 0, false>(") != std::string::npos);
-  CHECK(m.source.find("lattice_pass<WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, true, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 64, 0, 0, true>(") != std::string::npos);
+  CHECK(m.source.find("lattice_pass<WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 64, 0, 0, true>(") != std::string::npos);
   CHECK(m.source.find("kTiles0") == std::string::npos);
   CHECK(m.source.find("kTiles1") == std::string::npos);
   REQUIRE(m.fused.size() == 2);
@@ -635,10 +635,12 @@ TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass o
   }
   // They compile (ptxas checks the wgmma operands and the stride-P TMA copies).
   GeneratedModule m0 = gen(st, "sm_90a", "dpv=0");
+  GeneratedModule mq = gen(st, "sm_90a", "qs=1");  // Q in shared memory (S from shared memory only)
+  CHECK(mq.source.find("3, 1, true, false, 1, false, true, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 64, 0, 0, true>(") != std::string::npos);
   Problem wide = problem(R"({"union": [{"window": {"left": 100, "right": 10}}, {"strided": {"stride": 48, "offset": 0}}]})", 48 * 70);
   GeneratedModule mw = gen(wide, "sm_90a", "");
   CHECK(mw.source.find("SPLAT_SEQ, SPLAT_HD, 48, -2, 0, true>(") != std::string::npos);
-  for (const GeneratedModule* g : {&m, &m0, &mw}) {
+  for (const GeneratedModule* g : {&m, &m0, &mq, &mw}) {
     CompileResult c = nvrtc_compile(g->source, "lattice.cu", "sm_90a", CompileTarget::Cubin);
     CHECK(c.image.size() > 1000);
   }
