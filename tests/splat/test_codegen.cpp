@@ -370,9 +370,14 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   Problem huge = problem(window, 4096);
   huge.heads = int64_t{1} << 20;
   CHECK(gen(huge, "sm_90a").tensor_maps.empty());
-  GeneratedModule st = gen(problem(R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})", 2048), "sm_90a");
+  // A lattice that does not fill its phases (2040 rows, stride 16): the table passes, TMA for the
+  // window, cp.async for the lattice; with 2048 rows, the band kernel and lattice_pass.
+  const char* strided = R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})";
+  GeneratedModule st = gen(problem(strided, 2040), "sm_90a");
   CHECK(st.source.find("1, false, true, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 1, ") != std::string::npos);
   CHECK(st.source.find("1, false, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 16, ") != std::string::npos);
+  CHECK(st.source.find("lattice_pass<") == std::string::npos);
+  CHECK(gen(problem(strided, 2048), "sm_90a").source.find("lattice_pass<") != std::string::npos);
   CHECK_THROWS_AS(parse_tuning("tma=2"), std::invalid_argument);
   CHECK(gen(problem(window, 2048), "sm_90a", "rbar=1,qs=1,chk=2,ew=0").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false, 2, true, true, false>") !=
         std::string::npos);
