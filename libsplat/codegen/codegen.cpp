@@ -567,7 +567,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       s << "\n// Pass 1, the key lattice: row c + " << L.period << "*m keeps keys c + " << L.period << "*u, u < "
         << L.rows << ", outside u - m in [" << L.hole_lo << ", " << L.hole_hi << "] (the window's; checked on every"
         << " row of the ACSR); " << L.period << " phases of " << L.tiles_per_phase()
-        << " row tiles, each walking every key tile, no tables; from pass 0's state.\n";
+        << " row tiles, each walking every key tile, no tables; its state merged with pass 0's at the end.\n";
     } else {
       s << "\n// Pass " << pi << ": rows grouped by i mod " << pass.period << ", " << pass.tiles.size()
         << " row tiles (longest first).\n"
