@@ -68,6 +68,28 @@ void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& 
     const Band& b = plan.band;
     const PlanTile none;
     std::vector<int64_t> rows(64);
+    // Key tile kt (keys u0 + c of phase ph: ph + step * u, u < n) of row tile t, kept(m, u) for row
+    // m of the phase; a full tile must keep every key of every real row (the kernels skip its mask).
+    auto phase_tile = [&](const PlanTile& tile, const char* what, int64_t ph, int64_t step, int64_t n, int64_t t,
+                          int64_t kt, int64_t u0, bool full, auto&& keeps) {
+      for (int c = 0; c < 64; ++c) {
+        const int64_t u = u0 + c;
+        keys[static_cast<size_t>(c)] = u >= 0 && u < n ? ph + step * u : -1;
+      }
+      for (int r = 0; r < 64; ++r) {
+        const int64_t m = 64 * t + r;
+        for (int c = 0; c < 64; ++c) {
+          const int64_t u = u0 + c;
+          const bool k = m < n && u >= 0 && u < n && keeps(m, u);
+          if (full && !k && m < n)
+            throw std::logic_error(std::string(what) + ": key tile " + std::to_string(kt) + " of row tile " + std::to_string(t) +
+                                   " is full but row " + std::to_string(rows[static_cast<size_t>(r)]) +
+                                   " does not keep its key " + std::to_string(u));
+          kept[static_cast<size_t>(r) * 64 + static_cast<size_t>(c)] = k;
+        }
+      }
+      key_tile(tile, rows, keys, kept);
+    };
     if (b.globals > 0) {
       if (plan.passes.size() != 1) throw std::invalid_argument("cpu model: a band with globals has one pass");
       for (const PlanTile& tile : plan.passes[0].tiles)
@@ -81,28 +103,10 @@ void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& 
           const int64_t m = 64 * t + r;
           rows[static_cast<size_t>(r)] = m < b.rows ? ph + b.dilation * m : -1;
         }
-        for (int64_t kt = bt.first; kt < bt.first + bt.count; ++kt) {
-          const int64_t u0 = bt.u_start + 64 * kt;
-          const bool full = kt >= bt.full_begin && kt < bt.full_end;
-          for (int c = 0; c < 64; ++c) {
-            const int64_t u = u0 + c;
-            keys[static_cast<size_t>(c)] = u >= 0 && u < b.rows ? ph + b.dilation * u : -1;
-          }
-          for (int r = 0; r < 64; ++r) {
-            const int64_t m = 64 * t + r;
-            const int64_t lo = std::max<int64_t>(0, m + b.k_lo), hi = std::min(b.rows - 1, m + b.k_hi);
-            for (int c = 0; c < 64; ++c) {
-              const int64_t u = u0 + c;
-              const bool k = m < b.rows && u >= lo && u <= hi;
-              if (full && !k && m < b.rows)
-                throw std::logic_error("band: key tile " + std::to_string(kt) + " of row tile " + std::to_string(t) +
-                                       " is full but row " + std::to_string(rows[static_cast<size_t>(r)]) +
-                                       " does not keep its key " + std::to_string(u));
-              kept[static_cast<size_t>(r) * 64 + static_cast<size_t>(c)] = k;
-            }
-          }
-          key_tile(none, rows, keys, kept);
-        }
+        for (int64_t kt = bt.first; kt < bt.first + bt.count; ++kt)
+          phase_tile(none, "band", ph, b.dilation, b.rows, t, kt, bt.u_start + 64 * kt,
+                     kt >= bt.full_begin && kt < bt.full_end,
+                     [&](int64_t m, int64_t u) { return u - m >= b.k_lo && u - m <= b.k_hi; });
         if (band_global_tile(b, t)) {
           // Keys [0, 64) (one TMA box), each row keeping the global keys outside its window.
           for (int c = 0; c < 64; ++c) keys[static_cast<size_t>(c)] = c < b.rows ? c : -1;
@@ -126,27 +130,9 @@ void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& 
             const int64_t m = 64 * t + r;
             rows[static_cast<size_t>(r)] = m < L.rows ? ph + L.period * m : -1;
           }
-          for (int64_t kt = 0; kt < L.tiles_per_phase(); ++kt) {
-            const int64_t u0 = 64 * kt;
-            const bool full = lattice_tile_full(L, t, kt);
-            for (int c = 0; c < 64; ++c) {
-              const int64_t u = u0 + c;
-              keys[static_cast<size_t>(c)] = u < L.rows ? ph + L.period * u : -1;
-            }
-            for (int r = 0; r < 64; ++r) {
-              const int64_t m = 64 * t + r;
-              for (int c = 0; c < 64; ++c) {
-                const int64_t u = u0 + c;
-                const bool k = m < L.rows && u < L.rows && (u - m < L.hole_lo || u - m > L.hole_hi);
-                if (full && !k && m < L.rows)
-                  throw std::logic_error("lattice: key tile " + std::to_string(kt) + " of row tile " + std::to_string(t) +
-                                         " is full but row " + std::to_string(rows[static_cast<size_t>(r)]) +
-                                         " does not keep its key " + std::to_string(u));
-                kept[static_cast<size_t>(r) * 64 + static_cast<size_t>(c)] = k;
-              }
-            }
-            key_tile(lat, rows, keys, kept);
-          }
+          for (int64_t kt = 0; kt < L.tiles_per_phase(); ++kt)
+            phase_tile(lat, "lattice", ph, L.period, L.rows, t, kt, 64 * kt, lattice_tile_full(L, t, kt),
+                       [&](int64_t m, int64_t u) { return u - m < L.hole_lo || u - m > L.hole_hi; });
           end(lat, rows, 0);
         }
     }

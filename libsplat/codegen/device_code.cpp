@@ -629,21 +629,13 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
 // strided-16k's 214 us (H200, session 11), its blocks waiting on table reads and the stride-64
 // key gathers (cp.async, 16 per thread and tile).
 // ================================================================================================
+// Masked score by score (the engines' generic path; no tile()).
 template <int M, int HLO, int HHI>
 struct LatticeMask {
-  static constexpr bool TILE_MASK = true;
   int u0, m0;
   __device__ __forceinline__ bool operator()(int h, int c) const {
     const int u = u0 + c, m = m0 + 8 * h;
     return m < M && u < M && (u - m < HLO || u - m > HHI);
-  }
-  __device__ __forceinline__ void tile(float (&s)[8][4]) const {
-    const int t4 = threadIdx.x & 3;
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (!(*this)(e >> 1, n * 8 + 2 * t4 + (e & 1))) s[n][e] = neg_inf();
   }
 };
 
