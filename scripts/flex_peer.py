@@ -155,7 +155,7 @@ def main():
         dt = DTYPES[doc.get("dtype", "fp32")]
         scale = doc.get("scale", 1.0 / math.sqrt(D))
         mask_mod = problem_mask(doc)
-        row = {"name": name, "file": path, "L": L, "dtype": doc.get("dtype", "fp32")}
+        row = {"name": name, "file": path, "L": L, "head_dim": D, "dtype": doc.get("dtype", "fp32")}
         t0 = time.time()
         try:
             torch.manual_seed(0)

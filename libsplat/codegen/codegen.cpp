@@ -242,10 +242,11 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   mod.tensor_cores = ((p.dtype == DType::BF16 || p.dtype == DType::FP16) && HD % 16 == 0 && HD <= 128) ||
                      (p.dtype == DType::TF32 && HD % 32 == 0 && HD <= 128) || x3;
   const bool tf32_tc = mod.tensor_cores && p.dtype == DType::TF32;
-  // Hopper: wgmma (an sm_90a-only feature) for bf16/fp16 at head_dim 64, whose 128-byte key rows
-  // fill the 128-byte swizzle exactly.
+  // Hopper: wgmma (an sm_90a-only feature) for bf16/fp16 at head_dim 64 or 128, whose key rows
+  // fill one or two 128-byte swizzle rows exactly.
   // Its key/value offsets within a head are 32-bit (WgmmaEngine::load).
-  const bool wg = mod.tensor_cores && !tf32_tc && !x3 && HD == 64 && opt.arch == "sm_90a" && opt.tuning.wgmma != 0 &&
+  const bool wg = mod.tensor_cores && !tf32_tc && !x3 && (HD == 64 || HD == 128) && opt.arch == "sm_90a" &&
+                  opt.tuning.wgmma != 0 &&
                   p.kv_len * HD < (int64_t{1} << 31);
   mod.engine = wg ? "wgmma" : tf32_tc ? "mma.sync tf32" : x3 ? "mma.sync 3xtf32" : mod.tensor_cores ? "mma.sync" : "cuda cores";
   // Row tiles of 64 rows: 4 warps x 16 rows on tensor cores, 16 x 8 threads x 4 rows on CUDA cores
@@ -316,7 +317,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     << mod.max_row_runs << " runs per row.\n"
     << "// Facts relied on: every row lies in exactly one segment; a segment's runs are disjoint; an affine\n"
     << "// run's start and count are (slope*i + offset)/den, exact on the segment's rows; runs lie in [0, kv_len).\n"
-    << "//\n// Fused kernel plan (" << (wg ? "tensor cores, sm_90a wgmma m64n64k16" : tf32_tc ? "tensor cores, mma.sync m16n8k8 tf32" : x3 ? "tensor cores, fp32 as 3xTF32 (hi*hi + hi*lo + lo*hi), mma.sync m16n8k8" : mod.tensor_cores ? "tensor cores, mma.sync m16n8k16" : "CUDA cores, fp32 FMA")
+    << "//\n// Fused kernel plan (" << (wg ? "tensor cores, sm_90a wgmma m64n64k16" + std::string(HD == 128 ? " (two per 64-key step of P.V)" : "") : tf32_tc ? "tensor cores, mma.sync m16n8k8 tf32" : x3 ? "tensor cores, fp32 as 3xTF32 (hi*hi + hi*lo + lo*hi), mma.sync m16n8k8" : mod.tensor_cores ? "tensor cores, mma.sync m16n8k16" : "CUDA cores, fp32 FMA")
     << ", fp32 accumulation and online softmax):\n";
   {
     std::istringstream d(describe(plan));
@@ -478,7 +479,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       // The computed tile's copies waited for (and fenced) before the next tile's are issued: 0.5-2%
       // faster on every bf16 peer case (H200; the proxy fence then has no fresh copies behind it).
       tu.ew = opt.tuning.wg_early_wait != 0;
-      // 4 blocks per SM (128 registers), 3 where rows hold 3+ runs in registers.
+      // 4 blocks per SM (128 registers), 3 where rows hold 3+ runs in registers (head_dim 128:
+      // below).
       if (opt.tuning.min_blocks < 0) tu.min_blocks = (runs <= 2 ? 4 : 3) / wgs;
       // K/V stages by TMA where every walk of the pass has step 1 or 2 (the tensor maps' two views;
       // step 2 needs an even number of key rows in the whole tensor) and one warpgroup frees the
@@ -529,6 +531,12 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
                                  (tu.alias ? "true" : "false") + ", " + (tu.batch ? "true" : "false") + ">";
     // Every key tile of the pass full: no run bounds, no mask code (fused_pass NOMASK).
     const bool nomask = !band && !lat && opt.tuning.nomask != 0 && pass_unmasked(pass, tu.bc);
+    // head_dim 128: 2 blocks per SM (O and Q's fragments take 96 registers; the band and lattice
+    // kernels' 3 stages 97 KB of shared memory), 3 for unmasked table passes (2 stages, 168
+    // registers, 16 bytes of spills). H200, bf16: bigbird-16k 237.8 -> 202.1 us, blocked-16k
+    // 120.2 -> 107.5 at 3 blocks; masked passes spill there (48-450 bytes), and the band kernels
+    // with 2 stages at 3 blocks ran slower (window-16k 176.1 -> 184.8; docs/performance.md).
+    if (wg && HD == 128 && opt.tuning.min_blocks < 0) tu.min_blocks = (nomask && !band_global ? 3 : 2) / wgs;
     // Tensor cores: registers capped so that min_blocks blocks share an SM (resolve()).
     const std::string bounds =
         std::to_string(kd.block) + (tu.min_blocks > 0 ? ", " + std::to_string(tu.min_blocks) : std::string());
@@ -738,14 +746,16 @@ std::vector<TensorMapDesc> make_tensor_maps(const Problem& p, int64_t period) {
     for (const char* t : {"k", "v"}) {
       TensorMapDesc m;
       m.tensor = t;
+      // Boxes of 64 head columns (128 bytes, the swizzle's width): head_dim 128 loads two per tile.
+      const uint32_t bw = static_cast<uint32_t>(std::min<uint64_t>(hd, 64));
       if (step == 1) {
         m.dims = {hd, rows};
         m.strides = {pitch};
-        m.box = {static_cast<uint32_t>(hd), 64};
+        m.box = {bw, 64};
       } else {
         m.dims = {hd, step, rows / step};
         m.strides = {pitch, step * pitch};
-        m.box = {static_cast<uint32_t>(hd), 1, 64};
+        m.box = {bw, 1, 64};
       }
       maps.push_back(m);
     }

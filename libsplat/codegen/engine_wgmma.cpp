@@ -13,13 +13,16 @@ const char* engine_wgmma() {
 // there). Why: the mma.sync kernel is bound by instruction issue (ldmatrix + 64 mma.sync per warp
 // and key tile, IPC ~1.9); here each contraction of a 64x64 tile is four wgmma.m64n64k16 reading
 // K and V straight from shared memory, so the warps issue little more than the softmax.
-//  * K and V stages are 64 keys x 128 bytes (head_dim 64), stored with the 128-byte swizzle
-//    (16-byte chunk c of key r at chunk c ^ (r % 8)) that the descriptors name, 1024-byte aligned.
+//  * K and V stages are 64 keys x 128 bytes per 64 head columns (head_dim 64: one such block,
+//    128: two, 8 KB apart), stored with the 128-byte swizzle (16-byte chunk c of key r at chunk
+//    c ^ (r % 8)) that the descriptors name, 1024-byte aligned.
 //  * S = Q.K^T: A = Q fragments in registers (the mma.sync A layout is the wgmma one), B = K, which
-//    is K-major ([key][d]); the k-step kb starts 32 bytes further into the swizzled rows.
+//    is K-major ([key][d]); the k-step kb starts 32 bytes further into the swizzled rows (and in
+//    the next column block every fourth step).
 //  * O += P.V: A = P packed from the S accumulators (same register layout as mma.sync), B = V
 //    ([key][d]: N-major, transposed by the instruction); the k-step kb starts 16 keys (2048 bytes)
-//    further.
+//    further. At head_dim 128 each k-step is two m64n64k16, one per column block of V and O (one
+//    n128 instruction would need V's blocks as one N-major operand: the same bytes, one wgmma).
 //  * Accumulators (S and O) have the mma.sync m16n8 C layout per warp, so MmaEngine's online
 //    softmax, begin and end are reused as they are.
 //  * cp.async writes through the generic proxy and wgmma reads through the async proxy: every
@@ -38,15 +41,27 @@ __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.s
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 // Keeps the compiler from moving reads or writes of accumulator registers across the asynchronous
 // wgmma (the asm statements are ordered; these make every register an operand of one).
-__device__ __forceinline__ void wg_hold(float (&d)[8][4]) {
+template <int ND>
+__device__ __forceinline__ void wg_hold(float (&d)[ND][4]) {
 #pragma unroll
-  for (int n = 0; n < 8; ++n)
+  for (int n = 0; n < ND; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[n][e]));
 }
 __device__ __forceinline__ void cp_async16_s(u32 dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }
+template <class T> struct WgBf16 { static constexpr bool value = false; };
+template <> struct WgBf16<bf16_t> { static constexpr bool value = true; };
+// The 32 accumulators of a 64 x 64 block of D: columns [8 N0, 8 N0 + 64) of this thread's
+// mma.sync-layout rows (d[N0 .. N0 + 7]; head_dim 128 holds O as two such blocks).
+#define SPLAT_WG_D(OUT)                                                                                                            \
+  OUT(d[N0][0]), OUT(d[N0][1]), OUT(d[N0][2]), OUT(d[N0][3]), OUT(d[N0 + 1][0]), OUT(d[N0 + 1][1]), OUT(d[N0 + 1][2]),             \
+      OUT(d[N0 + 1][3]), OUT(d[N0 + 2][0]), OUT(d[N0 + 2][1]), OUT(d[N0 + 2][2]), OUT(d[N0 + 2][3]), OUT(d[N0 + 3][0]),            \
+      OUT(d[N0 + 3][1]), OUT(d[N0 + 3][2]), OUT(d[N0 + 3][3]), OUT(d[N0 + 4][0]), OUT(d[N0 + 4][1]), OUT(d[N0 + 4][2]),            \
+      OUT(d[N0 + 4][3]), OUT(d[N0 + 5][0]), OUT(d[N0 + 5][1]), OUT(d[N0 + 5][2]), OUT(d[N0 + 5][3]), OUT(d[N0 + 6][0]),            \
+      OUT(d[N0 + 6][1]), OUT(d[N0 + 6][2]), OUT(d[N0 + 6][3]), OUT(d[N0 + 7][0]), OUT(d[N0 + 7][1]), OUT(d[N0 + 7][2]),            \
+      OUT(d[N0 + 7][3])
 // D (+)= A.B, m64n64k16, A from registers, B from shared memory (TB: 1 = N-major), fp32 D.
 #define SPLAT_WG_RS(TY, TB, OUT, ACC)                                                                                            \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                                      \
@@ -54,20 +69,26 @@ __device__ __forceinline__ void cp_async16_s(u32 dst, const void* src, int src_b
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                         \
                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                               \
                "{%32, %33, %34, %35}, %36, p, 1, 1, " #TB ";\n}\n"                                                               \
-               : OUT(d[0][0]), OUT(d[0][1]), OUT(d[0][2]), OUT(d[0][3]), OUT(d[1][0]), OUT(d[1][1]), OUT(d[1][2]), OUT(d[1][3]), \
-                 OUT(d[2][0]), OUT(d[2][1]), OUT(d[2][2]), OUT(d[2][3]), OUT(d[3][0]), OUT(d[3][1]), OUT(d[3][2]), OUT(d[3][3]), \
-                 OUT(d[4][0]), OUT(d[4][1]), OUT(d[4][2]), OUT(d[4][3]), OUT(d[5][0]), OUT(d[5][1]), OUT(d[5][2]), OUT(d[5][3]), \
-                 OUT(d[6][0]), OUT(d[6][1]), OUT(d[6][2]), OUT(d[6][3]), OUT(d[7][0]), OUT(d[7][1]), OUT(d[7][2]), OUT(d[7][3])  \
+               : SPLAT_WG_D(OUT)                                                                                                 \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), ACC)
-template <class T, int TB> __device__ __forceinline__ void wg_mma(float (&d)[8][4], const u32 (&a)[4], u64 desc);
-template <class T, int TB> __device__ __forceinline__ void wg_mma0(float (&d)[8][4], const u32 (&a)[4], u64 desc);
-template <> __device__ __forceinline__ void wg_mma<bf16_t, 0>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("bf16", 0, "+f", "n"(1)); }
-template <> __device__ __forceinline__ void wg_mma<bf16_t, 1>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("bf16", 1, "+f", "n"(1)); }
-template <> __device__ __forceinline__ void wg_mma<f16_t, 0>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("f16", 0, "+f", "n"(1)); }
-template <> __device__ __forceinline__ void wg_mma<f16_t, 1>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("f16", 1, "+f", "n"(1)); }
-// D = A.B (D's previous values are not read).
-template <> __device__ __forceinline__ void wg_mma0<bf16_t, 0>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("bf16", 0, "=f", "n"(0)); }
-template <> __device__ __forceinline__ void wg_mma0<f16_t, 0>(float (&d)[8][4], const u32 (&a)[4], u64 desc) { SPLAT_WG_RS("f16", 0, "=f", "n"(0)); }
+// ACC: D += A.B (else D = A.B, D's previous values not read); N0: D's first column block (above).
+template <class T, int TB, bool ACC, int N0 = 0, int ND>
+__device__ __forceinline__ void wg_mma(float (&d)[ND][4], const u32 (&a)[4], u64 desc) {
+  static_assert(N0 + 8 <= ND, "a 64-column block of D");
+  if constexpr (WgBf16<T>::value) {
+    if constexpr (TB == 0) {
+      if constexpr (ACC) SPLAT_WG_RS("bf16", 0, "+f", "n"(1)); else SPLAT_WG_RS("bf16", 0, "=f", "n"(0));
+    } else {
+      if constexpr (ACC) SPLAT_WG_RS("bf16", 1, "+f", "n"(1)); else SPLAT_WG_RS("bf16", 1, "=f", "n"(0));
+    }
+  } else {
+    if constexpr (TB == 0) {
+      if constexpr (ACC) SPLAT_WG_RS("f16", 0, "+f", "n"(1)); else SPLAT_WG_RS("f16", 0, "=f", "n"(0));
+    } else {
+      if constexpr (ACC) SPLAT_WG_RS("f16", 1, "+f", "n"(1)); else SPLAT_WG_RS("f16", 1, "=f", "n"(0));
+    }
+  }
+}
 #undef SPLAT_WG_RS
 // D (+)= A.B, m64n64k16, A and B from shared memory (both K-major), fp32 D.
 #define SPLAT_WG_SS(TY, OUT, ACC)                                                                                                \
@@ -76,17 +97,19 @@ template <> __device__ __forceinline__ void wg_mma0<f16_t, 0>(float (&d)[8][4], 
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                         \
                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                               \
                "%32, %33, p, 1, 1, 0, 0;\n}\n"                                                                                    \
-               : OUT(d[0][0]), OUT(d[0][1]), OUT(d[0][2]), OUT(d[0][3]), OUT(d[1][0]), OUT(d[1][1]), OUT(d[1][2]), OUT(d[1][3]), \
-                 OUT(d[2][0]), OUT(d[2][1]), OUT(d[2][2]), OUT(d[2][3]), OUT(d[3][0]), OUT(d[3][1]), OUT(d[3][2]), OUT(d[3][3]), \
-                 OUT(d[4][0]), OUT(d[4][1]), OUT(d[4][2]), OUT(d[4][3]), OUT(d[5][0]), OUT(d[5][1]), OUT(d[5][2]), OUT(d[5][3]), \
-                 OUT(d[6][0]), OUT(d[6][1]), OUT(d[6][2]), OUT(d[6][3]), OUT(d[7][0]), OUT(d[7][1]), OUT(d[7][2]), OUT(d[7][3])  \
+               : SPLAT_WG_D(OUT)                                                                                                 \
                : "l"(da), "l"(db), ACC)
-template <class T, bool ACC> __device__ __forceinline__ void wg_mma_ss(float (&d)[8][4], u64 da, u64 db);
-template <> __device__ __forceinline__ void wg_mma_ss<bf16_t, false>(float (&d)[8][4], u64 da, u64 db) { SPLAT_WG_SS("bf16", "=f", "n"(0)); }
-template <> __device__ __forceinline__ void wg_mma_ss<bf16_t, true>(float (&d)[8][4], u64 da, u64 db) { SPLAT_WG_SS("bf16", "+f", "n"(1)); }
-template <> __device__ __forceinline__ void wg_mma_ss<f16_t, false>(float (&d)[8][4], u64 da, u64 db) { SPLAT_WG_SS("f16", "=f", "n"(0)); }
-template <> __device__ __forceinline__ void wg_mma_ss<f16_t, true>(float (&d)[8][4], u64 da, u64 db) { SPLAT_WG_SS("f16", "+f", "n"(1)); }
+template <class T, bool ACC, int N0 = 0, int ND>
+__device__ __forceinline__ void wg_mma_ss(float (&d)[ND][4], u64 da, u64 db) {
+  static_assert(N0 + 8 <= ND, "a 64-column block of D");
+  if constexpr (WgBf16<T>::value) {
+    if constexpr (ACC) SPLAT_WG_SS("bf16", "+f", "n"(1)); else SPLAT_WG_SS("bf16", "=f", "n"(0));
+  } else {
+    if constexpr (ACC) SPLAT_WG_SS("f16", "+f", "n"(1)); else SPLAT_WG_SS("f16", "=f", "n"(0));
+  }
+}
 #undef SPLAT_WG_SS
+#undef SPLAT_WG_D
 
 // WGS: warpgroups per block (1 or 2). Two share every K/V stage: a 128-row tile, so half the
 // blocks, half the per-block start-up (Q, first stages) and half the K/V traffic per row; measured
@@ -133,8 +156,11 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   static constexpr bool EARLY_WAIT = EW;
   static constexpr bool USES_TMA = TMA;
   static constexpr bool STAGED_END = WGS == 1 && !OVL;  // end_band for a last pass's tiles
-  static_assert(HD == 64, "the wgmma engine's swizzled stages hold 128-byte key rows");
+  // A stage holds HB column blocks of 64 keys x 64 head columns (128-byte rows, the swizzle's
+  // width): head column 64 b + x of key r at block b, row r, element x.
+  static_assert(HD == 64 || HD == 128, "the wgmma engine's stages hold 64-column blocks");
   using Base = MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY>;
+  static constexpr int HB = HD / 64, BLK = 64 * 128;               // column blocks, bytes per block
   static constexpr int TILE = 64 * HD * 2;                         // one K or V stage, bytes
   static constexpr int SMEM = (2 * NSTAGES + (QS ? WGS : 0)) * TILE + 1024;  // + Q (QS), alignment slack
   static constexpr int RS = NT / 8;                                // keys per copy round
@@ -180,16 +206,18 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     const u32 b = bar(buf), kd = kbase + buf * TILE, vd = kd + NSTAGES * TILE;
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "n"(2 * TILE) : "memory");
     const int key = keyoff + w.base + u0 * w.step;
+    // One box of 64 keys x 64 head columns per column block (the maps' box; 128-byte swizzle).
     if (w.step == 1) {
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+      for (int j = 0; j < 2 * HB; ++j)
         asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
-                     ::"r"(j ? vd : kd), "l"(tmap + 128 * j), "r"(0), "r"(key), "r"(b) : "memory");
+                     ::"r"((j & 1 ? vd : kd) + (j >> 1) * BLK), "l"(tmap + 128 * (j & 1)), "r"(64 * (j >> 1)), "r"(key), "r"(b) : "memory");
     } else {  // step 2: rows key / 2 .. + 63 of the parity-(key % 2) plane
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+      for (int j = 0; j < 2 * HB; ++j)
         asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
-                     ::"r"(j ? vd : kd), "l"(tmap + 256 + 128 * j), "r"(0), "r"(key & 1), "r"(key >> 1), "r"(b) : "memory");
+                     ::"r"((j & 1 ? vd : kd) + (j >> 1) * BLK), "l"(tmap + 256 + 128 * (j & 1)), "r"(64 * (j >> 1)), "r"(key & 1),
+                       "r"(key >> 1), "r"(b) : "memory");
     }
   }
 
@@ -203,9 +231,10 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "n"(2 * TILE) : "memory");
     const int key = keyoff + w.base + u0 * P;
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < 2 * HB; ++j)
       asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
-                   ::"r"(j ? vd : kd), "l"(tmap + 512 + 128 * j), "r"(0), "r"(key % P), "r"(key / P), "r"(b) : "memory");
+                   ::"r"((j & 1 ? vd : kd) + (j >> 1) * BLK), "l"(tmap + 512 + 128 * (j & 1)), "r"(64 * (j >> 1)), "r"(key % P),
+                     "r"(key / P), "r"(b) : "memory");
   }
 
   __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, i64 bh,
@@ -223,12 +252,14 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       const int t4 = threadIdx.x & 3;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const u32 r = (u32)Base::slot(h);
+        // Row r of the block's tile: row r % 64 of warpgroup r / 64's Q tile (TILE bytes each).
+        const u32 r = (u32)Base::slot(h), rq = (r >> 6) * TILE + (r & 63) * 128;
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const u32 ch = 2 * t4 + j;
+        for (int j = 0; j < 2 * HB; ++j) {
+          const u32 ch = 2 * t4 + (j & 1), blk = j >> 1;
           const bool ok = row[h] >= 0;
-          cp_async16_s(qbase() + r * 128 + ((ch ^ (r & 7)) << 4), ok ? qg + row[h] * HD + ch * 8 : qg, ok ? 16 : 0);
+          cp_async16_s(qbase() + rq + blk * BLK + ((ch ^ (r & 7)) << 4), ok ? qg + row[h] * HD + 64 * blk + ch * 8 : qg,
+                       ok ? 16 : 0);
         }
       }
     }
@@ -245,11 +276,13 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       return;
     }
     const int r = u0 + (int)(threadIdx.x >> 3);
-    const u32 off = ((u32)(w.base + r * w.step) * HD + (threadIdx.x & 7) * 8) * (u32)sizeof(T);
     const u32 dstep = (u32)(RS * w.step * HD) * (u32)sizeof(T);
+#pragma unroll
+    for (int blk = 0; blk < HB; ++blk) {  // column block blk: head columns 64 blk ..
+    const u32 off = ((u32)(w.base + r * w.step) * HD + 64 * blk + (threadIdx.x & 7) * 8) * (u32)sizeof(T);
     const char* kb = reinterpret_cast<const char*>(this->kg);
     const char* vb = reinterpret_cast<const char*>(this->vg);
-    const u32 kd = kbase + buf * TILE + sdst;
+    const u32 kd = kbase + buf * TILE + blk * BLK + sdst;
     const u32 vd = kd + NSTAGES * TILE;
     if (u0 + 64 <= w.count) {  // uniform: every key of the tile is in the walk
       const char* kp = kb + off;
@@ -276,6 +309,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
         cp_async16_s(vd + k * RS * 128, vb + o, ok ? 16 : 0);
       }
     }
+    }
   }
 
   // Copy K of the unrolled loop, its offsets immediates of the two addresses (ptxas kept a 64-bit
@@ -299,7 +333,10 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     wg_hold(this->acc[0]);
     wg_fence();
 #pragma unroll
-    for (int kb = 0; kb < 4; ++kb) wg_mma<T, 1>(this->acc[0], pa[kb], dv + 128 * kb);
+    for (int kb = 0; kb < 4; ++kb) {
+      wg_mma<T, 1, true, 0>(this->acc[0], pa[kb], dv + 128 * kb);
+      if constexpr (HB == 2) wg_mma<T, 1, true, 8>(this->acc[0], pa[kb], dv + BLK / 16 + 128 * kb);
+    }
     wg_commit();
   }
   // lattice_pass's end: this tile's softmax state merged with the one the first pass handed over
@@ -318,7 +355,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       this->m[h] = mx;
       const float* w = ws + (bh * SEQ + row[h]) * HD + 2 * t4;
 #pragma unroll
-      for (int d = 0; d < 8; ++d) {
+      for (int d = 0; d < HD / 8; ++d) {
         this->acc[0][d][2 * h] = this->acc[0][d][2 * h] * a0 + w[8 * d] * a1;
         this->acc[0][d][2 * h + 1] = this->acc[0][d][2 * h + 1] * a0 + w[8 * d + 1] * a1;
       }
@@ -355,16 +392,18 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     for (int kb = 0; kb < HD / 16; ++kb)
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
-        const u32 key = 16 * np + (lane & 7) + ((lane >> 4) << 3), chunk = 2 * kb + ((lane >> 3) & 1);
-        const u32 addr = kst + key * 128 + ((chunk ^ (key & 7)) << 4);
+        const u32 key = 16 * np + (lane & 7) + ((lane >> 4) << 3), chunk = 2 * (kb & 3) + ((lane >> 3) & 1);
+        const u32 addr = kst + (kb >> 2) * BLK + key * 128 + ((chunk ^ (key & 7)) << 4);
         u32 b0, b1, b2, b3;
         asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                      : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3) : "r"(addr));
         u32 a[4];
         if (QS) {
-          const u32 row = (threadIdx.x >> 5) * 16 + (lane & 15), qc = 2 * kb + (lane >> 4);
+          // Row `row` of this warpgroup's Q tile (warp w: rows 16 (w % 4) ..).
+          const u32 row = ((threadIdx.x >> 5) & 3) * 16 + (lane & 15), qc = 2 * (kb & 3) + (lane >> 4);
           asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                       : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(qbase() + row * 128 + ((qc ^ (row & 7)) << 4)));
+                       : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+                       : "r"(qbase() + (threadIdx.x >> 7) * TILE + (kb >> 2) * BLK + row * 128 + ((qc ^ (row & 7)) << 4)));
         } else {
 #pragma unroll
           for (int e = 0; e < 4; ++e) a[e] = this->qf[0][kb][e];
@@ -433,6 +472,9 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     this->exact_step(s1, mul);
   }
 
+  // Descriptor offset of k-step kb (16 head columns) in a K-major stage: 32 bytes further into
+  // the swizzled rows of its column block (descriptor addresses count 16-byte units).
+  __device__ __forceinline__ static constexpr u64 kdesc(int kb) { return (u64)((kb >> 2) * (BLK >> 4) + 2 * (kb & 3)); }
   // S = Q.K^T of the key tile in stage buf, committed as one wgmma group (not waited for).
   __device__ __forceinline__ void issue_s(int buf, float (&s)[1][8][4]) {
     const u64 dk = wg_desc(kbase + buf * TILE);
@@ -441,11 +483,11 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       const u64 dq = wg_desc(qbase() + (threadIdx.x >> 7) * TILE);  // this warpgroup's 64 rows
       wg_mma_ss<T, false>(s[0], dq, dk);
 #pragma unroll
-      for (int kb = 1; kb < HD / 16; ++kb) wg_mma_ss<T, true>(s[0], dq + 2 * kb, dk + 2 * kb);
+      for (int kb = 1; kb < HD / 16; ++kb) wg_mma_ss<T, true>(s[0], dq + kdesc(kb), dk + kdesc(kb));
     } else {
-      wg_mma0<T, 0>(s[0], this->qf[0][0], dk);
+      wg_mma<T, 0, false>(s[0], this->qf[0][0], dk);
 #pragma unroll
-      for (int kb = 1; kb < HD / 16; ++kb) wg_mma<T, 0>(s[0], this->qf[0][kb], dk + 2 * kb);
+      for (int kb = 1; kb < HD / 16; ++kb) wg_mma<T, 0, true>(s[0], this->qf[0][kb], dk + kdesc(kb));
     }
     wg_commit();
   }
@@ -486,7 +528,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       pv_done();  // every warp of the warpgroup, whatever its vote
       if (rescale) {
 #pragma unroll
-        for (int d = 0; d < 8; ++d) {
+        for (int d = 0; d < HD / 8; ++d) {
           this->acc[0][d][0] *= alpha[0];
           this->acc[0][d][1] *= alpha[0];
           this->acc[0][d][2] *= alpha[1];
@@ -536,19 +578,20 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       const float inv = lsum > 0.f ? fast_rcp(lsum) : 0.f;
       const u32 r = 16 * wrp + (lane >> 2) + 8 * h;
 #pragma unroll
-      for (int d = 0; d < 8; ++d) {
+      for (int d = 0; d < HD / 8; ++d) {  // head columns 8d.. : column block d / 8, chunk d % 8
         const u32 v = pack2<T>(this->acc[0][d][2 * h] * inv, this->acc[0][d][2 * h + 1] * inv);
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(kbase + r * 128 + (((u32)d ^ (r & 7)) << 4) + 4 * t4), "r"(v) : "memory");
+        asm volatile("st.shared.b32 [%0], %1;\n"
+                     ::"r"(kbase + (d >> 3) * BLK + r * 128 + (((u32)(d & 7) ^ (r & 7)) << 4) + 4 * t4), "r"(v) : "memory");
       }
     }
     __syncwarp();
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const u32 r = 16 * wrp + (lane >> 3) + 4 * k, c = lane & 7;
+    for (int k = 0; k < 4 * HB; ++k) {
+      const u32 r = 16 * wrp + (lane >> 3) + 4 * (k & 3), c = lane & 7, blk = k >> 2;
       uint4 x;
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(kbase + r * 128 + ((c ^ (r & 7)) << 4)) : "memory");
-      if ((int)r < nrows) *reinterpret_cast<uint4*>(o + (bh * SEQ + (row0 + rstep * (int)r)) * HD + c * 8) = x;
+                   : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(kbase + blk * BLK + r * 128 + ((c ^ (r & 7)) << 4)) : "memory");
+      if ((int)r < nrows) *reinterpret_cast<uint4*>(o + (bh * SEQ + (row0 + rstep * (int)r)) * HD + 64 * blk + c * 8) = x;
     }
   }
 };

@@ -318,7 +318,7 @@ TEST_CASE("key-tile and lazy-rescale variants compile to CUBIN for sm_80 and sm_
   }
 }
 
-// Hopper wgmma engine: chosen only when generating for sm_90a (bf16/fp16, head_dim 64); its launch
+// Hopper wgmma engine: chosen only when generating for sm_90a (bf16/fp16, head_dim 64 or 128); its launch
 // configuration follows the tuning; every default bf16/fp16 pattern and every wgmma variant builds
 // for sm_90a (ptxas checks the wgmma operands, descriptors and fences).
 TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning") {
@@ -395,7 +395,8 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   // Not on other architectures, other head dims, fp32/tf32, or when the tuning says no.
   CHECK(gen(problem(window, 2048), "sm_90").engine == "mma.sync");
   CHECK(gen(problem(window, 2048), "").engine == "mma.sync");
-  CHECK(gen(problem(window, 2048, "bf16", 128), "sm_90a").engine == "mma.sync");
+  CHECK(gen(problem(window, 2048, "bf16", 96), "sm_90a").engine == "mma.sync");
+  CHECK(gen(problem(window, 2048, "bf16", 32), "sm_90a").engine == "mma.sync");
   CHECK(gen(problem(window, 2048, "fp16"), "sm_90a").engine == "wgmma");
   CHECK(gen(problem(window, 2048, "tf32"), "sm_90a").engine == "mma.sync tf32");
   CHECK(gen(problem(window, 2048, "fp32"), "sm_90a").engine == "mma.sync 3xtf32");
@@ -422,6 +423,52 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
     const std::string dilated = R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})";
     for (const std::string* pat : {&window, &longformer, &dilated}) {
       GeneratedModule m = gen(problem(*pat, 1024, "fp16"), "sm_90a", tuning);
+      CompileResult c = nvrtc_compile(m.source, "t.cu", "sm_90a", CompileTarget::Cubin);
+      CHECK(c.image.size() > 1000);
+    }
+  }
+}
+
+// head_dim 128 on wgmma: stages of two 64-column blocks (twice the shared memory), tensor-map
+// boxes of 64 columns (two per key tile), 2 blocks per SM (O and Q's fragments take 96 registers);
+// every variant and pattern family builds for sm_90a.
+TEST_CASE("wgmma engine at head_dim 128: launch configuration, tensor maps, every variant builds") {
+  auto gen = [](const Problem& p, const std::string& tuning = "") {
+    CodegenOptions co;
+    co.pipeline = false;
+    co.arch = "sm_90a";
+    co.tuning = parse_tuning(tuning);
+    return generate(p, analyze(p), co);
+  };
+  const std::string window = R"({"window": {"left": 256, "right": 256}})";
+  GeneratedModule w = gen(problem(window, 2048, "bf16", 128));
+  CHECK(w.engine == "wgmma");
+  CHECK(w.fused[0].block == 128);
+  CHECK(w.fused[0].smem_dynamic == 3 * 2 * 64 * 128 * 2 + 1024);  // the band kernel's three stages
+  CHECK(w.source.find("__launch_bounds__(128, 2) splat_fused_p0") != std::string::npos);
+  CHECK(w.source.find("band_pass<") != std::string::npos);
+  REQUIRE(w.tensor_maps.size() == 4);
+  const uint64_t rows = static_cast<uint64_t>(problem(window, 2048).batch * problem(window, 2048).heads * 2048);
+  CHECK(w.tensor_maps[0].dims == std::vector<uint64_t>{128, rows});
+  CHECK(w.tensor_maps[0].strides == std::vector<uint64_t>{256});
+  CHECK(w.tensor_maps[0].box == std::vector<uint32_t>{64, 64});
+  CHECK(w.tensor_maps[2].dims == std::vector<uint64_t>{128, 2, rows / 2});
+  CHECK(w.tensor_maps[2].strides == std::vector<uint64_t>{256, 512});
+  CHECK(w.tensor_maps[3].box == std::vector<uint32_t>{64, 1, 64});
+  GeneratedModule t = gen(problem(window, 2048, "fp16", 128), "band=0,qs=1");
+  CHECK(t.fused[0].smem_dynamic == (2 * 2 + 1) * 64 * 128 * 2 + 1024);
+  const std::string dilated = R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})";
+  const std::string longformer =
+      R"({"union": [{"window": {"left": 256, "right": 256}}, {"global": {"tokens": [0, 1, 2, 3]}}]})";
+  const std::string strided = R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})";
+  const std::string fixed = R"({"fixed": {"block": 128, "summary": 8}})";
+  for (const char* tuning : {"", "band=0", "chk=0", "chk=2", "lazy=0,chk=0", "qs=1", "qs=0", "dpv=0", "ovl=1", "tma=0",
+                             "tma=0,ew=0,rbar=1", "wgrows=128", "stages=2,minb=3"}) {
+    CAPTURE(tuning);
+    for (const std::string* pat : {&window, &dilated, &longformer, &strided, &fixed}) {
+      CAPTURE(*pat);
+      GeneratedModule m = gen(problem(*pat, 1024, "bf16", 128), tuning);
+      CHECK(m.engine == "wgmma");
       CompileResult c = nvrtc_compile(m.source, "t.cu", "sm_90a", CompileTarget::Cubin);
       CHECK(c.image.size() > 1000);
     }
