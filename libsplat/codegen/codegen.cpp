@@ -126,10 +126,16 @@ Tuning resolve(const KernelTuning& t, DType dt, int64_t hd, const Plan& plan, co
     // 32 rows per warp: 255 registers (5 blocks, 204 registers, spill heavily).
     // 128-key tiles: twice the stage memory, so at most 3 blocks per SM at d = 64 (2 stages).
     // A pass without masks (NOMASK) holds no run bounds.
+    // Wider heads hold more O and Q fragments: at 128 registers d = 128 spilled ~450 bytes; 3
+    // blocks (168 registers) for d = 96, 2 (255) for d = 128. H200, bf16, the six peer patterns
+    // at 4k / 16k: d = 128 1.30-1.47x faster than at 4 blocks (window-16k 465.3 -> 334.6 us),
+    // d = 96 1.05-1.40x (docs/performance.md).
     const int runs = t.nomask != 0 && pass_unmasked(pass, r.bc) ? 1 : pass.max_runs;
     r.min_blocks = t.min_blocks >= 0 ? t.min_blocks
                    : r.bc == 128     ? static_cast<int>(std::clamp<int64_t>(227 * 1024 / (fused_smem(dt, hd, tc, r) + 1024), 1, 3))
                    : r.mw == 2       ? 4
+                   : hd > 96         ? 2
+                   : hd > 64         ? 3
                                      : (runs <= 2 ? 4 : 3);
   } else {
     // Batched K/V loads with P^T aliased onto K^T at 3 blocks per SM (168 registers): equal or

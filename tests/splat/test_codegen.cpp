@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
+#include <vector>
 
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/codegen/codegen.h"
@@ -457,6 +459,24 @@ TEST_CASE("wgmma engine at head_dim 128: launch configuration, tensor maps, ever
   CHECK(w.tensor_maps[3].box == std::vector<uint32_t>{64, 1, 64});
   GeneratedModule t = gen(problem(window, 2048, "fp16", 128), "band=0,qs=1");
   CHECK(t.fused[0].smem_dynamic == (2 * 2 + 1) * 64 * 128 * 2 + 1024);
+  // Blocks per SM: 3 for an unmasked table pass (aligned blocks), 2 for a masked one and for the
+  // band and lattice kernels.
+  CHECK(gen(problem(R"({"blocked": {"block": 256}})", 2048, "bf16", 128)).source.find("__launch_bounds__(128, 3) splat_fused_p0(") !=
+        std::string::npos);
+  CHECK(t.source.find("__launch_bounds__(128, 2) splat_fused_p0(") != std::string::npos);
+  // mma.sync (sm_80, or wg=0): registers for the wider O and Q fragments, 2 blocks per SM at
+  // d = 128 and 3 at d = 96 (at 4, 128 registers, they spilled); 4 at d = 64.
+  for (const auto& [d, arch, blocks] : std::vector<std::tuple<int, std::string, int>>{
+           {128, "sm_80", 2}, {96, "sm_80", 3}, {64, "sm_80", 4}, {128, "sm_90", 2}}) {
+    CAPTURE(d);
+    CodegenOptions co;
+    co.pipeline = false;
+    co.arch = arch;
+    co.tuning = parse_tuning("mw=16");
+    GeneratedModule m = generate(problem(window, 2048, "bf16", d), analyze(problem(window, 2048, "bf16", d)), co);
+    CHECK(m.engine == "mma.sync");
+    CHECK(m.source.find("__launch_bounds__(128, " + std::to_string(blocks) + ") splat_fused_p0(") != std::string::npos);
+  }
   const std::string dilated = R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})";
   const std::string longformer =
       R"({"union": [{"window": {"left": 256, "right": 256}}, {"global": {"tokens": [0, 1, 2, 3]}}]})";
