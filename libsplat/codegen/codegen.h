@@ -36,7 +36,7 @@ struct KernelTuning {
   int mma_lazy = -1;        // bf16/fp16 tensor cores: a row's exponent reference moves only when its max rose
                             // by more than 2^8, O rescaled only when some row of the warp moved (1), or
                             // every key tile (0); -1: auto (1 for wgmma, 0 for mma.sync)
-  int wgmma = -1;           // bf16/fp16 at head_dim 64 compiled for sm_90a: Hopper wgmma engine (1) or
+  int wgmma = -1;           // bf16/fp16 at head_dim 64/128 compiled for sm_90a: Hopper wgmma engine (1) or
                             // mma.sync (0); -1: auto (wgmma)
   int wg_rows = 0;          // wgmma: rows per block, 64 (one warpgroup) or 128 (two sharing K/V stages; not
                             // for plans with split-KV tiles); 0: auto
