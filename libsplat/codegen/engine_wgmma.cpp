@@ -280,36 +280,36 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     const u32 dstep = (u32)(RS * w.step * HD) * (u32)sizeof(T);
 #pragma unroll
     for (int blk = 0; blk < HB; ++blk) {  // column block blk: head columns 64 blk ..
-    const u32 off = ((u32)(w.base + r * w.step) * HD + 64 * blk + (threadIdx.x & 7) * 8) * (u32)sizeof(T);
-    const char* kb = reinterpret_cast<const char*>(this->kg);
-    const char* vb = reinterpret_cast<const char*>(this->vg);
-    const u32 kd = kbase + buf * TILE + blk * BLK + sdst;
-    const u32 vd = kd + NSTAGES * TILE;
-    if (u0 + 64 <= w.count) {  // uniform: every key of the tile is in the walk
-      const char* kp = kb + off;
-      const char* vp = vb + off;
-      // Unit and stride-2 walks (windows, blocks; dilated phases) with a constant step: the copies'
-      // offsets become immediates of two addresses (the SASS had a 64-bit add per copy).
-      if (w.step == 1) {
-        copy_full<1>(kd, vd, kp, vp);
-      } else if (w.step == 2) {
-        copy_full<2>(kd, vd, kp, vp);
+      const u32 off = ((u32)(w.base + r * w.step) * HD + 64 * blk + (threadIdx.x & 7) * 8) * (u32)sizeof(T);
+      const char* kb = reinterpret_cast<const char*>(this->kg);
+      const char* vb = reinterpret_cast<const char*>(this->vg);
+      const u32 kd = kbase + buf * TILE + blk * BLK + sdst;
+      const u32 vd = kd + NSTAGES * TILE;
+      if (u0 + 64 <= w.count) {  // uniform: every key of the tile is in the walk
+        const char* kp = kb + off;
+        const char* vp = vb + off;
+        // Unit and stride-2 walks (windows, blocks; dilated phases) with a constant step: the copies'
+        // offsets become immediates of two addresses (the SASS had a 64-bit add per copy).
+        if (w.step == 1) {
+          copy_full<1>(kd, vd, kp, vp);
+        } else if (w.step == 2) {
+          copy_full<2>(kd, vd, kp, vp);
+        } else {
+#pragma unroll
+          for (int k = 0; k < 64 / RS; ++k) {
+            cp_async16_s(kd + k * RS * 128, kp + k * dstep, 16);
+            cp_async16_s(vd + k * RS * 128, vp + k * dstep, 16);
+          }
+        }
       } else {
 #pragma unroll
         for (int k = 0; k < 64 / RS; ++k) {
-          cp_async16_s(kd + k * RS * 128, kp + k * dstep, 16);
-          cp_async16_s(vd + k * RS * 128, vp + k * dstep, 16);
+          const bool ok = r + RS * k < w.count;
+          const u32 o = ok ? off + k * dstep : 0u;
+          cp_async16_s(kd + k * RS * 128, kb + o, ok ? 16 : 0);
+          cp_async16_s(vd + k * RS * 128, vb + o, ok ? 16 : 0);
         }
       }
-    } else {
-#pragma unroll
-      for (int k = 0; k < 64 / RS; ++k) {
-        const bool ok = r + RS * k < w.count;
-        const u32 o = ok ? off + k * dstep : 0u;
-        cp_async16_s(kd + k * RS * 128, kb + o, ok ? 16 : 0);
-        cp_async16_s(vd + k * RS * 128, vb + o, ok ? 16 : 0);
-      }
-    }
     }
   }
 
