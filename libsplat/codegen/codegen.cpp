@@ -89,10 +89,14 @@ struct Tuning {
   bool rbar = true, qs = false, ew = false, tma = false;
 };
 
-// Shared memory per block of the fused kernel; must match MmaEngine::SMEM, MmaTf32Engine::SMEM (also
-// MmaTf32x3Engine's: fp32 with tensor cores) and SimtEngine::SMEM (engine_*.cpp).
+// Shared memory per block of the fused kernel; must match MmaEngine::SMEM, MmaTf32Engine::SMEM,
+// MmaTf32x3Engine::SMEM (fp32 with tensor cores: Q's lo fragments after the stages at d > 96) and
+// SimtEngine::SMEM (engine_*.cpp).
 int64_t fused_smem(DType dt, int64_t hd, bool tc, const Tuning& tu) {
-  if (tc && (dt == DType::TF32 || dt == DType::FP32)) return int64_t{tu.stages} * 64 * ((hd + 16) + (hd + 4)) * 4;
+  if (tc && (dt == DType::TF32 || dt == DType::FP32)) {
+    const int64_t stages = int64_t{tu.stages} * 64 * ((hd + 16) + (hd + 4)) * 4, qlo = hd / 8 * 128 * 16;
+    return stages + (dt == DType::FP32 && hd > 96 && stages + qlo <= 227 * 1024 ? qlo : 0);
+  }
   if (tc) return int64_t{tu.stages} * 2 * tu.bc * (hd + 8) * 2;
   return (hd * 68 + 64 * hd + (tu.alias ? std::max<int64_t>(hd * 68, 64 * 68) : hd * 68 + 64 * 68)) * 4;
 }

@@ -16,7 +16,10 @@ const char* engine_tf32x3() {
 // The two small products go into the accumulator before the big one (they are not absorbed by
 // it). Layouts, fragment mapping, cp.async stages and the online softmax are MmaTf32Engine's
 // (this engine derives from it): only begin (Q's hi and lo fragments, kept in registers) and the
-// two contractions (three mma per product) differ.
+// two contractions (three mma per product) differ. head_dim > 96: Q's lo fragments live in shared
+// memory after the stages (QLS; [k-step][thread] 16-byte slots, conflict-free): with them in
+// registers too, O (64) and Q (128) left no room at d = 128 and ptxas spilled 230-410 bytes
+// (H200, fp32 d = 128: 1.09-1.25x faster with them in shared memory).
 // ================================================================================================
 __device__ __forceinline__ void split_tf32(float x, u32& hi, u32& lo) {
   hi = to_tf32(x);
@@ -40,7 +43,22 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES> {
   using Base::Vs;
   using Base::qf;
   using Base::acc;
-  u32 ql[HD / 8][4];  // lo parts of Q's fragments (qf: hi parts)
+  // Where the stages leave room (227 KB per block; three stages at d = 128 do not).
+  static constexpr bool QLS = HD > 96 && Base::SMEM + HD / 8 * 128 * 16 <= 227 * 1024;
+  static constexpr int SMEM = Base::SMEM + (QLS ? HD / 8 * 128 * 16 : 0);
+  u32 ql[QLS ? 1 : HD / 8][4];  // lo parts of Q's fragments (qf: hi parts); QLS: in shared memory
+  u32 qls;                      // QLS: shared address of this thread's slot of k-step 0
+
+  // Q's lo fragment of k-step kk.
+  __device__ __forceinline__ void qlo(int kk, u32 (&a)[4]) const {
+    if constexpr (QLS) {
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(qls + kk * 128 * 16));
+    } else {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) a[e] = ql[kk][e];
+    }
+  }
 
   __device__ __forceinline__ void begin(unsigned char* smem, const float* q, const float* k, const float* v,
                                         const i64* row, i64 bh, bool first, const float* ws) {
@@ -49,17 +67,39 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES> {
     // The lo fragments from the same Q elements (the loads are the base's: same addresses).
     const float* qg = q + bh * SEQ * HD;
     const int t4 = threadIdx.x & 3;
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
+    if constexpr (QLS) {
+      // This thread's slots; only this thread reads them, so no barrier is needed.
+      qls = smem_addr(smem + Base::SMEM) + threadIdx.x * 16;
 #pragma unroll
       for (int j = 0; j < HD / 16; ++j) {
-        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (row[h] >= 0) x = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
-        ql[2 * j][h] = to_tf32(x.x - __uint_as_float(qf[2 * j][h]));
-        ql[2 * j][h + 2] = to_tf32(x.y - __uint_as_float(qf[2 * j][h + 2]));
-        ql[2 * j + 1][h] = to_tf32(x.z - __uint_as_float(qf[2 * j + 1][h]));
-        ql[2 * j + 1][h + 2] = to_tf32(x.w - __uint_as_float(qf[2 * j + 1][h + 2]));
+        float4 x[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          x[h] = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (row[h] >= 0) x[h] = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
+        }
+        // Fragment element e of k-step kk is row h = e % 2 (as ql[kk][h], ql[kk][h + 2] above).
+        const u32 a0 = to_tf32(x[0].x - __uint_as_float(qf[2 * j][0])), a1 = to_tf32(x[1].x - __uint_as_float(qf[2 * j][1]));
+        const u32 a2 = to_tf32(x[0].y - __uint_as_float(qf[2 * j][2])), a3 = to_tf32(x[1].y - __uint_as_float(qf[2 * j][3]));
+        const u32 b0 = to_tf32(x[0].z - __uint_as_float(qf[2 * j + 1][0])), b1 = to_tf32(x[1].z - __uint_as_float(qf[2 * j + 1][1]));
+        const u32 b2 = to_tf32(x[0].w - __uint_as_float(qf[2 * j + 1][2])), b3 = to_tf32(x[1].w - __uint_as_float(qf[2 * j + 1][3]));
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(qls + 2 * j * 128 * 16), "r"(a0), "r"(a1), "r"(a2), "r"(a3) : "memory");
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(qls + (2 * j + 1) * 128 * 16), "r"(b0), "r"(b1), "r"(b2), "r"(b3)
+                     : "memory");
       }
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < HD / 16; ++j) {
+          float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+          if (row[h] >= 0) x = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
+          ql[2 * j][h] = to_tf32(x.x - __uint_as_float(qf[2 * j][h]));
+          ql[2 * j][h + 2] = to_tf32(x.y - __uint_as_float(qf[2 * j][h + 2]));
+          ql[2 * j + 1][h] = to_tf32(x.z - __uint_as_float(qf[2 * j + 1][h]));
+          ql[2 * j + 1][h + 2] = to_tf32(x.w - __uint_as_float(qf[2 * j + 1][h + 2]));
+        }
+    }
   }
 
   // One key tile: MmaTf32Engine's online softmax between this engine's two contractions.
@@ -80,6 +120,9 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES> {
     for (int n = 0; n < BC / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 #pragma unroll
     for (int j = 0; j < HD / 16; ++j) {
+      u32 la[4], lb[4];
+      qlo(2 * j, la);
+      qlo(2 * j + 1, lb);
 #pragma unroll
       for (int n = 0; n < BC / 8; ++n) {
         const float4 x = *reinterpret_cast<const float4*>(Kb + (8 * n + g) * LDK + 16 * j + 4 * t4);
@@ -88,8 +131,8 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES> {
         split_tf32(x.y, h1, l1);
         split_tf32(x.z, h2, l2);
         split_tf32(x.w, h3, l3);
-        mma1688_3xtf32(s[n], qf[2 * j], ql[2 * j], h0, h1, l0, l1);
-        mma1688_3xtf32(s[n], qf[2 * j + 1], ql[2 * j + 1], h2, h3, l2, l3);
+        mma1688_3xtf32(s[n], qf[2 * j], la, h0, h1, l0, l1);
+        mma1688_3xtf32(s[n], qf[2 * j + 1], lb, h2, h3, l2, l3);
       }
     }
   }

@@ -178,7 +178,12 @@ TEST_CASE("3xTF32: engine selection, launch configuration and manifest") {
   }
   GeneratedModule d128 = gen(problem(window, 2048, "fp32", 128), "");
   CHECK(d128.source.find("__launch_bounds__(128, 1) splat_fused_p0") != std::string::npos);
-  CHECK(d128.fused[0].smem_dynamic == 2 * 64 * (144 + 132) * 4);
+  // Two stages, then Q's lo fragments (16 k-steps x 128 threads x 16 bytes) at d > 96.
+  CHECK(d128.fused[0].smem_dynamic == 2 * 64 * (144 + 132) * 4 + 16 * 128 * 16);
+  CHECK(gen(problem(window, 2048, "fp32", 96), "").fused[0].smem_dynamic == 2 * 64 * (112 + 100) * 4);
+  CHECK(gen(problem(window, 2048, "tf32", 128), "").fused[0].smem_dynamic == 2 * 64 * (144 + 132) * 4);
+  // Three stages leave no room for them: Q's lo fragments stay in registers (the engine's QLS).
+  CHECK(gen(problem(window, 2048, "fp32", 128), "stages=3").fused[0].smem_dynamic == 3 * 64 * (144 + 132) * 4);
   GeneratedModule l = gen(problem(longformer, 4096, "fp32"), "stages=3");
   CHECK(l.source.find("MmaTf32x3Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3>") != std::string::npos);
   for (const KernelDesc& k : l.fused)
