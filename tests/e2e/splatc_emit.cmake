@@ -6,6 +6,9 @@ trsplat_e2e(splatc_emit_ptx OUTPUT "strided-4k-fp32\\.ptx.*manifest\\.json"
             COMMAND splatc emit patterns/strided-4k-fp32.json --target ptx --arch sm_80 -o ${_emit_dir}/ptx)
 trsplat_e2e(splatc_emit_bigbird_table OUTPUT "bigbird-4k-bf16\\.table\\.bin"
             COMMAND splatc emit patterns/bigbird-4k-bf16.json --target ptx --arch sm_90 -o ${_emit_dir}/bigbird)
+# Hopper wgmma at head_dim 128: the manifest names the engine and the tensor maps' 64-column boxes.
+trsplat_e2e(splatc_emit_wgmma_d128 OUTPUT "window-4k-d128-bf16\\.ptx.*manifest\\.json"
+            COMMAND splatc emit patterns/d128/window-4k-d128-bf16.json --target ptx --arch sm_90a -o ${_emit_dir}/d128)
 trsplat_e2e(splatc_emit_bad_arch EXIT 2 OUTPUT "--arch"
             COMMAND splatc emit patterns/window-4k-bf16.json --arch sm_61 -o ${_emit_dir}/bad)
 trsplat_e2e(splatc_emit_bad_target EXIT 2 COMMAND splatc emit patterns/window-4k-bf16.json --target sass -o ${_emit_dir}/bad)
