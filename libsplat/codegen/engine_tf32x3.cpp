@@ -67,38 +67,33 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES> {
     // The lo fragments from the same Q elements (the loads are the base's: same addresses).
     const float* qg = q + bh * SEQ * HD;
     const int t4 = threadIdx.x & 3;
-    if constexpr (QLS) {
-      // This thread's slots; only this thread reads them, so no barrier is needed.
-      qls = smem_addr(smem + Base::SMEM) + threadIdx.x * 16;
+    // QLS: this thread's slots; only this thread reads them, so no barrier is needed.
+    if constexpr (QLS) qls = smem_addr(smem + Base::SMEM) + threadIdx.x * 16;
 #pragma unroll
-      for (int j = 0; j < HD / 16; ++j) {
-        float4 x[2];
+    for (int j = 0; j < HD / 16; ++j) {
+      float4 x[2];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          x[h] = make_float4(0.f, 0.f, 0.f, 0.f);
-          if (row[h] >= 0) x[h] = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
-        }
-        // Fragment element e of k-step kk is row h = e % 2 (as ql[kk][h], ql[kk][h + 2] above).
-        const u32 a0 = to_tf32(x[0].x - __uint_as_float(qf[2 * j][0])), a1 = to_tf32(x[1].x - __uint_as_float(qf[2 * j][1]));
-        const u32 a2 = to_tf32(x[0].y - __uint_as_float(qf[2 * j][2])), a3 = to_tf32(x[1].y - __uint_as_float(qf[2 * j][3]));
-        const u32 b0 = to_tf32(x[0].z - __uint_as_float(qf[2 * j + 1][0])), b1 = to_tf32(x[1].z - __uint_as_float(qf[2 * j + 1][1]));
-        const u32 b2 = to_tf32(x[0].w - __uint_as_float(qf[2 * j + 1][2])), b3 = to_tf32(x[1].w - __uint_as_float(qf[2 * j + 1][3]));
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(qls + 2 * j * 128 * 16), "r"(a0), "r"(a1), "r"(a2), "r"(a3) : "memory");
-        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(qls + (2 * j + 1) * 128 * 16), "r"(b0), "r"(b1), "r"(b2), "r"(b3)
-                     : "memory");
+      for (int h = 0; h < 2; ++h) {
+        x[h] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (row[h] >= 0) x[h] = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
       }
-    } else {
+      // k-steps 2j and 2j + 1; fragment element e is row e % 2, column pair e / 2 (the base's qf).
+      const u32 la[4] = {to_tf32(x[0].x - __uint_as_float(qf[2 * j][0])), to_tf32(x[1].x - __uint_as_float(qf[2 * j][1])),
+                         to_tf32(x[0].y - __uint_as_float(qf[2 * j][2])), to_tf32(x[1].y - __uint_as_float(qf[2 * j][3]))};
+      const u32 lb[4] = {to_tf32(x[0].z - __uint_as_float(qf[2 * j + 1][0])), to_tf32(x[1].z - __uint_as_float(qf[2 * j + 1][1])),
+                         to_tf32(x[0].w - __uint_as_float(qf[2 * j + 1][2])), to_tf32(x[1].w - __uint_as_float(qf[2 * j + 1][3]))};
+      if constexpr (QLS) {
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(qls + 2 * j * 128 * 16), "r"(la[0]), "r"(la[1]), "r"(la[2]),
+                     "r"(la[3]) : "memory");
+        asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(qls + (2 * j + 1) * 128 * 16), "r"(lb[0]), "r"(lb[1]),
+                     "r"(lb[2]), "r"(lb[3]) : "memory");
+      } else {
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int j = 0; j < HD / 16; ++j) {
-          float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-          if (row[h] >= 0) x = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
-          ql[2 * j][h] = to_tf32(x.x - __uint_as_float(qf[2 * j][h]));
-          ql[2 * j][h + 2] = to_tf32(x.y - __uint_as_float(qf[2 * j][h + 2]));
-          ql[2 * j + 1][h] = to_tf32(x.z - __uint_as_float(qf[2 * j + 1][h]));
-          ql[2 * j + 1][h + 2] = to_tf32(x.w - __uint_as_float(qf[2 * j + 1][h + 2]));
+        for (int e = 0; e < 4; ++e) {
+          ql[2 * j][e] = la[e];
+          ql[2 * j + 1][e] = lb[e];
         }
+      }
     }
   }
 
