@@ -435,13 +435,7 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
 // boxes of 64 columns (two per key tile), 2 blocks per SM (O and Q's fragments take 96 registers);
 // every variant and pattern family builds for sm_90a.
 TEST_CASE("wgmma engine at head_dim 128: launch configuration, tensor maps, every variant builds") {
-  auto gen = [](const Problem& p, const std::string& tuning = "") {
-    CodegenOptions co;
-    co.pipeline = false;
-    co.arch = "sm_90a";
-    co.tuning = parse_tuning(tuning);
-    return generate(p, analyze(p), co);
-  };
+  const auto gen = [](const Problem& p, const std::string& tuning = "") { return fused_module(p, "sm_90a", tuning); };
   const std::string window = R"({"window": {"left": 256, "right": 256}})";
   GeneratedModule w = gen(problem(window, 2048, "bf16", 128));
   CHECK(w.engine == "wgmma");
@@ -469,11 +463,7 @@ TEST_CASE("wgmma engine at head_dim 128: launch configuration, tensor maps, ever
   for (const auto& [d, arch, blocks] : std::vector<std::tuple<int, std::string, int>>{
            {128, "sm_80", 2}, {96, "sm_80", 3}, {64, "sm_80", 4}, {128, "sm_90", 2}}) {
     CAPTURE(d);
-    CodegenOptions co;
-    co.pipeline = false;
-    co.arch = arch;
-    co.tuning = parse_tuning("mw=16");
-    GeneratedModule m = generate(problem(window, 2048, "bf16", d), analyze(problem(window, 2048, "bf16", d)), co);
+    GeneratedModule m = fused_module(problem(window, 2048, "bf16", d), arch, "mw=16");
     CHECK(m.engine == "mma.sync");
     CHECK(m.source.find("__launch_bounds__(128, " + std::to_string(blocks) + ") splat_fused_p0(") != std::string::npos);
   }
