@@ -91,20 +91,23 @@ int64_t segment_bytes(const Segment& s) {
   return b;
 }
 
+// Rows come from a RowSource (a pattern's RowEvaluator, or rows derived from another ACSR).
 struct Analyzer {
-  const Problem& p;
+  int64_t seq_len, kv_len;
+  std::string file;  // where errors point (empty for derived rows)
   const AnalyzeOptions& o;
-  RowEvaluator ev;
+  const RowSource& row;
   int64_t held = 0;  // bytes of metadata held, checked against o.max_metadata_bytes
 
-  Analyzer(const Problem& pr, const AnalyzeOptions& op) : p(pr), o(op), ev(pr) {}
+  Analyzer(int64_t sl, int64_t kl, std::string f, const RowSource& r, const AnalyzeOptions& op)
+      : seq_len(sl), kv_len(kl), file(std::move(f)), o(op), row(r) {}
 
   void charge(int64_t bytes) {
     held += bytes;
     if (held > o.max_metadata_bytes)
-      throw Error(p.file, "pattern",
+      throw Error(file, "pattern",
                   "the analysis needs more than " + std::to_string(o.max_metadata_bytes >> 20) +
-                      " MiB of row metadata (too many distinct runs per row for seq_len " + std::to_string(p.seq_len) + ")");
+                      " MiB of row metadata (too many distinct runs per row for seq_len " + std::to_string(seq_len) + ")");
   }
 
   // Greedy segments over rows lo+ph, lo+ph+q, ... < hi for every phase ph < q; stops (returns
@@ -114,7 +117,7 @@ struct Analyzer {
     for (int64_t ph = 0; ph < q && lo + ph < hi; ++ph) {
       Builder b{lo + ph, q, o.allow_den};
       for (int64_t i = lo + ph; i < hi; i += q) {
-        const std::vector<Run>& R = ev.row(i);
+        const std::vector<Run>& R = row(i);
         if (!b.add(R)) {
           out.push_back(b.make());
           if (out.size() > budget) return false;
@@ -136,7 +139,7 @@ struct Analyzer {
     s.row_ptr.reserve(static_cast<size_t>(hi - lo + 1));
     s.row_ptr.push_back(0);
     for (int64_t i = lo; i < hi; ++i) {
-      const std::vector<Run>& R = ev.row(i);
+      const std::vector<Run>& R = row(i);
       charge(static_cast<int64_t>(R.size() * sizeof(Run) + sizeof(int64_t)));
       s.table.insert(s.table.end(), R.begin(), R.end());
       s.row_ptr.push_back(static_cast<int64_t>(s.table.size()));
@@ -148,8 +151,8 @@ struct Analyzer {
     // Pass 1: greedy affine segments over consecutive rows, streaming.
     std::vector<Segment> segs;
     Builder b{0, 1, o.allow_den};
-    for (int64_t i = 0; i < p.seq_len; ++i) {
-      const std::vector<Run>& R = ev.row(i);
+    for (int64_t i = 0; i < seq_len; ++i) {
+      const std::vector<Run>& R = row(i);
       if (!b.add(R)) {
         segs.push_back(b.make());
         charge(segment_bytes(segs.back()) + static_cast<int64_t>(sizeof(Segment)));
@@ -207,8 +210,8 @@ struct Analyzer {
     }
     std::stable_sort(out.begin(), out.end(), [](const Segment& x, const Segment& y) { return x.row_begin < y.row_begin; });
     Acsr acsr;
-    acsr.seq_len = p.seq_len;
-    acsr.kv_len = p.kv_len;
+    acsr.seq_len = seq_len;
+    acsr.kv_len = kv_len;
     acsr.segments = std::move(out);
     acsr.index();
     return acsr;
@@ -269,10 +272,17 @@ struct TileCounter {
 }  // namespace
 
 Acsr analyze(const Problem& p, const AnalyzeOptions& o) {
-  Analyzer a(p, o);
+  RowEvaluator ev(p);
+  const RowSource rows = [&ev](int64_t i) -> const std::vector<Run>& { return ev.row(i); };
+  Analyzer a(p.seq_len, p.kv_len, p.file, rows, o);
   Acsr acsr = a.run();
   if (o.validate) validate(p, acsr);
   return acsr;
+}
+
+Acsr analyze_rows(int64_t seq_len, int64_t kv_len, const RowSource& rows, const AnalyzeOptions& o) {
+  Analyzer a(seq_len, kv_len, "", rows, o);
+  return a.run();
 }
 
 void validate(const Problem& p, const Acsr& a) {

@@ -3,6 +3,8 @@
 // materialising the seq_len x kv_len mask. Each row is evaluated as a union of disjoint runs
 // (rows.h), then rows are grouped into segments in which every run is affine in the row index.
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include "libsplat/analysis/acsr.h"
 #include "libsplat/pattern/pattern.h"
@@ -26,6 +28,12 @@ struct AnalyzeOptions {
 };
 
 Acsr analyze(const Problem&, const AnalyzeOptions& = {});
+
+// The same grouping over rows given one at a time: row(i) returns row i's canonical runs (sorted,
+// disjoint, stride 1 when count is 1), valid until the next call. Used for rows derived from an
+// ACSR (codegen's plan factors out keys every row keeps).
+using RowSource = std::function<const std::vector<Run>&(int64_t)>;
+Acsr analyze_rows(int64_t seq_len, int64_t kv_len, const RowSource& row, const AnalyzeOptions& = {});
 
 // Every row of acsr equals the direct evaluation of the problem's terms; throws std::logic_error
 // naming the first differing row otherwise.

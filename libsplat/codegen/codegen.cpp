@@ -1,6 +1,7 @@
 #include "libsplat/codegen/codegen.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -202,6 +203,7 @@ KernelTuning parse_tuning(const std::string& spec) {
         {"emask", &KernelTuning::band_edge_masks, flag, "0 or 1"},
         {"x3", &KernelTuning::fp32_x3, flag, "0 or 1"},
         {"nomask", &KernelTuning::nomask, flag, "0 or 1"},
+        {"gkeys", &KernelTuning::global_keys, flag, "0 or 1"},
     };
     const Key* k = nullptr;
     for (const Key& c : keys)
@@ -261,14 +263,14 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   mod.engine = wg ? "wgmma" : tf32_tc ? "mma.sync tf32" : x3 ? "mma.sync 3xtf32" : mod.tensor_cores ? "mma.sync" : "cuda cores";
   // Row tiles of 64 rows: 4 warps x 16 rows on tensor cores, 16 x 8 threads x 4 rows on CUDA cores
   // (128-row tiles measured slower: heavier global-row tiles, fewer blocks per SM).
-  mod.plan = make_plan(acsr, opt.tile);
+  mod.plan = make_plan(acsr, opt.tile, opt.tuning.global_keys != 0);
   // wgmma with two warpgroups per block (128-row tiles) where the tuning asks for it and no pass
   // splits tiles (split-KV state slots are laid out for 64-row tiles).
   int wgs = 1;
   if (wg && opt.tuning.wg_rows == 128 && opt.tile.br == 64) {
     TileShape t2 = opt.tile;
     t2.br = 128;
-    Plan p2 = make_plan(acsr, t2);
+    Plan p2 = make_plan(acsr, t2, opt.tuning.global_keys != 0);
     if (std::all_of(p2.passes.begin(), p2.passes.end(), [](const PlanPass& ps) { return ps.splits.empty(); })) {
       mod.plan = std::move(p2);
       wgs = 2;
@@ -430,9 +432,10 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       tiles << "},\n";
       for (const PlanGroup& g : t.groups) {
         groups << "  {" << nw << ", " << g.walks.size() << ", " << ni << ", " << g.items.size() << ", "
-               << (g.tabulated ? 1 : 0) << "},\n";
+               << (g.all_rows ? 2 : g.tabulated ? 1 : 0) << "},\n";
+        // An indexed walk (the plan's global keys) has step 0: keys table[base + u].
         for (const KeyWalk& w : g.walks)
-          walks << "{" << w.base << ", " << w.step << ", " << w.count << ", " << w.full_begin << ", " << w.full_end << ", "
+          walks << "{" << w.base << ", " << (w.indexed ? 0 : w.step) << ", " << w.count << ", " << w.full_begin << ", " << w.full_end << ", "
                 << (w.modular ? 1 : 0) << "}, ";
         int64_t pm = -1;
         for (int it : sorted_items(g)) {
@@ -500,7 +503,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
         for (const PlanGroup& g : t.groups)
           for (const KeyWalk& w : g.walks) {
             if (w.count <= 0) continue;
-            walks_ok = walks_ok && (w.step == 1 || w.step == 2);
+            walks_ok = walks_ok && !w.indexed && (w.step == 1 || w.step == 2);
             step2 = step2 || w.step == 2;
           }
       // Key rows of the whole tensor: TMA coordinates are 32-bit.
@@ -661,7 +664,11 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
         << "*>(k), static_cast<const " << T << "*>(v), static_cast<" << T << "*>(o), ws, tmaps);\n}\n";
     else
       s << "  fused_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << (nomask ? 1 : pass.max_runs) << ", "
-      << pass.slots << ", " << (first ? "true" : "false") << ", " << (last ? "true" : "false") << ", " << (nomask ? "true" : "false") << ">(kItems, kTiles" << pi << ", kGroups"
+      << pass.slots << ", " << (first ? "true" : "false") << ", " << (last ? "true" : "false") << ", " << (nomask ? "true" : "false")
+      << (pi == 0 && plan.global_count > 0
+              ? ", " + std::to_string(plan.global_table) + (plan.global_rows >= 0 ? ", " + std::to_string(plan.global_rows) : "")
+              : std::string())
+      << ">(kItems, kTiles" << pi << ", kGroups"
       << pi << ", kWalks" << pi << ", kGroupItems" << pi << ", kGroupRowBegin" << pi << ", kGroupRowEndMax" << pi
       << ", " << f32_literal(scale_log2) << ", static_cast<const "
       << T << "*>(q), static_cast<const " << T << "*>(k), static_cast<const " << T << "*>(v), static_cast<" << T
@@ -685,13 +692,29 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
 
   if (opt.pipeline) {
     s << "\n// Pipeline: segments {row_begin, row_stride, first_block, run_begin, run_count (<0: tabulated item -n-1)}\n";
-    std::ostringstream segs, runs;
-    int64_t first_block = 0, nruns = 0, nseg = 0;
+    std::ostringstream segs, runs, pitems;
+    int64_t first_block = 0, nruns = 0, nseg = 0, npitems = 0;
+    // With global keys factored out, the plan's items describe the rows without them: the
+    // pipeline's tabulated segments then get their own items and table words.
+    const bool own_items = plan.global_count > 0;
     for (size_t si = 0; si < acsr.segments.size(); ++si) {
       const Segment& sg = acsr.segments[si];
       if (sg.rows() == 0) continue;
       int64_t run_count = static_cast<int64_t>(sg.runs.size()), run_begin = nruns;
-      if (sg.tabulated) {
+      if (sg.tabulated && own_items) {
+        if (static_cast<int64_t>(sg.row_ptr.size()) != sg.rows() + 1)
+          throw std::invalid_argument("tabulated ACSR segment with a row_ptr of the wrong size");
+        const int64_t rp = static_cast<int64_t>(mod.table.size());
+        for (int64_t x : sg.row_ptr) mod.table.push_back(static_cast<int32_t>(x));
+        const int64_t rr = static_cast<int64_t>(mod.table.size());
+        for (const Run& r : sg.table)
+          for (int64_t x : {r.start, r.stride, r.count}) mod.table.push_back(static_cast<int32_t>(x));
+        if (mod.table.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+          throw std::invalid_argument("pipeline table out of int32 range");
+        pitems << "  {" << sg.row_begin << ", " << sg.row_end << ", " << sg.row_stride << ", 0, 0, 1, 0, 0, 1, 1, " << rp
+               << ", " << rr << "},  // segment " << si << "\n";
+        run_count = -(npitems++) - 1;
+      } else if (sg.tabulated) {
         run_count = 0;
         for (size_t k = 0; k < plan.items.size(); ++k)
           if (plan.items[k].tabulated && plan.items[k].segment == static_cast<int>(si)) run_count = -static_cast<int64_t>(k) - 1;
@@ -711,12 +734,15 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     if (nruns == 0) runs << "  {0, 0, 1, 0, 0, 1},\n";
     s << "__device__ const Seg kSegs[] = {\n" << segs.str() << "};\n";
     s << "__device__ const SegRun kSegRuns[] = {\n" << runs.str() << "};\n";
+    if (npitems > 0) s << "// The pipeline's tabulated segments (the fused plan's items omit the global keys).\n"
+                       << "__device__ const Item kPipeItems[] = {\n" << pitems.str() << "};\n";
+    const std::string pipe_items = npitems > 0 ? "kPipeItems" : "kItems";
     const std::string seg_args = "kSegs, " + std::to_string(nseg);
     const std::string off = std::to_string(off_word) + "ll, " + std::to_string(plan.nnz) + "ll";
     s << "extern \"C\" __global__ void __launch_bounds__(128) splat_sddmm(const void* q, const void* k, const void* v, "
          "void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
       << "  (void)v; (void)o; (void)ws; (void)tmaps;\n"
-      << "  sddmm_row<" << T << ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV>(" << seg_args << ", kSegRuns, kItems, table, " << off
+      << "  sddmm_row<" << T << ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV>(" << seg_args << ", kSegRuns, " << pipe_items << ", table, " << off
       << ", " << f32_literal(p.scale) << ", static_cast<const " << T << "*>(q), static_cast<const " << T
       << "*>(k), scores);\n}\n";
     s << "extern \"C\" __global__ void __launch_bounds__(128) splat_softmax(const void* q, const void* k, const void* v, "
@@ -726,7 +752,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     s << "extern \"C\" __global__ void __launch_bounds__(128) splat_spmm(const void* q, const void* k, const void* v, "
          "void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
       << "  (void)q; (void)k; (void)ws; (void)tmaps;\n"
-      << "  spmm_row<" << T << ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV>(" << seg_args << ", kSegRuns, kItems, table, " << off
+      << "  spmm_row<" << T << ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV>(" << seg_args << ", kSegRuns, " << pipe_items << ", table, " << off
       << ", scores, static_cast<const " << T << "*>(v), static_cast<" << T << "*>(o));\n}\n";
     for (const char* n : {"splat_sddmm", "splat_softmax", "splat_spmm"}) {
       KernelDesc kd;

@@ -64,10 +64,12 @@ struct KernelTuning {
                             // (3xTF32, MmaTf32x3Engine) (1) or CUDA cores (SimtEngine) (0); -1: auto (3xTF32)
   int nomask = -1;          // table kernels: a pass whose every key tile is full (pass_unmasked) compiled without
                             // run bounds and masks (1), or with them (0); -1: auto (1)
+  int global_keys = -1;     // plan: scattered keys every row keeps factored out and walked from the table where
+                            // that pays (Plan::globals) (1), or left in the rows' runs (0); -1: auto (1)
 };
 
 // Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), bc (64|128),
-// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), band (0|1), dpv (0|1), emask (0|1), x3 (0|1), nomask (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
+// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), band (0|1), dpv (0|1), emask (0|1), x3 (0|1), nomask (0|1), gkeys (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
 // std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
 

@@ -37,8 +37,8 @@ void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& 
       for (const KeyWalk& w : g.walks) {
         for (int64_t u0 = 0; u0 < w.count; u0 += bc) {
           for (int c = 0; c < bc; ++c) {
-            int64_t u = u0 + c, j = w.base + u * w.step;
-            keys[static_cast<size_t>(c)] = (u < w.count && j >= 0 && j < plan.kv_len) ? j : -1;
+            const int64_t u = u0 + c, j = u < w.count ? walk_key(plan, w, u) : -1;
+            keys[static_cast<size_t>(c)] = (j >= 0 && j < plan.kv_len) ? j : -1;
           }
           // The kernel skips the mask in the plan's full key tiles: every key of a real row
           // must be kept there.

@@ -161,10 +161,18 @@ struct TileD {
 };
 // Split-KV: the rows of a split tile and the slots of its chunks' partial states.
 struct SplitD { int phase, m_begin, m_end, slot_begin, slot_count; };
+// tabulated: 1 for a tabulated item, 2 for the plan's global keys (no items; every row keeps
+// every key of the group's walks).
 struct GroupD { int walk_begin, walk_count, item_begin, item_count, tabulated; };
 // Key tiles [full_begin, full_end) need no mask; modular: some row's run has a stride > 1 while
-// the walk steps by 1 (its mask tests the residue).
+// the walk steps by 1 (its mask tests the residue). step 0: an indexed walk, key u is
+// table[base + u] (the plan's global keys).
 struct WalkD { int base, step, count, full_begin, full_end, modular; };
+// Engines get table == nullptr (a compile-time constant once inlined) outside passes with global
+// keys, so that their loads keep no indexed path there.
+__device__ __forceinline__ i64 walk_key(const WalkD& w, int u, const int* table) {
+  return table != nullptr && w.step == 0 ? (i64)table[w.base + u] : (i64)w.base + (i64)u * w.step;
+}
 
 // Cheap range test first: a tile's group may list many items (one per row block) and each row is
 // a member of few of them; the 64-bit divisions run only for those.
@@ -223,12 +231,16 @@ template <class E> struct Lookahead<E, decltype(void(E::LOOKAHEAD))> { static co
 // NOMASK: every key tile of the pass is full (Plan: pass_unmasked, e.g. BigBird's 64-key blocks):
 // no run bounds in registers and no mask code (BigBird-16k's kernel: 168 registers, 200 bytes of
 // spills and 3 blocks per SM with its five runs per row, for masks it never applies).
-template <class E, class T, int SEQ, int HD, int PERIOD, int R, int NSLOTS, bool FIRST, bool LAST, bool NOMASK = false>
+// GTAB >= 0: the pass walks the plan's global keys (a group with tabulated == 2), at table word
+// GTAB; GROWS >= 0: row i keeps only the first table[GROWS + i] of them (else all).
+template <class E, class T, int SEQ, int HD, int PERIOD, int R, int NSLOTS, bool FIRST, bool LAST, bool NOMASK = false,
+          int GTAB = -1, int GROWS = -1>
 __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles, const GroupD* groups, const WalkD* walks,
                                            const int* group_items, const int* group_rbeg, const int* group_pmax,
                                            float scale_log2, const T* q, const T* k, const T* v,
                                            T* o, float* ws, const int* table, const void* tmaps) {
   constexpr int BC = E::BC;
+  constexpr bool GKEYS = GTAB >= 0;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const TileD tile = tiles[blockIdx.x];
   const i64 bh = blockIdx.y;
@@ -277,7 +289,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
   };
   auto load_next = [&]() {
     if (lw < tile.walk_total) {
-      e.load(issued % S, lwalk, lu);
+      e.load(issued % S, lwalk, lu, GKEYS ? table : nullptr);
       lu += BC;
       if (lu >= lwalk.count) next_walk();
     }
@@ -308,6 +320,11 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
 #pragma unroll
     for (int h = 0; h < E::ROWS; ++h) nr[h] = tb[h] = te[h] = 0;
     if (NOMASK) {
+    } else if (GKEYS && g.tabulated == 2) {
+      // Each row's prefix of the global keys (in tb: no run table here).
+      if (GROWS >= 0)
+#pragma unroll
+        for (int h = 0; h < E::ROWS; ++h) tb[h] = row[h] >= 0 ? table[GROWS + row[h]] : 0;
     } else if (g.tabulated) {
       tab = &items[group_items[g.item_begin]];
       truns = table + tab->tab_runs;
@@ -392,7 +409,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
           if constexpr (HasLanded<E>::value) e.landed();
         } else {
           __syncthreads();
-          e.load(0, w, u0);
+          e.load(0, w, u0, GKEYS ? table : nullptr);
         }
         // Full key tiles come from the plan (every row keeps every key): no per-tile vote. The
         // plan counts 64-key tiles; an engine tile of BC = 128 keys is full when both of its are.
@@ -402,6 +419,11 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
         if constexpr (!UsesTma<E>::value) __syncthreads();  // the stage is complete for every thread (landed, or stored when S == 1)
         if constexpr (NOMASK) {
           e.compute(buf, true, scale_log2, [](int, int) { return true; });
+        } else if (GKEYS && g.tabulated == 2) {  // global keys: every key of the walk, or the row's prefix
+          if (GROWS >= 0)
+            e.compute(buf, full, scale_log2, [&](int h, int c) { return w.base - GTAB + u0 + c < tb[h]; });
+          else
+            e.compute(buf, full, scale_log2, [&](int, int c) { return u0 + c < w.count; });
         } else if (tab == nullptr && !modular) {
           e.compute(buf, full, scale_log2, [&](int h, int c) {
             const int u = u0 + c;

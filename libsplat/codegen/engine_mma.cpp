@@ -75,7 +75,8 @@ struct MmaEngine {
 
   // Gathers keys base + u*step, u in [u0, u0 + BC) (zeros past the walk) into stage buf.
   // Thread t copies 16-byte chunk t % CH of rows t / CH + k*(NT/CH): one multiply per tile.
-  __device__ __forceinline__ void load(int buf, const WalkD& w, int u0) {
+  // An indexed walk (step 0) reads each key from the table.
+  __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
     constexpr int CH = HD / 8, RSTEP = NT / CH;
     u16* kd = Ks + buf * BC * LDS;
     u16* vd = Vs + buf * BC * LDS;
@@ -87,7 +88,7 @@ struct MmaEngine {
       const int r = r0 + k * RSTEP;
       if (r >= BC) break;  // head_dim < 32: fewer chunks than threads
       const bool ok = u0 + r < w.count;
-      const i64 o = ok ? off + k * dstep : 0;
+      const i64 o = !ok ? 0 : table != nullptr && w.step == 0 ? (i64)table[w.base + u0 + r] * HD + c * 8 : off + k * dstep;
       cp_async16(kd + r * LDS + c * 8, kg + o, ok ? 16 : 0);
       cp_async16(vd + r * LDS + c * 8, vg + o, ok ? 16 : 0);
     }

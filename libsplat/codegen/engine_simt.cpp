@@ -72,20 +72,20 @@ struct SimtEngine {
   // K^T: key fastest (conflict-free transposed stores); V: column fastest (contiguous loads and
   // stores). BATCH: all global loads of a batch of 8 are issued before any shared store (one
   // L2/HBM latency per batch; 32 more live registers during the load).
-  __device__ __forceinline__ void load(int, const WalkD& w, int u0) {
+  __device__ __forceinline__ void load(int, const WalkD& w, int u0, const int* table = nullptr) {
     constexpr int C4 = HD / 4, NK = BC * C4 / NT, NB = NK < 8 ? NK : 8;
     if (!BATCH) {
       for (int x = threadIdx.x; x < BC * C4; x += NT) {
         const int r = x % BC, c = x / BC;
         float kv[4] = {0.f, 0.f, 0.f, 0.f};
-        if (u0 + r < w.count) load4(kg + ((i64)w.base + (i64)(u0 + r) * w.step) * HD + c * 4, kv);
+        if (u0 + r < w.count) load4(kg + walk_key(w, u0 + r, table) * HD + c * 4, kv);
 #pragma unroll
         for (int e = 0; e < 4; ++e) Kt[(c * 4 + e) * LDK + r] = kv[e];
       }
       for (int x = threadIdx.x; x < BC * C4; x += NT) {
         const int c = x % C4, r = x / C4;
         float vv[4] = {0.f, 0.f, 0.f, 0.f};
-        if (u0 + r < w.count) load4(vg + ((i64)w.base + (i64)(u0 + r) * w.step) * HD + c * 4, vv);
+        if (u0 + r < w.count) load4(vg + walk_key(w, u0 + r, table) * HD + c * 4, vv);
         *reinterpret_cast<float4*>(Vs + r * HD + c * 4) = make_float4(vv[0], vv[1], vv[2], vv[3]);
       }
       return;
@@ -93,7 +93,7 @@ struct SimtEngine {
     {
       const int r = threadIdx.x % BC, c0 = threadIdx.x / BC;  // element x = tid + NT*k: c = c0 + 2k
       const bool ok = u0 + r < w.count;
-      const T* src = kg + (ok ? ((i64)w.base + (i64)(u0 + r) * w.step) * HD : 0);
+      const T* src = kg + (ok ? walk_key(w, u0 + r, table) * HD : 0);
 #pragma unroll
       for (int b = 0; b < NK; b += NB) {
         float kv[NB][4];
@@ -116,7 +116,7 @@ struct SimtEngine {
       for (int x = 0; x < NB; ++x) {
         const int e = threadIdx.x + NT * (b + x), c = e % C4, r = e / C4;
         vv[x][0] = vv[x][1] = vv[x][2] = vv[x][3] = 0.f;
-        if (b + x < NK && u0 + r < w.count) load4(vg + ((i64)w.base + (i64)(u0 + r) * w.step) * HD + c * 4, vv[x]);
+        if (b + x < NK && u0 + r < w.count) load4(vg + walk_key(w, u0 + r, table) * HD + c * 4, vv[x]);
       }
 #pragma unroll
       for (int x = 0; x < NB; ++x) {

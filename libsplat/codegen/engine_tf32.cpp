@@ -86,7 +86,7 @@ struct MmaTf32Engine {
   // copies 16-byte chunk t % CH of rows t / CH + k*RSTEP; when CH does not divide the block
   // (d = 96: 24 chunks, RSTEP = 5) the rounds go up to BC rows and the spare threads (row RSTEP)
   // repeat rows that others copy too.
-  __device__ __forceinline__ void load(int buf, const WalkD& w, int u0) {
+  __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
     constexpr int CH = HD / 4, RSTEP = NT / CH;
     float* kd = Ks + buf * BC * LDK;
     float* vd = Vs + buf * BC * LDV;
@@ -98,7 +98,7 @@ struct MmaTf32Engine {
       const int r = r0 + k * RSTEP;
       if (r >= BC) break;
       const bool ok = u0 + r < w.count;
-      const i64 o = ok ? off + k * dstep : 0;
+      const i64 o = !ok ? 0 : table != nullptr && w.step == 0 ? (i64)table[w.base + u0 + r] * HD + c * 4 : off + k * dstep;  // step 0: indexed
       cp_async16(kd + r * LDK + c * 4, kg + o, ok ? 16 : 0);
       cp_async16(vd + r * LDV + c * 4, vg + o, ok ? 16 : 0);
     }

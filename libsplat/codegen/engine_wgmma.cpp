@@ -271,9 +271,13 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   // Byte offsets within the head are 32-bit (codegen checks kv_len * head_dim < 2^31) and added to
   // one pointer per operand: ncu showed the 64-bit address arithmetic of this loop at a fifth of
   // the kernel's issue slots.
-  __device__ __forceinline__ void load(int buf, const WalkD& w, int u0) {
+  __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
     if (TMA) {
       tma_load(buf, w, u0);
+      return;
+    }
+    if (table != nullptr && w.step == 0) {  // indexed walk (the plan's global keys): each key row from the table
+      load_indexed(buf, w, u0, table);
       return;
     }
     const int r = u0 + (int)(threadIdx.x >> 3);
@@ -309,6 +313,28 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
           cp_async16_s(kd + k * RS * 128, kb + o, ok ? 16 : 0);
           cp_async16_s(vd + k * RS * 128, vb + o, ok ? 16 : 0);
         }
+      }
+    }
+  }
+
+  // Keys table[base + u]: thread t copies chunk t % 8 of rows t / 8 + RS*k, as load().
+  __device__ __forceinline__ void load_indexed(int buf, const WalkD& w, int u0, const int* table) {
+    const int r = u0 + (int)(threadIdx.x >> 3);
+    const char* kb = reinterpret_cast<const char*>(this->kg);
+    const char* vb = reinterpret_cast<const char*>(this->vg);
+    int key[64 / RS];
+#pragma unroll
+    for (int k = 0; k < 64 / RS; ++k) key[k] = r + RS * k < w.count ? table[w.base + r + RS * k] : -1;
+#pragma unroll
+    for (int blk = 0; blk < HB; ++blk) {
+      const u32 kd = kbase + buf * TILE + blk * BLK + sdst;
+      const u32 vd = kd + NSTAGES * TILE;
+#pragma unroll
+      for (int k = 0; k < 64 / RS; ++k) {
+        const bool ok = key[k] >= 0;
+        const u32 o = ok ? ((u32)key[k] * HD + 64 * blk + (threadIdx.x & 7) * 8) * (u32)sizeof(T) : 0u;
+        cp_async16_s(kd + k * RS * 128, kb + o, ok ? 16 : 0);
+        cp_async16_s(vd + k * RS * 128, vb + o, ok ? 16 : 0);
       }
     }
   }

@@ -1,5 +1,8 @@
 #include "libsplat/codegen/plan.h"
 
+#include "libsplat/analysis/analysis.h"
+#include "libsplat/analysis/rows.h"
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -219,15 +222,22 @@ void split_heavy_tiles(PlanPass& pass, int bc) {
     for (const PlanGroup& g : t.groups) {
       for (const KeyWalk& w : g.walks) {
         for (int64_t u0 = 0; u0 < w.count;) {
-          if (cur.groups.empty() || cur.groups.back().items != g.items || cur.groups.back().tabulated != g.tabulated) {
+          if (cur.groups.empty() || cur.groups.back().items != g.items || cur.groups.back().tabulated != g.tabulated ||
+              cur.groups.back().all_rows != g.all_rows) {
             PlanGroup ng;
             ng.tabulated = g.tabulated;
+            ng.all_rows = g.all_rows;
             ng.items = g.items;
             cur.groups.push_back(std::move(ng));
           }
           int64_t room = (chunk - cur.key_tiles) * bc;
           int64_t take = std::min(room, w.count - u0);
-          cur.groups.back().walks.push_back({w.base + u0 * w.step, w.step, take});
+          KeyWalk part;
+          part.base = w.base + u0 * w.step;
+          part.step = w.step;
+          part.count = take;
+          part.indexed = w.indexed;
+          cur.groups.back().walks.push_back(part);
           cur.key_tiles += (take + bc - 1) / bc;
           u0 += take;
           if (cur.key_tiles >= chunk) flush();
@@ -300,9 +310,25 @@ std::vector<Run> tab_row_runs(const Plan& plan, const PlanItem& it, int64_t i) {
   return out;
 }
 
+int64_t global_prefix(const Plan& plan, int64_t i) {
+  if (plan.global_count == 0 || i < 0) return 0;
+  return plan.global_rows < 0 ? plan.global_count : plan.table.at(static_cast<size_t>(plan.global_rows + i));
+}
+
+int64_t walk_key(const Plan& plan, const KeyWalk& w, int64_t u) {
+  return w.indexed ? plan.table.at(static_cast<size_t>(w.base + u)) : w.base + u * w.step;
+}
+
 std::vector<Run> group_row_runs(const Plan& plan, const PlanGroup& g, int64_t i) {
   std::vector<Run> out;
   if (i < 0) return out;
+  if (g.all_rows) {
+    if (plan.global_rows < 0) return plan.globals;
+    std::vector<int64_t> keys(plan.table.begin() + plan.global_table,
+                              plan.table.begin() + plan.global_table + global_prefix(plan, i));
+    runs_from_points(keys, out);
+    return out;
+  }
   for (int k : g.items) {
     const PlanItem& it = plan.items[static_cast<size_t>(k)];
     if (it.tabulated) {
@@ -339,6 +365,18 @@ void mark_full_tiles(const Plan& plan, const PlanPass& pass, PlanTile& tile) {
   const int64_t bc = plan.shape.bc;
   const std::vector<int64_t> rows = tile_rows(plan, pass, tile);
   for (PlanGroup& g : tile.groups) {
+    if (g.all_rows) {  // each row keeps the walk's keys up to its prefix of the global keys
+      int64_t lo = std::numeric_limits<int64_t>::max();
+      for (int64_t i : rows)
+        if (i >= 0) lo = std::min(lo, global_prefix(plan, i));
+      for (KeyWalk& w : g.walks) {
+        const int64_t u0 = w.base - plan.global_table;  // a split chunk's first key
+        w.modular = false;
+        w.full_begin = 0;
+        w.full_end = std::clamp<int64_t>((lo - u0) / bc, 0, w.count / bc);
+      }
+      continue;
+    }
     std::vector<std::vector<Run>> runs;
     for (int64_t i : rows)
       if (i >= 0) runs.push_back(group_row_runs(plan, g, i));
@@ -375,8 +413,18 @@ bool pass_unmasked(const PlanPass& pass, int64_t bc) {
   return !pass.tiles.empty();
 }
 
-Plan make_plan(const Acsr& acsr, const TileShape& shape) {
-  if ((shape.br != 64 && shape.br != 128) || shape.bc != 64) throw std::invalid_argument("tile shape must be 64x64 or 128x64");
+namespace {
+
+// Global keys of a pattern: sorted keys of which every row keeps a prefix (prefix[i] keys; empty:
+// every row keeps all of them).
+struct GlobalKeys {
+  std::vector<int64_t> keys;
+  std::vector<int32_t> prefix;
+};
+
+// The plan of an ACSR; with global keys (acsr's rows are the pattern's without them), one more
+// group in every tile of the first pass walks them from the table.
+Plan build_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys* gkeys) {
   Plan plan;
   plan.seq_len = acsr.seq_len;
   plan.kv_len = acsr.kv_len;
@@ -387,6 +435,16 @@ Plan make_plan(const Acsr& acsr, const TileShape& shape) {
   for (PlanItem& it : plan.items) {
     it.period = preferred_period(it);
     if (it.tabulated) table_rows(acsr, it, plan.table);
+  }
+  if (gkeys) {
+    plan.global_table = static_cast<int64_t>(plan.table.size());
+    plan.global_count = static_cast<int64_t>(gkeys->keys.size());
+    for (int64_t j : gkeys->keys) plan.table.push_back(static_cast<int32_t>(j));  // j < kv_len (int32)
+    if (!gkeys->prefix.empty()) {
+      plan.global_rows = static_cast<int64_t>(plan.table.size());
+      plan.table.insert(plan.table.end(), gkeys->prefix.begin(), gkeys->prefix.end());
+    }
+    runs_from_points(gkeys->keys, plan.globals);
   }
   // Passes: one per distinct period; too many periods fall back to one natural-order pass.
   std::vector<int64_t> periods;
@@ -466,6 +524,23 @@ Plan make_plan(const Acsr& acsr, const TileShape& shape) {
           }
         }
         std::erase_if(tile.groups, [](const PlanGroup& g) { return g.walks.empty(); });
+        int64_t gcount = 0;  // global keys some row of the tile keeps
+        if (gkeys && plan.passes.empty())
+          for (int64_t i : rows)
+            if (i >= 0) gcount = std::max(gcount, global_prefix(plan, i));
+        if (gcount > 0) {
+          PlanGroup g;
+          g.all_rows = true;
+          KeyWalk w;
+          w.base = plan.global_table;
+          w.count = gcount;
+          w.indexed = true;
+          g.walks.push_back(w);
+          const int64_t kt = (w.count + bc - 1) / bc;
+          tile.key_tiles += kt;
+          plan.key_slots += kt * bc * valid;
+          tile.groups.push_back(std::move(g));
+        }
         pass.tiles.push_back(std::move(tile));
       }
     }
@@ -479,6 +554,7 @@ Plan make_plan(const Acsr& acsr, const TileShape& shape) {
   }
   check_int32(static_cast<int64_t>(plan.table.size()), "table size");
   plan.nnz = acsr.nnz();
+  if (gkeys) return plan;  // the band kernels know nothing of global keys
   plan.has_band = find_band(acsr, plan.band) || find_band_global(acsr, plan.band);
   if (!plan.has_band) {
     Band b;
@@ -490,6 +566,134 @@ Plan make_plan(const Acsr& acsr, const TileShape& shape) {
     }
   }
   return plan;
+}
+
+// Keys every row keeps, sorted (empty when there are none).
+std::vector<int64_t> common_keys(const Acsr& acsr) {
+  std::vector<Run> g, tmp;
+  for (int64_t i = 0; i < acsr.seq_len; ++i) {
+    if (i == 0) {
+      g = acsr.row(0);
+    } else {
+      runs_intersect(g, acsr.row(i), tmp);
+      g.swap(tmp);
+    }
+    if (g.empty()) return {};
+  }
+  std::vector<int64_t> keys;
+  for (const Run& r : g)
+    for (int64_t k = 0; k < r.count; ++k) keys.push_back(r.start + k * r.stride);
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+// Keys kept by more than `rows` rows, sorted: difference arrays per run stride (at most 8 strides;
+// empty otherwise).
+std::vector<int64_t> popular_keys(const Acsr& acsr, int64_t rows) {
+  const size_t kv = static_cast<size_t>(acsr.kv_len);
+  std::map<int64_t, std::vector<int64_t>> diff;  // stride -> difference array (step stride)
+  for (int64_t i = 0; i < acsr.seq_len; ++i)
+    for (const Run& r : acsr.row(i)) {
+      std::vector<int64_t>& d = diff[r.count > 1 ? r.stride : 1];
+      if (diff.size() > 8) return {};
+      if (d.empty()) d.assign(kv + static_cast<size_t>(r.count > 1 ? r.stride : 1), 0);
+      d[static_cast<size_t>(r.start)] += 1;
+      d[static_cast<size_t>(r.start + r.count * (r.count > 1 ? r.stride : 1))] -= 1;
+    }
+  std::vector<int64_t> count(kv, 0), keys;
+  for (auto& [st, d] : diff)
+    for (size_t j = 0; j < kv; ++j) {
+      if (j >= static_cast<size_t>(st)) d[j] += d[j - static_cast<size_t>(st)];
+      count[j] += d[j];
+    }
+  for (size_t j = 0; j < kv; ++j)
+    if (count[j] > rows) keys.push_back(static_cast<int64_t>(j));
+  return keys;
+}
+
+// Whether every row keeps a prefix of the keys (sorted); the prefix lengths in out.
+bool prefix_rows(const Acsr& acsr, const std::vector<int64_t>& keys, std::vector<int32_t>& out) {
+  std::vector<Run> g, cut;
+  runs_from_points(keys, g);
+  out.assign(static_cast<size_t>(acsr.seq_len), 0);
+  for (int64_t i = 0; i < acsr.seq_len; ++i) {
+    runs_intersect(acsr.row(i), g, cut);
+    int64_t n = 0, last = -1;
+    for (const Run& r : cut) {
+      n += r.count;
+      last = std::max(last, r.start + (r.count - 1) * r.stride);
+    }
+    // The kept global keys are a prefix exactly when the last of them is the n-th key.
+    if (n > 0 && keys[static_cast<size_t>(n - 1)] != last) return false;
+    out[static_cast<size_t>(i)] = static_cast<int32_t>(n);
+  }
+  return true;
+}
+
+// The plan with global keys factored out of the ACSR's rows.
+Plan factored_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys& gk) {
+  // The rows without the global keys: each row intersected with their complement.
+  std::vector<Run> rest_keys, buf;
+  int64_t at = 0;
+  for (int64_t j : gk.keys) {
+    if (j > at) rest_keys.push_back({at, 1, j - at});
+    at = j + 1;
+  }
+  if (at < acsr.kv_len) rest_keys.push_back({at, 1, acsr.kv_len - at});
+  const RowSource rows = [&](int64_t i) -> const std::vector<Run>& {
+    runs_intersect(acsr.row(i), rest_keys, buf);
+    return buf;
+  };
+  Plan plan = build_plan(analyze_rows(acsr.seq_len, acsr.kv_len, rows), shape, &gk);
+  plan.nnz = acsr.nnz();
+  return plan;
+}
+
+int most_runs(const Plan& x) {
+  int r = 0;
+  for (const PlanPass& ps : x.passes) r = std::max(r, ps.max_runs);
+  return r;
+}
+
+}  // namespace
+
+Plan make_plan(const Acsr& acsr, const TileShape& shape, bool global_keys) {
+  if ((shape.br != 64 && shape.br != 128) || shape.bc != 64) throw std::invalid_argument("tile shape must be 64x64 or 128x64");
+  Plan plan = build_plan(acsr, shape, nullptr);
+  if (!global_keys) return plan;
+  // Band kernels (table-free) stay. Global keys in one interval are walked as well by each tile
+  // (TMA stages on sm_90a: unit-step walks); scattered ones (the `fixed` pattern's 8 of every 128
+  // keys) cost each row a run per piece or lattice and each tile a walk per lattice.
+  if (plan.has_band || plan.has_lattice || acsr.seq_len < 2) return plan;
+  auto scattered = [](const std::vector<int64_t>& k) {
+    return !k.empty() && k.back() - k.front() + 1 != static_cast<int64_t>(k.size());
+  };
+  // Candidates: the keys every row keeps; the keys more than two row tiles keep, where each row
+  // keeps a prefix of them (causal `fixed`: row i keeps the summary columns before it).
+  std::vector<GlobalKeys> cands;
+  GlobalKeys common;
+  common.keys = common_keys(acsr);
+  if (scattered(common.keys)) cands.push_back(std::move(common));
+  GlobalKeys popular;
+  popular.keys = popular_keys(acsr, 2 * int64_t{shape.br});
+  if (scattered(popular.keys) && (cands.empty() || popular.keys != cands[0].keys) &&
+      prefix_rows(acsr, popular.keys, popular.prefix)) {
+    if (std::all_of(popular.prefix.begin(), popular.prefix.end(),
+                    [&](int32_t n) { return n == static_cast<int32_t>(popular.keys.size()); }))
+      popular.prefix.clear();
+    cands.push_back(std::move(popular));
+  }
+  // Kept where it visits a fifth fewer keys, or no more keys (5% slack) with at most half the runs
+  // per row (fixed-16k: 8 -> 1). A walk of a few global keys costs each row tile a key tile, an
+  // indexed load and a mask: H200, a window 200/200 with 2 global tokens (tests/gpu/window-d96-*,
+  // 5% fewer keys, 3 -> 2 runs) ran 13-20% slower factored.
+  Plan best = std::move(plan);
+  for (const GlobalKeys& gk : cands) {
+    Plan f = factored_plan(acsr, shape, gk);
+    const bool fewer_runs = 2 * most_runs(f) <= most_runs(best) && f.key_slots * 20 <= best.key_slots * 21;
+    if (fewer_runs || f.key_slots * 5 <= best.key_slots * 4) best = std::move(f);
+  }
+  return best;
 }
 
 namespace {
@@ -715,6 +919,11 @@ std::string describe(const Plan& plan) {
     o << "  window plus lattice: keys i + k, " << plan.band.k_lo << " <= k <= " << plan.band.k_hi << ", and i mod "
       << plan.lattice.period << " + " << plan.lattice.period << "*u outside them (lattice points u - i / "
       << plan.lattice.period << " in [" << plan.lattice.hole_lo << ", " << plan.lattice.hole_hi << "] are the window's)\n";
+  if (plan.global_count > 0)
+    o << "  global keys: " << plan.global_count << (plan.global_rows < 0 ? " keys every row keeps (" : " keys of which each row keeps a prefix (")
+      << plan.globals.size()
+      << " runs), factored out of the items and walked by every tile of pass 0 from the table (word "
+      << plan.global_table << ")\n";
   const size_t shown = 24;
   for (size_t k = 0; k < plan.items.size() && k < shown; ++k) {
     const PlanItem& it = plan.items[k];

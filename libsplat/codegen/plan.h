@@ -53,10 +53,14 @@ struct KeyWalk {
   // mask there. The longest such interval (full tiles elsewhere are masked, which is exact too).
   int64_t full_begin = 0, full_end = 0;
   bool modular = false;  // step 1 while some row's run in the group has a stride > 1
+  // Keys read from the plan's table: key u is table[base + u] (the plan's global keys; step 1).
+  bool indexed = false;
 };
 
 struct PlanGroup {
   bool tabulated = false;
+  // The plan's global keys (Plan::globals): no items; every row keeps every key of its walks.
+  bool all_rows = false;
   std::vector<int> items;        // plan-wide item indices
   std::vector<KeyWalk> walks;    // disjoint key ranges
 };
@@ -148,20 +152,34 @@ struct Plan {
   TileShape shape;
   std::vector<PlanItem> items;
   std::vector<PlanPass> passes;
-  std::vector<int32_t> table;    // tabulated items' row_ptr and runs (int32 words)
+  std::vector<int32_t> table;    // tabulated items' row_ptr and runs, global keys (int32 words)
+  // Global keys: keys every row keeps (or a prefix of), factored out of the ACSR where that pays (the
+  // `fixed` pattern's summary columns: 8 of every 128 keys). The items then describe the rows
+  // without them, and every tile of the first pass has one more group (all_rows) walking them,
+  // gathered from the table (global_table: word offset of their global_count sorted keys).
+  // Each row keeps all of them, or (causal: global_rows >= 0) a prefix of them: row i keeps the
+  // first table[global_rows + i] (the causal `fixed` pattern's summary columns before row i).
+  std::vector<Run> globals;      // canonical runs of the global keys (empty: none factored)
+  int64_t global_table = -1, global_count = 0, global_rows = -1;
   int64_t key_slots = 0;         // (row, key) pairs visited, tile padding included, one head
   int64_t nnz = 0;
   double tile_fill() const { return key_slots ? double(nnz) / double(key_slots) : 1.0; }
 };
 
-// Throws std::invalid_argument on an ACSR that breaks the contract.
-Plan make_plan(const Acsr& acsr, const TileShape& shape = {});
+// Throws std::invalid_argument on an ACSR that breaks the contract. global_keys: factor out the
+// keys every row keeps where that pays (Plan::globals).
+Plan make_plan(const Acsr& acsr, const TileShape& shape = {}, bool global_keys = true);
+
+// Global keys row i keeps (a prefix of them; 0 for padding rows).
+int64_t global_prefix(const Plan& plan, int64_t i);
+// Key u of a walk.
+int64_t walk_key(const Plan& plan, const KeyWalk& w, int64_t u);
 
 // Run of row i in an affine item (false when i is not a member or its count is <= 0).
 bool item_run(const PlanItem& item, int64_t i, Run& out);
 // Runs of a member row of a tabulated item, read from the table.
 std::vector<Run> tab_row_runs(const Plan& plan, const PlanItem& item, int64_t i);
-// Runs of row i in a group (all its items).
+// Runs of row i in a group (all its items; the global keys' runs for an all_rows group).
 std::vector<Run> group_row_runs(const Plan& plan, const PlanGroup& g, int64_t i);
 // Rows of a tile (size br; -1 marks padding past the phase class).
 std::vector<int64_t> tile_rows(const Plan& plan, const PlanPass& pass, const PlanTile& tile);

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <sstream>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -708,23 +710,128 @@ TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass o
   }
 }
 
-// Runs of one stride on several lattices (the `fixed` pattern's summary columns, residues 120..127
-// mod 128) get one group per lattice: gathered with step 128, no modular masks, few key tiles.
-TEST_CASE("plan gives each key lattice of a stride its own group (fixed pattern)") {
-  Problem p = problem(R"({"fixed": {"block": 128, "summary": 8}})", 4096);
-  Plan plan = make_plan(analyze(p));
+// Runs of one stride on several lattices (the causal `fixed` pattern's summary columns, residues
+// 120..127 mod 128, each row keeping those before it) get one group per lattice: gathered with
+// step 128, no modular masks, few key tiles.
+TEST_CASE("plan gives each key lattice of a stride its own group (causal fixed pattern)") {
+  Problem p = parse_problem_text(
+      R"({"seq_len": 4096, "head_dim": 64, "causal": true, "pattern": {"fixed": {"block": 128, "summary": 8}}})", "test");
+  Plan plan = make_plan(analyze(p), {}, false);
   REQUIRE(plan.passes.size() == 1);
-  int64_t lattice_walks = 0, key_tiles = 0;
+  CHECK(plan.global_count == 0);
+  int64_t lattice_walks = 0, modular = 0, key_tiles = 0;
   for (const PlanTile& t : plan.passes[0].tiles) {
     key_tiles += t.key_tiles;
     for (const PlanGroup& g : t.groups)
-      for (const KeyWalk& w : g.walks) lattice_walks += w.step == 128;
+      for (const KeyWalk& w : g.walks) {
+        lattice_walks += w.step == 128;
+        modular += w.modular;
+      }
   }
-  // 64 row tiles x 8 summary lattices; 774 key tiles where one stride-1 walk per tile took 3962.
-  CHECK(lattice_walks == 64 * 8);
-  CHECK(key_tiles < 800);
-  CHECK(plan.tile_fill() > 0.45);
+  // 588 key tiles where one stride-1 walk per tile would visit every summary column's span.
+  CHECK(lattice_walks > 64 * 4);
+  // Global keys (Plan::global_rows: each row keeps the summary columns before it, a prefix of
+  // them) were left out here; with them the plan walks 252 key tiles.
+  Plan g = make_plan(analyze(p));
+  CHECK(g.global_count == 248);
+  CHECK(g.global_rows >= 0);
+  CHECK(global_prefix(g, 119) == 0);
+  CHECK(global_prefix(g, 123) == 4);  // its block's summary columns 120..123
+  CHECK(global_prefix(g, 128) == 8);
+  CHECK(global_prefix(g, 4095) == 248);
+  CHECK(g.passes.at(0).max_runs == 1);
+  int64_t g_tiles = 0;
+  for (const PlanTile& t : g.passes[0].tiles) g_tiles += t.key_tiles;
+  CHECK(g_tiles < 260);
+  check_coverage(p, analyze(p));
+  GeneratedModule m = fused_module(p, "sm_90a", "");
+  CHECK(m.source.find(", " + std::to_string(g.global_table) + ", " + std::to_string(g.global_rows) + ">(kItems, kTiles0") !=
+        std::string::npos);
+  CHECK(modular == 0);
+  CHECK(key_tiles < 600);
   CHECK(plan.passes[0].max_runs <= 8);
+}
+
+// Keys every row keeps, scattered (the non-causal `fixed` pattern's summary columns: 8 of every
+// 128 keys), are factored out: the items describe each row's own block without them (one run),
+// and every row tile walks the 256 global keys from the table as 4 full key tiles.
+TEST_CASE("plan factors out scattered global keys (fixed pattern)") {
+  Problem p = problem(R"({"fixed": {"block": 128, "summary": 8}})", 4096);
+  Plan plan = make_plan(analyze(p));
+  REQUIRE(plan.passes.size() == 1);
+  REQUIRE(plan.global_count == 256);
+  CHECK(plan.globals.size() >= 8);
+  for (const Run& r : plan.globals)
+    for (int64_t k = 0; k < r.count; ++k) CHECK((r.start + k * r.stride) % 128 >= 120);
+  CHECK(plan.passes[0].max_runs == 1);
+  int64_t key_tiles = 0;
+  for (const PlanTile& t : plan.passes[0].tiles) {
+    key_tiles += t.key_tiles;
+    int global_groups = 0;
+    for (const PlanGroup& g : t.groups) {
+      if (!g.all_rows) continue;
+      ++global_groups;
+      REQUIRE(g.walks.size() == 1);
+      const KeyWalk& w = g.walks[0];
+      CHECK(w.indexed);
+      CHECK(w.count == 256);
+      CHECK(w.full_begin == 0);
+      CHECK(w.full_end == 4);
+      CHECK(walk_key(plan, w, 0) == 120);
+      CHECK(walk_key(plan, w, 8) == 248);
+      CHECK(walk_key(plan, w, 255) == 4095);
+    }
+    CHECK(global_groups == 1);
+  }
+  // Each 64-row tile: its block's 120 keys in 2 tiles, the global keys in 4 (774 before).
+  CHECK(key_tiles == 64 * 6);
+  CHECK(plan.tile_fill() > 0.97);
+  // The kernels: an indexed walk (step 0) on cp.async stages, pass 0 with GKEYS.
+  check_coverage(p, analyze(p));
+  GeneratedModule m = fused_module(p, "sm_90a", "");
+  CHECK(plan.global_rows < 0);  // every row keeps all of them
+  CHECK(m.source.find(", " + std::to_string(plan.global_table) + ">(kItems, kTiles0") != std::string::npos);
+  CHECK(m.source.find("{" + std::to_string(plan.global_table) + ", 0, 256, 0, 4, 0}") != std::string::npos);
+  // A contiguous block of global keys stays in the walks (no factoring).
+  Problem c = problem(R"({"union": [{"blocked": {"block": 128}}, {"global": {"tokens": [0, 1, 2, 3]}}]})", 2048);
+  CHECK(make_plan(analyze(c)).global_count == 0);
+}
+
+// With global keys factored out, the fused plan's items hold the rows without them; the pipeline
+// (which walks the ACSR itself) gets its own items for the ACSR's tabulated segments, whose table
+// words must give back every row of those segments.
+TEST_CASE("pipeline's tabulated segments keep their own table when the plan has global keys") {
+  Problem p = load_problem(std::string(TRSPLAT_SOURCE_DIR) + "/tests/gpu/global-strided-bf16.json");
+  Acsr a = analyze(p);
+  CodegenOptions co;
+  co.arch = "sm_90a";
+  GeneratedModule m = generate(p, a, co);
+  REQUIRE(m.plan.global_count > 0);
+  const size_t at = m.source.find("__device__ const Item kPipeItems[] = {");
+  REQUIRE(at != std::string::npos);
+  std::istringstream lines(m.source.substr(at));
+  std::string line;
+  std::getline(lines, line);
+  int segments = 0;
+  while (std::getline(lines, line) && line.rfind("  {", 0) == 0) {
+    long long rb, re, rs, rp, rr, si;
+    REQUIRE(std::sscanf(line.c_str(), "  {%lld, %lld, %lld, 0, 0, 1, 0, 0, 1, 1, %lld, %lld},  // segment %lld", &rb, &re, &rs, &rp,
+                        &rr, &si) == 6);
+    const Segment& sg = a.segments.at(static_cast<size_t>(si));
+    CHECK(sg.tabulated);
+    CHECK(sg.row_begin == rb);
+    for (long long i = rb, x = 0; i < re; i += rs, ++x) {
+      std::vector<Run> got;
+      for (int32_t k = m.table.at(static_cast<size_t>(rp + x)); k < m.table.at(static_cast<size_t>(rp + x + 1)); ++k) {
+        const size_t w = static_cast<size_t>(rr + 3 * k);
+        if (m.table.at(w + 2) > 0) got.push_back({m.table[w], m.table[w + 1], m.table[w + 2]});
+      }
+      CHECK(got == a.row(i));
+    }
+    ++segments;
+  }
+  CHECK(segments > 0);
+  CHECK(m.source.find("kSegRuns, kPipeItems, table") != std::string::npos);
 }
 
 // The plan marks the key tiles that need no mask. Window 256/256 with 64-row and 64-key tiles: the

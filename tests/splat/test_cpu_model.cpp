@@ -223,6 +223,33 @@ TEST_CASE("cpu model matches brute force: global rows split into chunks (split-K
   CHECK(max_diff(p, {}) < 1e-12);
 }
 
+// Scattered keys every row keeps, factored out of the items (Plan::globals) and walked from the
+// table by every tile of the first pass: the `fixed` pattern (ragged blocks), and a window with
+// scattered global tokens (global rows keep every key) over a strided lattice (two passes).
+TEST_CASE("cpu model matches brute force: global keys factored out of the plan") {
+  for (const char* pat : {R"({"fixed": {"block": 50, "summary": 6}})",
+                          R"({"union": [{"window": {"left": 9, "right": 9}}, {"strided": {"stride": 40}},
+                                        {"global": {"tokens": [0, 1, 5, 333]}}]})"}) {
+    CAPTURE(pat);
+    Problem p = small(pat, 520, 16);
+    const Plan plan = make_plan(analyze(p));
+    CHECK(plan.global_count > 0);
+    CHECK(max_diff(p, {}) < 1e-12);
+    CHECK(max_diff(p, {128, 64}) < 1e-12);
+  }
+  // Causal: each row keeps the summary columns before it, a prefix of the global keys; blocks of 48
+  // rows, so that a 64-row tile's rows keep prefixes of different lengths.
+  Problem c = parse_problem_text(
+      R"({"seq_len": 700, "head_dim": 16, "causal": true, "pattern": {"fixed": {"block": 48, "summary": 5}}})", "c");
+  const Plan plan = make_plan(analyze(c));
+  REQUIRE(plan.global_count > 0);
+  CHECK(plan.global_rows >= 0);
+  CHECK(global_prefix(plan, 0) == 0);
+  CHECK(global_prefix(plan, 699) > global_prefix(plan, 300));
+  CHECK(max_diff(c, {}) < 1e-12);
+  CHECK(max_diff(c, {128, 64}) < 1e-12);
+}
+
 TEST_CASE("cpu model matches brute force: random blocks, causal, 128-row tiles") {
   Problem p = small(R"({"union": [{"block_window": {"block": 16, "left": 1, "right": 0}},
                                   {"random_blocks": {"block": 16, "per_row": 2, "seed": 11}}]})", 300, 16);
