@@ -239,6 +239,8 @@ void combine(const std::vector<Run>& a, const std::vector<Run>& b, Op op, std::v
 
 }  // namespace
 
+void runs_join(std::vector<Run>& runs) { finish(runs); }
+
 void runs_from_points(const std::vector<int64_t>& cols, std::vector<Run>& out) {
   out.clear();
   for (size_t k = 0; k < cols.size();) {

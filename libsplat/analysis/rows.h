@@ -31,6 +31,9 @@ class RowEvaluator {
 // points of the span when the lcm is large); results are canonical.
 void runs_union(const std::vector<Run>& a, const std::vector<Run>& b, std::vector<Run>& out);
 void runs_intersect(const std::vector<Run>& a, const std::vector<Run>& b, std::vector<Run>& out);
+// Disjoint runs made canonical the way the set operations leave them: sorted by start, and runs
+// that continue each other (a run's next column is another's first, at its stride) joined.
+void runs_join(std::vector<Run>& runs);
 // Canonical runs for a sorted list of distinct columns (greedy: equal gaps form one run).
 void runs_from_points(const std::vector<int64_t>& cols, std::vector<Run>& out);
 

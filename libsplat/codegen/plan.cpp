@@ -568,80 +568,121 @@ Plan build_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys* gkey
   return plan;
 }
 
-// Keys every row keeps, sorted (empty when there are none).
-std::vector<int64_t> common_keys(const Acsr& acsr) {
-  std::vector<Run> g, tmp;
-  for (int64_t i = 0; i < acsr.seq_len; ++i) {
-    if (i == 0) {
-      g = acsr.row(0);
-    } else {
-      runs_intersect(g, acsr.row(i), tmp);
-      g.swap(tmp);
-    }
-    if (g.empty()) return {};
-  }
-  std::vector<int64_t> keys;
-  for (const Run& r : g)
-    for (int64_t k = 0; k < r.count; ++k) keys.push_back(r.start + k * r.stride);
-  std::sort(keys.begin(), keys.end());
-  return keys;
-}
-
-// Keys kept by more than `rows` rows, sorted: difference arrays per run stride (at most 8 strides;
-// empty otherwise).
-std::vector<int64_t> popular_keys(const Acsr& acsr, int64_t rows) {
+// How many rows keep each key: difference arrays per run stride, one pass over the runs. Empty
+// when the runs have more than 8 strides.
+std::vector<int64_t> key_counts(const Acsr& acsr) {
   const size_t kv = static_cast<size_t>(acsr.kv_len);
   std::map<int64_t, std::vector<int64_t>> diff;  // stride -> difference array (step stride)
   for (int64_t i = 0; i < acsr.seq_len; ++i)
     for (const Run& r : acsr.row(i)) {
-      std::vector<int64_t>& d = diff[r.count > 1 ? r.stride : 1];
+      const int64_t st = r.count > 1 ? r.stride : 1;
+      std::vector<int64_t>& d = diff[st];
       if (diff.size() > 8) return {};
-      if (d.empty()) d.assign(kv + static_cast<size_t>(r.count > 1 ? r.stride : 1), 0);
+      if (d.empty()) d.assign(kv + static_cast<size_t>(st), 0);
       d[static_cast<size_t>(r.start)] += 1;
-      d[static_cast<size_t>(r.start + r.count * (r.count > 1 ? r.stride : 1))] -= 1;
+      d[static_cast<size_t>(r.start + r.count * st)] -= 1;
     }
-  std::vector<int64_t> count(kv, 0), keys;
+  std::vector<int64_t> count(kv, 0);
   for (auto& [st, d] : diff)
     for (size_t j = 0; j < kv; ++j) {
       if (j >= static_cast<size_t>(st)) d[j] += d[j - static_cast<size_t>(st)];
       count[j] += d[j];
     }
-  for (size_t j = 0; j < kv; ++j)
-    if (count[j] > rows) keys.push_back(static_cast<int64_t>(j));
-  return keys;
+  return count;
 }
 
+// A sorted key set with, per run stride s of the ACSR, the number of its keys on each lattice up
+// to j (j, j - s, ...) and the last of them: a run's keys of the set counted in O(1).
+struct KeyLattices {
+  std::map<int64_t, std::pair<std::vector<int32_t>, std::vector<int32_t>>> by_stride;  // stride -> (count, last)
+  KeyLattices(const Acsr& acsr, const std::vector<int64_t>& keys) {
+    const size_t kv = static_cast<size_t>(acsr.kv_len);
+    std::vector<char> in(kv, 0);
+    for (int64_t j : keys) in[static_cast<size_t>(j)] = 1;
+    std::vector<int64_t> strides = {1};
+    for (const Segment& sg : acsr.segments) {
+      for (const AffineRun& a : sg.runs) strides.push_back(a.stride);
+      for (const Run& r : sg.table) strides.push_back(r.stride);
+    }
+    std::sort(strides.begin(), strides.end());
+    strides.erase(std::unique(strides.begin(), strides.end()), strides.end());
+    for (int64_t st : strides) {
+      auto& [cnt, last] = by_stride[st];
+      cnt.assign(kv, 0);
+      last.assign(kv, -1);
+      const size_t s = static_cast<size_t>(st);
+      for (size_t j = 0; j < kv; ++j) {
+        cnt[j] = (in[j] ? 1 : 0) + (j >= s ? cnt[j - s] : 0);
+        last[j] = in[j] ? static_cast<int32_t>(j) : j >= s ? last[j - s] : -1;
+      }
+    }
+  }
+  const std::pair<std::vector<int32_t>, std::vector<int32_t>>& of(const Run& r) const {
+    return by_stride.at(r.count > 1 ? r.stride : 1);
+  }
+  // Keys of the set in run r, and the last of them (-1 if none).
+  std::pair<int64_t, int64_t> in_run(const Run& r) const {
+    const auto& [cnt, last] = of(r);
+    const int64_t st = r.count > 1 ? r.stride : 1, e = r.start + (r.count - 1) * st;
+    const int64_t n = cnt[static_cast<size_t>(e)] - (r.start >= st ? cnt[static_cast<size_t>(r.start - st)] : 0);
+    return {n, n > 0 ? last[static_cast<size_t>(e)] : -1};
+  }
+};
+
 // Whether every row keeps a prefix of the keys (sorted); the prefix lengths in out.
-bool prefix_rows(const Acsr& acsr, const std::vector<int64_t>& keys, std::vector<int32_t>& out) {
-  std::vector<Run> g, cut;
-  runs_from_points(keys, g);
+bool prefix_rows(const Acsr& acsr, const KeyLattices& kl, const std::vector<int64_t>& keys, std::vector<int32_t>& out) {
   out.assign(static_cast<size_t>(acsr.seq_len), 0);
   for (int64_t i = 0; i < acsr.seq_len; ++i) {
-    runs_intersect(acsr.row(i), g, cut);
-    int64_t n = 0, last = -1;
-    for (const Run& r : cut) {
-      n += r.count;
-      last = std::max(last, r.start + (r.count - 1) * r.stride);
+    int64_t n = 0, top = -1;
+    for (const Run& r : acsr.row(i)) {
+      const auto [c, t] = kl.in_run(r);
+      n += c;
+      top = std::max(top, t);
     }
     // The kept global keys are a prefix exactly when the last of them is the n-th key.
-    if (n > 0 && keys[static_cast<size_t>(n - 1)] != last) return false;
+    if (n > 0 && keys[static_cast<size_t>(n - 1)] != top) return false;
     out[static_cast<size_t>(i)] = static_cast<int32_t>(n);
   }
   return true;
 }
 
-// The plan with global keys factored out of the ACSR's rows.
-Plan factored_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys& gk) {
-  // The rows without the global keys: each row intersected with their complement.
-  std::vector<Run> rest_keys, buf;
-  int64_t at = 0;
-  for (int64_t j : gk.keys) {
-    if (j > at) rest_keys.push_back({at, 1, j - at});
-    at = j + 1;
+// The complement of the sorted keys within [lo, hi], as unit runs.
+void complement_in(const std::vector<int64_t>& keys, int64_t lo, int64_t hi, std::vector<Run>& out) {
+  out.clear();
+  int64_t at = lo;
+  for (auto it = std::lower_bound(keys.begin(), keys.end(), lo); it != keys.end() && *it <= hi; ++it) {
+    if (*it > at) out.push_back({at, 1, *it - at});
+    at = *it + 1;
   }
-  if (at < acsr.kv_len) rest_keys.push_back({at, 1, acsr.kv_len - at});
+  if (at <= hi) out.push_back({at, 1, hi - at + 1});
+}
+
+// The plan with global keys factored out of the ACSR's rows.
+Plan factored_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys& gk, const KeyLattices& kl) {
+  // Each row without the global keys: intersected with their complement (rows.h: canonical runs,
+  // lattices stay lattices). Where that complement has many pieces (fixed at 131k keys: 8k, 100 s
+  // in all), only the runs holding global keys are intersected with the complement over their
+  // own span, and the pieces joined (the same keys; the runs may be cut differently).
+  std::vector<Run> buf, comp, all;
+  const bool few = gk.keys.size() <= 256;
+  if (few) complement_in(gk.keys, 0, acsr.kv_len - 1, all);
   const RowSource rows = [&](int64_t i) -> const std::vector<Run>& {
-    runs_intersect(acsr.row(i), rest_keys, buf);
+    buf.clear();
+    const std::vector<Run> row = acsr.row(i);
+    if (few) {
+      runs_intersect(row, all, buf);
+      return buf;
+    }
+    std::vector<Run> cut;
+    for (const Run& r : row) {
+      const int64_t n = kl.in_run(r).first;
+      if (n == 0) buf.push_back(r);
+      if (n == 0 || n == r.count) continue;
+      complement_in(gk.keys, r.start, r.start + (r.count - 1) * r.stride, comp);
+      runs_intersect({r}, comp, cut);
+      buf.insert(buf.end(), cut.begin(), cut.end());
+    }
+    runs_join(buf);  // pieces of different runs that continue each other
     return buf;
   };
   Plan plan = build_plan(analyze_rows(acsr.seq_len, acsr.kv_len, rows), shape, &gk);
@@ -670,14 +711,16 @@ Plan make_plan(const Acsr& acsr, const TileShape& shape, bool global_keys) {
   };
   // Candidates: the keys every row keeps; the keys more than two row tiles keep, where each row
   // keeps a prefix of them (causal `fixed`: row i keeps the summary columns before it).
+  const std::vector<int64_t> count = key_counts(acsr);
   std::vector<GlobalKeys> cands;
-  GlobalKeys common;
-  common.keys = common_keys(acsr);
+  GlobalKeys common, popular;
+  for (size_t j = 0; j < count.size(); ++j) {
+    if (count[j] == acsr.seq_len) common.keys.push_back(static_cast<int64_t>(j));
+    if (count[j] > 2 * int64_t{shape.br}) popular.keys.push_back(static_cast<int64_t>(j));
+  }
   if (scattered(common.keys)) cands.push_back(std::move(common));
-  GlobalKeys popular;
-  popular.keys = popular_keys(acsr, 2 * int64_t{shape.br});
   if (scattered(popular.keys) && (cands.empty() || popular.keys != cands[0].keys) &&
-      prefix_rows(acsr, popular.keys, popular.prefix)) {
+      prefix_rows(acsr, KeyLattices(acsr, popular.keys), popular.keys, popular.prefix)) {
     if (std::all_of(popular.prefix.begin(), popular.prefix.end(),
                     [&](int32_t n) { return n == static_cast<int32_t>(popular.keys.size()); }))
       popular.prefix.clear();
@@ -689,7 +732,7 @@ Plan make_plan(const Acsr& acsr, const TileShape& shape, bool global_keys) {
   // 5% fewer keys, 3 -> 2 runs) ran 13-20% slower factored.
   Plan best = std::move(plan);
   for (const GlobalKeys& gk : cands) {
-    Plan f = factored_plan(acsr, shape, gk);
+    Plan f = factored_plan(acsr, shape, gk, KeyLattices(acsr, gk.keys));
     const bool fewer_runs = 2 * most_runs(f) <= most_runs(best) && f.key_slots * 20 <= best.key_slots * 21;
     if (fewer_runs || f.key_slots * 5 <= best.key_slots * 4) best = std::move(f);
   }

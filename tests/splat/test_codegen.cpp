@@ -792,6 +792,17 @@ TEST_CASE("plan factors out scattered global keys (fixed pattern)") {
   CHECK(plan.global_rows < 0);  // every row keeps all of them
   CHECK(m.source.find(", " + std::to_string(plan.global_table) + ">(kItems, kTiles0") != std::string::npos);
   CHECK(m.source.find("{" + std::to_string(plan.global_table) + ", 0, 256, 0, 4, 0}") != std::string::npos);
+  // More than 256 global keys: rows are cut run by run (a different path in the plan).
+  for (bool causal : {false, true}) {
+    Problem b = parse_problem_text(std::string(R"({"seq_len": 1100, "head_dim": 16, "causal": )") + (causal ? "true" : "false") +
+                                       R"(, "pattern": {"fixed": {"block": 16, "summary": 5}}})",
+                                   "test");
+    Plan bp = make_plan(analyze(b));
+    CHECK(bp.global_count > 256);
+    // Causal: the last 128 rows' summary columns are kept by too few rows to be global keys.
+    CHECK(bp.passes.at(0).max_runs <= (causal ? 5 : 1));
+    check_coverage(b, analyze(b));
+  }
   // A contiguous block of global keys stays in the walks (no factoring).
   Problem c = problem(R"({"union": [{"blocked": {"block": 128}}, {"global": {"tokens": [0, 1, 2, 3]}}]})", 2048);
   CHECK(make_plan(analyze(c)).global_count == 0);
