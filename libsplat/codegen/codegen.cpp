@@ -238,7 +238,7 @@ const std::vector<ParamDesc>& kernel_params() {
 }
 
 namespace {
-std::vector<TensorMapDesc> make_tensor_maps(const Problem& p, int64_t period);
+std::vector<TensorMapDesc> make_tensor_maps(const Problem& p, int64_t period, int64_t width);
 }
 
 GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOptions& opt) {
@@ -342,6 +342,10 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     << "//   (const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table,\n"
         "//    const void* tmaps)\n\n";
   s << "#define SPLAT_SEQ " << p.seq_len << "\n#define SPLAT_KV " << p.kv_len << "\n#define SPLAT_HD " << HD << "\n";
+  if (plan.global_period > 0)  // global keys in blocks (Plan::global_period): WgmmaEngine::tma_load's 3D boxes
+    s << "#define SPLAT_GLAT_TAB " << plan.global_table << "\n#define SPLAT_GLAT_P " << plan.global_period
+      << "\n#define SPLAT_GLAT_C " << plan.global_width << "\n#define SPLAT_GLAT_T0 " << plan.global_first % plan.global_period
+      << "\n#define SPLAT_GLAT_B0 " << plan.global_first / plan.global_period << "\n";
   s << device_code();
 
   // ---- pattern tables ----
@@ -503,7 +507,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
         for (const PlanGroup& g : t.groups)
           for (const KeyWalk& w : g.walks) {
             if (w.count <= 0) continue;
-            walks_ok = walks_ok && !w.indexed && (w.step == 1 || w.step == 2);
+            // Indexed walks (global keys) by TMA when they are blocks a 3D box can load.
+            walks_ok = walks_ok && (w.indexed ? plan.global_period > 0 : (w.step == 1 || w.step == 2));
             step2 = step2 || w.step == 2;
           }
       // Key rows of the whole tensor: TMA coordinates are 32-bit.
@@ -764,15 +769,18 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       mod.pipeline.push_back(kd);
     }
   }
-  if (any_tma) mod.tensor_maps = make_tensor_maps(p, lattice_plan ? plan.lattice.period : 0);
+  if (any_tma)
+    mod.tensor_maps = make_tensor_maps(p, lattice_plan ? plan.lattice.period : plan.global_period,
+                                       lattice_plan ? 1 : plan.global_width);
   mod.source = s.str();
   return mod;
 }
 
 namespace {
 // K, V as rows (unit-step walks), as [rows / 2][2][head_dim] (stride-2 walks: a box is 64 rows of
-// one parity) and, for a lattice pass (period > 0), as [rows / period][period][head_dim].
-std::vector<TensorMapDesc> make_tensor_maps(const Problem& p, int64_t period) {
+// one parity) and, for a lattice pass or blocks of global keys (period > 0), as
+// [rows / period][period][head_dim] with boxes of 64 / width blocks of width rows (lattice: 1).
+std::vector<TensorMapDesc> make_tensor_maps(const Problem& p, int64_t period, int64_t width) {
   const uint64_t rows = static_cast<uint64_t>(p.batch * p.heads * p.kv_len), hd = static_cast<uint64_t>(p.head_dim);
   const uint64_t pitch = hd * 2;  // bf16/fp16 rows
   std::vector<TensorMapDesc> maps;
@@ -789,9 +797,10 @@ std::vector<TensorMapDesc> make_tensor_maps(const Problem& p, int64_t period) {
         m.strides = {pitch};
         m.box = {bw, 64};
       } else {
+        const uint32_t w = step == 2 ? 1u : static_cast<uint32_t>(width);
         m.dims = {hd, step, rows / step};
         m.strides = {pitch, step * pitch};
-        m.box = {bw, 1, 64};
+        m.box = {bw, w, 64 / w};
       }
       maps.push_back(m);
     }

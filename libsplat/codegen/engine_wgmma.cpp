@@ -207,6 +207,17 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     const u32 b = bar(buf), kd = kbase + buf * TILE, vd = kd + NSTAGES * TILE;
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "n"(2 * TILE) : "memory");
     const int key = keyoff + w.base + u0 * w.step;
+#ifdef SPLAT_GLAT_C
+    if (w.step == 0) {  // the plan's global keys, blocks of C rows every P (maps 4 and 5: 64 / C blocks per box)
+      const int blk = keyoff / SPLAT_GLAT_P + SPLAT_GLAT_B0 + (w.base - SPLAT_GLAT_TAB + u0) / SPLAT_GLAT_C;
+#pragma unroll
+      for (int j = 0; j < 2 * HB; ++j)
+        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                     ::"r"((j & 1 ? vd : kd) + (j >> 1) * BLK), "l"(tmap + 512 + 128 * (j & 1)), "r"(64 * (j >> 1)),
+                       "r"(SPLAT_GLAT_T0), "r"(blk), "r"(b) : "memory");
+      return;
+    }
+#endif
     // One box of 64 keys x 64 head columns per column block (the maps' box; 128-byte swizzle).
     if (w.step == 1) {
 #pragma unroll

@@ -736,6 +736,20 @@ Plan make_plan(const Acsr& acsr, const TileShape& shape, bool global_keys) {
     const bool fewer_runs = 2 * most_runs(f) <= most_runs(best) && f.key_slots * 20 <= best.key_slots * 21;
     if (fewer_runs || f.key_slots * 5 <= best.key_slots * 4) best = std::move(f);
   }
+  if (best.global_count > 0) {
+    // Blocks of c keys every P keys: c from the first block, P from the first two.
+    const auto key = [&](int64_t u) { return static_cast<int64_t>(best.table[static_cast<size_t>(best.global_table + u)]); };
+    int64_t c = 1;
+    while (c < best.global_count && key(c) == key(0) + c) ++c;
+    const int64_t P = c < best.global_count ? key(c) - key(0) : 0, g0 = key(0);
+    bool ok = P > c && 64 % c == 0 && acsr.kv_len % P == 0 && g0 % P + c <= P;
+    for (int64_t u = 0; ok && u < best.global_count; ++u) ok = key(u) == g0 + P * (u / c) + u % c;
+    if (ok) {
+      best.global_first = g0;
+      best.global_period = P;
+      best.global_width = c;
+    }
+  }
   return best;
 }
 
@@ -966,7 +980,11 @@ std::string describe(const Plan& plan) {
     o << "  global keys: " << plan.global_count << (plan.global_rows < 0 ? " keys every row keeps (" : " keys of which each row keeps a prefix (")
       << plan.globals.size()
       << " runs), factored out of the items and walked by every tile of pass 0 from the table (word "
-      << plan.global_table << ")\n";
+      << plan.global_table << ")"
+      << (plan.global_period > 0 ? "; blocks of " + std::to_string(plan.global_width) + " keys every " +
+                                       std::to_string(plan.global_period) + " from key " + std::to_string(plan.global_first)
+                                 : std::string())
+      << "\n";
   const size_t shown = 24;
   for (size_t k = 0; k < plan.items.size() && k < shown; ++k) {
     const PlanItem& it = plan.items[k];

@@ -161,6 +161,10 @@ struct Plan {
   // first table[global_rows + i] (the causal `fixed` pattern's summary columns before row i).
   std::vector<Run> globals;      // canonical runs of the global keys (empty: none factored)
   int64_t global_table = -1, global_count = 0, global_rows = -1;
+  // When the global keys are blocks of global_width keys every global_period keys from
+  // global_first (key u: first + period*(u / width) + u % width; `fixed`: 120 + 128*b + t, t < 8),
+  // width divides 64 and period divides kv_len: the wgmma kernel loads 64 of them by one TMA box.
+  int64_t global_first = 0, global_period = 0, global_width = 0;
   int64_t key_slots = 0;         // (row, key) pairs visited, tile padding included, one head
   int64_t nnz = 0;
   double tile_fill() const { return key_slots ? double(nnz) / double(key_slots) : 1.0; }

@@ -792,6 +792,20 @@ TEST_CASE("plan factors out scattered global keys (fixed pattern)") {
   CHECK(plan.global_rows < 0);  // every row keeps all of them
   CHECK(m.source.find(", " + std::to_string(plan.global_table) + ">(kItems, kTiles0") != std::string::npos);
   CHECK(m.source.find("{" + std::to_string(plan.global_table) + ", 0, 256, 0, 4, 0}") != std::string::npos);
+  // Blocks of 8 keys every 128: the wgmma kernel loads them by TMA, 8 blocks per 3D box.
+  CHECK(plan.global_first == 120);
+  CHECK(plan.global_period == 128);
+  CHECK(plan.global_width == 8);
+  CHECK(m.source.find("#define SPLAT_GLAT_C 8\n") != std::string::npos);
+  REQUIRE(m.tensor_maps.size() == 6);
+  CHECK(m.tensor_maps[4].dims == std::vector<uint64_t>{64, 128, 4096 / 128});
+  CHECK(m.tensor_maps[5].box == std::vector<uint32_t>{64, 8, 8});
+  // Blocks of 6 keys (not a divisor of 64) are gathered by cp.async.
+  Problem r = problem(R"({"fixed": {"block": 100, "summary": 6}})", 2000);
+  Plan rp = make_plan(analyze(r));
+  CHECK(rp.global_count > 0);
+  CHECK(rp.global_period == 0);
+  CHECK(fused_module(r, "sm_90a", "").tensor_maps.empty());
   // More than 256 global keys: rows are cut run by run (a different path in the plan).
   for (bool causal : {false, true}) {
     Problem b = parse_problem_text(std::string(R"({"seq_len": 1100, "head_dim": 16, "causal": )") + (causal ? "true" : "false") +
