@@ -1,9 +1,9 @@
 #include "libsplat/codegen/codegen.h"
 
 #include <algorithm>
-#include <limits>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
