@@ -142,6 +142,47 @@ TEST_CASE("runs: union and intersection of random progressions equal the set ope
   CHECK(out[0] == Run{4, 6, 30});  // x == 0 mod 2, x == 1 mod 3: 4, 10, ..., 178
 }
 
+// runs_join: pieces of one set, cut anywhere, come back joined where they continue each other.
+TEST_CASE("runs: runs_join joins pieces that continue each other") {
+  std::vector<Run> v = {{20, 1, 5}, {10, 1, 10}, {25, 1, 1}, {100, 4, 3}, {112, 4, 2}, {40, 1, 1}};
+  runs_join(v);
+  check_canonical(v);
+  CHECK(v == std::vector<Run>{{10, 1, 16}, {40, 1, 1}, {100, 4, 5}});
+  // Random cuts of random canonical lists keep their points and come back canonical.
+  std::mt19937_64 g(3);
+  auto u = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };
+  for (int iter = 0; iter < 500; ++iter) {
+    std::vector<Run> a, one{{u(0, 30), u(1, 5), u(2, 20)}}, two{{u(0, 60), 1, u(1, 30)}};
+    runs_union(one, two, a);
+    std::vector<Run> pieces;
+    for (const Run& r : a)
+      for (int64_t k = 0; k < r.count;) {
+        const int64_t n = std::min(r.count - k, u(1, 4));
+        pieces.push_back({r.start + k * r.stride, n > 1 ? r.stride : 1, n});
+        k += n;
+      }
+    std::shuffle(pieces.begin(), pieces.end(), g);
+    runs_join(pieces);
+    check_canonical(pieces);
+    CHECK(points(pieces) == points(a));
+  }
+}
+
+// analyze_rows over a problem's own rows gives the ACSR analyze() gives.
+TEST_CASE("analysis: analyze_rows over computed rows equals analyze") {
+  for (const char* pat : {R"({"fixed": {"block": 50, "summary": 6}})",
+                          R"({"union": [{"window": {"left": 9, "right": 9}}, {"strided": {"stride": 40}}]})"}) {
+    CAPTURE(pat);
+    Problem p = parse_problem_text(std::string(R"({"seq_len": 700, "head_dim": 16, "pattern": )") + pat + "}", "t");
+    Acsr want = analyze(p);
+    RowEvaluator ev(p);
+    Acsr got = analyze_rows(p.seq_len, p.kv_len, [&](int64_t i) -> const std::vector<Run>& { return ev.row(i); });
+    REQUIRE(got.segments.size() == want.segments.size());
+    for (int64_t i = 0; i < p.seq_len; ++i) CHECK(got.row(i) == want.row(i));
+    CHECK(got.metadata_bytes() == want.metadata_bytes());
+  }
+}
+
 TEST_CASE("analysis: every term against brute force (random parameters, ragged sizes, kv_len != seq_len, causal)") {
   std::mt19937_64 g(2024);
   for (const std::string& kind : kKinds) {
