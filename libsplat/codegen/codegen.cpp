@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -707,15 +706,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       if (sg.rows() == 0) continue;
       int64_t run_count = static_cast<int64_t>(sg.runs.size()), run_begin = nruns;
       if (sg.tabulated && own_items) {
-        if (static_cast<int64_t>(sg.row_ptr.size()) != sg.rows() + 1)
-          throw std::invalid_argument("tabulated ACSR segment with a row_ptr of the wrong size");
-        const int64_t rp = static_cast<int64_t>(mod.table.size());
-        for (int64_t x : sg.row_ptr) mod.table.push_back(static_cast<int32_t>(x));
-        const int64_t rr = static_cast<int64_t>(mod.table.size());
-        for (const Run& r : sg.table)
-          for (int64_t x : {r.start, r.stride, r.count}) mod.table.push_back(static_cast<int32_t>(x));
-        if (mod.table.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
-          throw std::invalid_argument("pipeline table out of int32 range");
+        int64_t rp = 0, rr = 0;
+        append_table_rows(sg, mod.table, rp, rr);
         pitems << "  {" << sg.row_begin << ", " << sg.row_end << ", " << sg.row_stride << ", 0, 0, 1, 0, 0, 1, 1, " << rp
                << ", " << rr << "},  // segment " << si << "\n";
         run_count = -(npitems++) - 1;

@@ -118,18 +118,17 @@ std::vector<PlanItem> build_items(const Acsr& acsr) {
   return out;
 }
 
-// Tabulated segment rows/runs into the table.
-void table_rows(const Acsr& acsr, PlanItem& it, std::vector<int32_t>& table) {
-  const Segment& seg = acsr.segments[static_cast<size_t>(it.segment)];
-  int64_t rows = seg.rows();
-  if (static_cast<int64_t>(seg.row_ptr.size()) != rows + 1)
+}  // namespace
+
+void append_table_rows(const Segment& seg, std::vector<int32_t>& table, int64_t& row_ptr, int64_t& runs) {
+  if (static_cast<int64_t>(seg.row_ptr.size()) != seg.rows() + 1)
     throw std::invalid_argument("tabulated ACSR segment with a row_ptr of the wrong size");
-  it.tab_row_ptr = static_cast<int64_t>(table.size());
+  row_ptr = static_cast<int64_t>(table.size());
   for (int64_t p : seg.row_ptr) {
     check_int32(p, "row_ptr");
     table.push_back(static_cast<int32_t>(p));
   }
-  it.tab_runs = static_cast<int64_t>(table.size());
+  runs = static_cast<int64_t>(table.size());
   for (const Run& r : seg.table) {
     check_int32(r.start, "run start");
     check_int32(r.stride, "run stride");
@@ -138,8 +137,10 @@ void table_rows(const Acsr& acsr, PlanItem& it, std::vector<int32_t>& table) {
     table.push_back(static_cast<int32_t>(r.stride));
     table.push_back(static_cast<int32_t>(r.count));
   }
+  check_int32(static_cast<int64_t>(table.size()), "table size");
 }
 
+namespace {
 
 // Walks covering a set of runs: one lattice when all runs share stride and phase, else stride 1;
 // intervals merged where that does not add key tiles.
@@ -434,7 +435,8 @@ Plan build_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys* gkey
   plan.items = build_items(acsr);
   for (PlanItem& it : plan.items) {
     it.period = preferred_period(it);
-    if (it.tabulated) table_rows(acsr, it, plan.table);
+    if (it.tabulated)
+      append_table_rows(acsr.segments[static_cast<size_t>(it.segment)], plan.table, it.tab_row_ptr, it.tab_runs);
   }
   if (gkeys) {
     plan.global_table = static_cast<int64_t>(plan.table.size());

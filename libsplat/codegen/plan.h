@@ -179,6 +179,11 @@ int64_t global_prefix(const Plan& plan, int64_t i);
 // Key u of a walk.
 int64_t walk_key(const Plan& plan, const KeyWalk& w, int64_t u);
 
+// A tabulated segment's row_ptr and runs ({start, stride, count} each) appended to a table of int32
+// words; row_ptr and runs receive their word offsets. Throws std::invalid_argument on values out
+// of int32 range or a malformed segment.
+void append_table_rows(const Segment& seg, std::vector<int32_t>& table, int64_t& row_ptr, int64_t& runs);
+
 // Run of row i in an affine item (false when i is not a member or its count is <= 0).
 bool item_run(const PlanItem& item, int64_t i, Run& out);
 // Runs of a member row of a tabulated item, read from the table.
