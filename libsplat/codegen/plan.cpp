@@ -570,21 +570,26 @@ Plan build_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys* gkey
   return plan;
 }
 
-// How many rows keep each key: difference arrays per run stride, one pass over the runs. Empty
-// when the runs have more than 8 strides.
+// How many rows keep each key: difference arrays per run stride (the first 8 strides met), the
+// points of runs of other strides one by one. Empty when those points exceed 2^26.
 std::vector<int64_t> key_counts(const Acsr& acsr) {
   const size_t kv = static_cast<size_t>(acsr.kv_len);
   std::map<int64_t, std::vector<int64_t>> diff;  // stride -> difference array (step stride)
+  std::vector<int64_t> count(kv, 0);
+  int64_t points = 0;
   for (int64_t i = 0; i < acsr.seq_len; ++i)
     for (const Run& r : acsr.row(i)) {
       const int64_t st = r.count > 1 ? r.stride : 1;
-      std::vector<int64_t>& d = diff[st];
-      if (diff.size() > 8) return {};
-      if (d.empty()) d.assign(kv + static_cast<size_t>(st), 0);
-      d[static_cast<size_t>(r.start)] += 1;
-      d[static_cast<size_t>(r.start + r.count * st)] -= 1;
+      auto it = diff.find(st);
+      if (it == diff.end() && diff.size() < 8) it = diff.emplace(st, std::vector<int64_t>(kv + static_cast<size_t>(st), 0)).first;
+      if (it == diff.end()) {
+        if ((points += r.count) > (int64_t{1} << 26)) return {};
+        for (int64_t k = 0; k < r.count; ++k) ++count[static_cast<size_t>(r.start + k * st)];
+        continue;
+      }
+      it->second[static_cast<size_t>(r.start)] += 1;
+      it->second[static_cast<size_t>(r.start + r.count * st)] -= 1;
     }
-  std::vector<int64_t> count(kv, 0);
   for (auto& [st, d] : diff)
     for (size_t j = 0; j < kv; ++j) {
       if (j >= static_cast<size_t>(st)) d[j] += d[j - static_cast<size_t>(st)];
