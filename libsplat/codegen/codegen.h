@@ -64,12 +64,18 @@ struct KernelTuning {
                             // (3xTF32, MmaTf32x3Engine) (1) or CUDA cores (SimtEngine) (0); -1: auto (3xTF32)
   int nomask = -1;          // table kernels: a pass whose every key tile is full (pass_unmasked) compiled without
                             // run bounds and masks (1), or with them (0); -1: auto (1)
+  int pdl = -1;             // wgmma: an entry that reads the previous one's state (lattice kernel, split-KV combine)
+                            // launched as a programmatic dependent launch, starting while that one ends (1), or
+                            // after it (0); -1: auto (1)
+  int block_order = -1;     // split-KV chunks: blocks in launch order take the chunks of every head first, then the
+                            // other tiles head by head, in a band with globals' kernel and in table passes (1), or
+                            // every tile head by head (0); -1: auto (in a band with globals' kernel only)
   int global_keys = -1;     // plan: scattered keys every row keeps factored out and walked from the table where
                             // that pays (Plan::globals) (1), or left in the rows' runs (0); -1: auto (1)
 };
 
 // Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), bc (64|128),
-// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), band (0|1), dpv (0|1), emask (0|1), x3 (0|1), nomask (0|1), gkeys (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
+// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), band (0|1), dpv (0|1), emask (0|1), x3 (0|1), nomask (0|1), pdl (0|1), order (0|1), gkeys (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
 // std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
 
@@ -89,6 +95,10 @@ struct KernelDesc {
   int64_t grid_x = 0;        // grid.y = batch*heads
   int block = 128;           // threads
   int64_t smem_dynamic = 0;  // bytes of dynamic shared memory (the static part is in the binary)
+  // Launched with programmatic stream serialization (sm_90 programmatic dependent launch): it may
+  // start while the previous entry's last blocks run, and waits (griddepcontrol.wait) before it
+  // reads what that entry wrote. A plain launch is also correct (the wait returns at once).
+  bool programmatic = false;
 };
 
 struct ParamDesc {

@@ -85,6 +85,21 @@ template <int W> __device__ __forceinline__ float lane_sum(float x) {
   return x;
 }
 
+// Programmatic dependent launch (sm_90; no-ops elsewhere): a kernel lets the next one (launched with
+// programmatic stream serialization) start once all its blocks have called launch_dependents; that
+// one's wait returns when this grid has completed and its writes are visible (at once for a plain
+// launch).
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ u32 smem_addr(const void* p) {
   return static_cast<u32>(__cvta_generic_to_shared(p));
 }
@@ -238,12 +253,15 @@ template <class E, class T, int SEQ, int HD, int PERIOD, int R, int NSLOTS, bool
 __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles, const GroupD* groups, const WalkD* walks,
                                            const int* group_items, const int* group_rbeg, const int* group_pmax,
                                            float scale_log2, const T* q, const T* k, const T* v,
-                                           T* o, float* ws, const int* table, const void* tmaps) {
+                                           T* o, float* ws, const int* table, const void* tmaps, int tix = -1,
+                                           i64 bhx = -1) {
   constexpr int BC = E::BC;
   constexpr bool GKEYS = GTAB >= 0;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const TileD tile = tiles[blockIdx.x];
-  const i64 bh = blockIdx.y;
+  // The block's tile and head: (tix, bhx) where the entry orders blocks itself (chunks first), else
+  // (blockIdx.x, blockIdx.y).
+  const TileD tile = tiles[tix >= 0 ? tix : (int)blockIdx.x];
+  const i64 bh = bhx >= 0 ? bhx : (i64)blockIdx.y;
   i64 row[E::ROWS];
 #pragma unroll
   for (int h = 0; h < E::ROWS; ++h) {
@@ -547,7 +565,7 @@ struct BandMask {
 template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI, bool DPV = false, bool EMASK = false, int G = 0,
           int B0 = 0, int BX = 0, bool LAST = true>
 __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
-                                          const void* tmaps) {
+                                          const void* tmaps, i64 nb = -1) {
   static_assert(UsesTma<E>::value, "band tiles start at any key: TMA boxes");
   constexpr int M = SEQ / D, TPP = (M + 63) / 64, S = E::STAGES, LA = Lookahead<E>::value;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -556,7 +574,8 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   constexpr int LEAD0 = KLO < 0 ? (63 - KLO) / 64 : 0, LEAD = LEAD0 < TPP ? LEAD0 : TPP;
   constexpr int TRAIL0 = KHI > 0 ? (63 + KHI) / 64 : 0, TRAIL = TRAIL0 < TPP - LEAD ? TRAIL0 : TPP - LEAD;
   constexpr int MID = TPP - LEAD - TRAIL;
-  const i64 n = (blockIdx.x - B0) + (i64)(BX > 0 ? BX : gridDim.x) * blockIdx.y, groups = (i64)gridDim.y * D;
+  // nb >= 0: the band's block number, given by an entry that orders blocks itself (chunks first).
+  const i64 n = nb >= 0 ? nb : (blockIdx.x - B0) + (i64)(BX > 0 ? BX : gridDim.x) * blockIdx.y, groups = (i64)gridDim.y * D;
   i64 g;
   int t;
   if (n < groups * MID) {
@@ -661,7 +680,7 @@ struct LatticeMask {
   }
 };
 
-template <class E, class T, int SEQ, int HD, int P, int HLO, int HHI, bool DPV = false>
+template <class E, class T, int SEQ, int HD, int P, int HLO, int HHI, bool DPV = false, bool PDL = false>
 __device__ __forceinline__ void lattice_pass(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
                                              const void* tmaps) {
   static_assert(UsesTma<E>::value, "stride-P key tiles: TMA boxes");
@@ -716,6 +735,7 @@ __device__ __forceinline__ void lattice_pass(float scale_log2, const T* q, const
     }
   }
   if constexpr (DPV) e.pv_done();
+  if constexpr (PDL) pdl_wait();  // a programmatic launch: the window's kernel has completed from here on
   e.merge_state(row, bh, ws);
   if constexpr (StagedEnd<E>::value)
     e.end_band(ph + P * m_first, P, min(64, M - m_first), bh, o);
@@ -730,9 +750,10 @@ __device__ __forceinline__ void lattice_pass(float scale_log2, const T* q, const
 // block adds the WPR partial rows. Why so parallel: one block per split tile, looping over all
 // 64 x HD outputs and every chunk, took ~100 us on the H200 at longformer-16k (16 blocks in all),
 // against ~145 us for the pass itself. Launched with 32 * RB * WPR threads (codegen's KernelDesc).
-template <class T, int SEQ, int HD, int PERIOD, int NSLOTS, bool LAST, int RB, int WPR>
+template <class T, int SEQ, int HD, int PERIOD, int NSLOTS, bool LAST, int RB, int WPR, bool PDL = false>
 __device__ __forceinline__ void fused_combine(const SplitD* splits, T* o, float* ws) {
   static_assert(64 % RB == 0, "row groups tile the 64 rows of a split tile");
+  if constexpr (PDL) pdl_wait();  // a programmatic launch: the chunks' pass has completed from here on
   constexpr int ND = (HD + 31) / 32;  // outputs per lane
   const SplitD sp = splits[blockIdx.x / (64 / RB)];
   const int r0 = (int)(blockIdx.x % (64 / RB)) * RB;

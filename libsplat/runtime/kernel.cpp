@@ -20,7 +20,7 @@ Kernel::Kernel(std::shared_ptr<const GeneratedModule> gen, std::shared_ptr<Modul
   if (ks.empty()) throw std::invalid_argument(std::string("module has no ") + kernel_kind_name(kind) + " kernel");
   for (const KernelDesc& d : ks)
     launches_.push_back({mod_->kernel(d.name, static_cast<size_t>(d.smem_dynamic)), d.grid_x, d.block,
-                         static_cast<size_t>(d.smem_dynamic)});
+                         static_cast<size_t>(d.smem_dynamic), d.programmatic});
   if (!gen_->table.empty()) {
     table_ = std::make_shared<DeviceBuffer>(gen_->table.size() * sizeof(int32_t));
     table_->upload(gen_->table.data(), gen_->table.size() * sizeof(int32_t));
@@ -54,7 +54,7 @@ void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* 
     maps_v_ = v;
   }
   void* args[] = {&q, &k, &v, &o, &ws, &scores, &table, &tmaps};
-  for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, bh_, l.block, l.smem, args, stream);
+  for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, bh_, l.block, l.smem, args, stream, l.programmatic);
 }
 
 Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions& opt) {

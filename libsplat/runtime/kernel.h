@@ -46,6 +46,7 @@ class Kernel {
     int64_t grid_x;
     int block;
     size_t smem;
+    bool programmatic;  // KernelDesc::programmatic
   };
   std::shared_ptr<const GeneratedModule> gen_;
   std::shared_ptr<Module> mod_;

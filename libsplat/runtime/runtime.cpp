@@ -113,11 +113,25 @@ void encode_tensor_map(void* out, const void* base, const std::vector<uint64_t>&
 }
 
 void launch_kernel(const void* kernel, int64_t grid_x, int64_t grid_y, int block, size_t smem, void** args,
-                   void* stream) {
+                   void* stream, bool programmatic) {
   if (grid_x <= 0 || grid_y <= 0) return;
   if (grid_x > 0x7fffffff || grid_y > 65535) throw CudaError("grid too large for one launch");
   dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(grid_y)), blk(static_cast<unsigned>(block));
-  cuda_check(cudaLaunchKernel(kernel, grid, blk, args, smem, static_cast<cudaStream_t>(stream)), "cudaLaunchKernel");
+  if (!programmatic) {
+    cuda_check(cudaLaunchKernel(kernel, grid, blk, args, smem, static_cast<cudaStream_t>(stream)), "cudaLaunchKernel");
+    return;
+  }
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = blk;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = static_cast<cudaStream_t>(stream);
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  cuda_check(cudaLaunchKernelExC(&cfg, kernel, args), "cudaLaunchKernelExC (programmatic)");
 }
 
 }  // namespace splat

@@ -86,8 +86,10 @@ class Module {
 void encode_tensor_map(void* out, const void* base, const std::vector<uint64_t>& dims,
                        const std::vector<uint64_t>& strides, const std::vector<uint32_t>& box);
 
-// cudaLaunchKernel; stream is a cudaStream_t (nullptr: the default stream).
+// cudaLaunchKernel; stream is a cudaStream_t (nullptr: the default stream). programmatic: launched
+// with programmatic stream serialization (KernelDesc::programmatic), so that it may start while the
+// previous kernel in the stream ends.
 void launch_kernel(const void* kernel, int64_t grid_x, int64_t grid_y, int block, size_t smem, void** args,
-                   void* stream);
+                   void* stream, bool programmatic = false);
 
 }  // namespace splat

@@ -147,6 +147,7 @@ TEST_CASE("manifests are complete") {
       CHECK(k["grid"].size() == 3);
       CHECK(k["block"][0].get<int>() > 0);
       CHECK(k.contains("shared_memory_dynamic_bytes"));
+      CHECK(k.contains("programmatic_launch"));
     }
   }
   // Longformer's global rows are split (split-KV): a combine entry follows the pass.
@@ -677,12 +678,23 @@ TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass o
   GeneratedModule m = gen(st, "sm_90a", "");
   // Pass 0: the window's band kernel, handing its state over (LAST = false); pass 1: the lattice.
   CHECK(m.source.find("bf16_t, SPLAT_SEQ, SPLAT_HD, 1, -63, 63, true, false, 0, 0, 0, false>(") != std::string::npos);
-  CHECK(m.source.find("lattice_pass<WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 64, 0, 0, true>(") != std::string::npos);
+  CHECK(m.source.find("lattice_pass<WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 64, 0, 0, true, true>(") != std::string::npos);
   CHECK(m.source.find("kTiles0") == std::string::npos);
   CHECK(m.source.find("kTiles1") == std::string::npos);
   REQUIRE(m.fused.size() == 2);
   CHECK(m.fused[0].grid_x == 256);      // 256 row tiles of the window
   CHECK(m.fused[1].grid_x == 64 * 4);   // 64 phases of 256 rows
+  // The lattice kernel reads the window's state only at its end: a programmatic dependent launch,
+  // which the window's kernel lets start.
+  CHECK(!m.fused[0].programmatic);
+  CHECK(m.fused[1].programmatic);
+  CHECK(m.source.find("pdl_launch_dependents();") != std::string::npos);
+  {
+    GeneratedModule np = gen(st, "sm_90a", "pdl=0");
+    CHECK(!np.fused[1].programmatic);
+    CHECK(np.source.find("pdl_launch_dependents();") == std::string::npos);
+    CHECK(np.source.find("SPLAT_SEQ, SPLAT_HD, 64, 0, 0, true, false>(") != std::string::npos);
+  }
   CHECK(m.workspace_floats_per_bh >= 16384 * 66);
   // Maps: steps 1 and 2, then the lattice's [rows / 64][64][64] view.
   REQUIRE(m.tensor_maps.size() == 6);
@@ -700,10 +712,10 @@ TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass o
   // They compile (ptxas checks the wgmma operands and the stride-P TMA copies).
   GeneratedModule m0 = gen(st, "sm_90a", "dpv=0");
   GeneratedModule mq = gen(st, "sm_90a", "qs=1");  // Q in shared memory (S from shared memory only)
-  CHECK(mq.source.find("3, 1, true, false, 1, false, true, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 64, 0, 0, true>(") != std::string::npos);
+  CHECK(mq.source.find("3, 1, true, false, 1, false, true, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 64, 0, 0, true, true>(") != std::string::npos);
   Problem wide = problem(R"({"union": [{"window": {"left": 100, "right": 10}}, {"strided": {"stride": 48, "offset": 0}}]})", 48 * 70);
   GeneratedModule mw = gen(wide, "sm_90a", "");
-  CHECK(mw.source.find("SPLAT_SEQ, SPLAT_HD, 48, -2, 0, true>(") != std::string::npos);
+  CHECK(mw.source.find("SPLAT_SEQ, SPLAT_HD, 48, -2, 0, true, true>(") != std::string::npos);
   for (const GeneratedModule* g : {&m, &m0, &mq, &mw}) {
     CompileResult c = nvrtc_compile(g->source, "lattice.cu", "sm_90a", CompileTarget::Cubin);
     CHECK(c.image.size() > 1000);
@@ -961,6 +973,11 @@ TEST_CASE("unmasked passes get the NOMASK table kernel") {
   CHECK(m.source.find(kNoMask) != std::string::npos);
   CHECK(m.source.find(", 1, " + std::to_string(plan.passes[0].slots) + ", true, true, true>(kItems") != std::string::npos);
   CHECK(m.source.find("__launch_bounds__(128, 4) splat_fused_p0(") != std::string::npos);
+  // The global rows' split-KV chunks lead the tiles: with order=1 their blocks, of every head,
+  // launch first (not the default for table passes).
+  REQUIRE(plan.passes[0].tiles[0].split_slot >= 0);
+  CHECK(m.source.find("tmaps, tix, bhx);") == std::string::npos);
+  CHECK(gen(b, "sm_90a", "order=1").source.find("ws, table, tmaps, tix, bhx);") != std::string::npos);
   GeneratedModule m0 = gen(b, "sm_90a", "nomask=0");
   CHECK(m0.source.find(kNoMask) == std::string::npos);
   CHECK(m0.source.find(", " + std::to_string(plan.passes[0].max_runs) + ", " + std::to_string(plan.passes[0].slots) +
@@ -1046,13 +1063,23 @@ TEST_CASE("bands with global tokens get the table pass for row tile 0 and the ba
   REQUIRE(m.fused.size() == 2);
   CHECK(m.fused[0].name == "splat_fused_p0");
   CHECK(m.fused[1].name == "splat_fused_p0_combine");
-  // Row tile 0's split-KV chunks (every tile of the restricted pass is one), then 256 band row tiles.
+  // The combine is a programmatic dependent launch (it waits before reading the chunks' states).
+  CHECK(!m.fused[0].programmatic);
+  CHECK(m.fused[1].programmatic);
+  CHECK(m.source.find(", 2, 4, true>(kSplits0") != std::string::npos);
+  CHECK(!gen(lf, "sm_80", "").fused[1].programmatic);
   const PlanPass& pass = m.plan.passes.at(0);
+  // Blocks in launch order: the chunks of every head first, then the band's (band_pass's block
+  // number given by the entry); order=0: head by head.
+  CHECK(m.source.find("nc = (i64)" + std::to_string(pass.slots) + " * gridDim.y;") != std::string::npos);
+  CHECK(m.source.find("ws, tmaps, lin - nc);") != std::string::npos);
+  CHECK(gen(lf, "sm_90a", "order=0").source.find("lin - nc") == std::string::npos);
+  // Row tile 0's split-KV chunks (every tile of the restricted pass is one), then 256 band row tiles.
   CHECK(m.fused[0].grid_x == pass.slots + 256);
   CHECK(m.fused[0].smem_dynamic == 3 * 2 * 64 * 64 * 2 + 1024);  // the band's three stages
   CHECK(m.source.find("SPLAT_SEQ, SPLAT_HD, 1, -256, 256, true, false, 16, " + std::to_string(pass.slots) + ", 256>(") !=
         std::string::npos);
-  CHECK(m.source.find("if (blockIdx.x >= " + std::to_string(pass.slots) + ") {") != std::string::npos);
+  CHECK(gen(lf, "sm_90a", "order=0").source.find("if (blockIdx.x >= " + std::to_string(pass.slots) + ") {") != std::string::npos);
   CHECK(m.source.find("Band kernel with global tokens") != std::string::npos);
   for (const auto& [arch, tune] : std::vector<std::pair<std::string, std::string>>{
            {"sm_90a", "band=0"}, {"sm_90a", "tma=0"}, {"sm_90a", "rbar=1"}, {"sm_80", ""}}) {
