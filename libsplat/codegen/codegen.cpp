@@ -204,7 +204,6 @@ KernelTuning parse_tuning(const std::string& spec) {
         {"nomask", &KernelTuning::nomask, flag, "0 or 1"},
         {"pdl", &KernelTuning::pdl, flag, "0 or 1"},
         {"order", &KernelTuning::block_order, flag, "0 or 1"},
-        {"epoly", &KernelTuning::exp_poly, [](int x) { return x >= 0 && x <= 8; }, "in 0..8"},
         {"gkeys", &KernelTuning::global_keys, flag, "0 or 1"},
     };
     const Key* k = nullptr;
@@ -344,7 +343,6 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     << "//   (const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table,\n"
         "//    const void* tmaps)\n\n";
   s << "#define SPLAT_SEQ " << p.seq_len << "\n#define SPLAT_KV " << p.kv_len << "\n#define SPLAT_HD " << HD << "\n";
-  if (opt.tuning.exp_poly > 0) s << "#define SPLAT_EXP_POLY " << opt.tuning.exp_poly << "\n";
   if (plan.global_period > 0)  // global keys in blocks (Plan::global_period): WgmmaEngine::tma_load's 3D boxes
     s << "#define SPLAT_GLAT_TAB " << plan.global_table << "\n#define SPLAT_GLAT_P " << plan.global_period
       << "\n#define SPLAT_GLAT_C " << plan.global_width << "\n#define SPLAT_GLAT_T0 " << plan.global_first % plan.global_period

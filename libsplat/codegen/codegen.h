@@ -70,14 +70,12 @@ struct KernelTuning {
   int block_order = -1;     // split-KV chunks: blocks in launch order take the chunks of every head first, then the
                             // other tiles head by head, in a band with globals' kernel and in table passes (1), or
                             // every tile head by head (0); -1: auto (in a band with globals' kernel only)
-  int exp_poly = 0;         // wgmma, checked row sums: of each thread's 8 score columns per key tile, how many take
-                            // 2^x as a cubic on the FMA pipe instead of the SFU's ex2 (0..8; 0: none)
   int global_keys = -1;     // plan: scattered keys every row keeps factored out and walked from the table where
                             // that pays (Plan::globals) (1), or left in the rows' runs (0); -1: auto (1)
 };
 
 // Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), bc (64|128),
-// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), band (0|1), dpv (0|1), emask (0|1), x3 (0|1), nomask (0|1), pdl (0|1), order (0|1), epoly (0..8), gkeys (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
+// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), band (0|1), dpv (0|1), emask (0|1), x3 (0|1), nomask (0|1), pdl (0|1), order (0|1), gkeys (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
 // std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
 

@@ -59,25 +59,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-// 2^x as a cubic on the FMA pipe, for a share of the softmax's exponentials (SPLAT_EXP_POLY): at
-// head_dim 64 the SFU's ex2 (16 per SM and clock) takes as long per score as the tensor cores'
-// two products. x is clamped to [-126, 126] (-inf, a masked score, gives ~2^-126, not 0; callers
-// use it only where every row has a finite reference, and a sum over 2^126 fails the check);
-// x + 1.5*2^23 rounds to j = round(x) in its low mantissa bits, 2^(x-j) is a minimax cubic on
-// [-1/2, 1/2] (relative error 7.5e-5, below bf16's and fp16's rounding of P), and j goes into the
-// exponent field by an integer add.
-#ifndef SPLAT_EXP_POLY
-#define SPLAT_EXP_POLY 0
-#endif
-__device__ __forceinline__ float poly_exp2(float x) {
-  x = fminf(fmaxf(x, -126.f), 126.f);
-  const float t = __fadd_rn(x, 12582912.f);
-  const float f = __fsub_rn(x, __fsub_rn(t, 12582912.f));
-  const float p = fmaf(fmaf(fmaf(0.0551716685f, f, 0.24261114f), f, 0.693260968f), f, 0.999928057f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-// Column n of 8 takes poly_exp2: SPLAT_EXP_POLY of them, spread out.
-__device__ __forceinline__ constexpr bool poly_col(int n) { return (n * SPLAT_EXP_POLY) % 8 < SPLAT_EXP_POLY; }
 // 1/x on the special function unit (max error 1 ulp; the IEEE division's range checks and slow
 // path are not needed for a row sum of exponentials, which is >= 1).
 __device__ __forceinline__ float fast_rcp(float x) {

@@ -490,9 +490,8 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       for (int h = 0; h < 2; ++h) {
 #pragma unroll
         for (int n = 0; n < 8; ++n) {
-          const float x0 = fmaf(s[n][2 * h], mul, -m[h]), x1 = fmaf(s[n][2 * h + 1], mul, -m[h]);
-          s[n][2 * h] = poly_col(n) ? poly_exp2(x0) : fast_exp2(x0);
-          s[n][2 * h + 1] = poly_col(n) ? poly_exp2(x1) : fast_exp2(x1);
+          s[n][2 * h] = fast_exp2(fmaf(s[n][2 * h], mul, -m[h]));
+          s[n][2 * h + 1] = fast_exp2(fmaf(s[n][2 * h + 1], mul, -m[h]));
         }
         t[h] = this->row_sum(s, h);
       }
