@@ -73,25 +73,9 @@ struct MmaEngine {
         }
   }
 
-  // Gathers keys base + u*step, u in [u0, u0 + BC) (zeros past the walk) into stage buf.
-  // Thread t copies 16-byte chunk t % CH of rows t / CH + k*(NT/CH): one multiply per tile.
-  // An indexed walk (step 0) reads each key from the table.
+  // Keys base + u*step, u in [u0, u0 + BC), into stage buf (gather_kv).
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
-    constexpr int CH = HD / 8, RSTEP = NT / CH;
-    u16* kd = Ks + buf * BC * LDS;
-    u16* vd = Vs + buf * BC * LDS;
-    const int c = threadIdx.x % CH, r0 = threadIdx.x / CH;
-    const i64 off = ((i64)w.base + (i64)(u0 + r0) * w.step) * HD + c * 8;
-    const i64 dstep = (i64)RSTEP * w.step * HD;
-#pragma unroll
-    for (int k = 0; k < (BC + RSTEP - 1) / RSTEP; ++k) {
-      const int r = r0 + k * RSTEP;
-      if (r >= BC) break;  // head_dim < 32: fewer chunks than threads
-      const bool ok = u0 + r < w.count;
-      const i64 o = !ok ? 0 : table != nullptr && w.step == 0 ? (i64)table[w.base + u0 + r] * HD + c * 8 : off + k * dstep;
-      cp_async16(kd + r * LDS + c * 8, kg + o, ok ? 16 : 0);
-      cp_async16(vd + r * LDS + c * 8, vg + o, ok ? 16 : 0);
-    }
+    gather_kv<HD, BC, NT, LDS, LDS>(Ks + buf * BC * LDS, Vs + buf * BC * LDS, kg, vg, w, u0, table);
   }
 
   // One key tile: scores, online softmax (scores become probabilities in place), O += P.V.

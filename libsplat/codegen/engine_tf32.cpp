@@ -82,26 +82,9 @@ struct MmaTf32Engine {
       }
   }
 
-  // Gathers keys base + u*step, u in [u0, u0 + BC) (zeros past the walk) into stage buf. Thread t
-  // copies 16-byte chunk t % CH of rows t / CH + k*RSTEP; when CH does not divide the block
-  // (d = 96: 24 chunks, RSTEP = 5) the rounds go up to BC rows and the spare threads (row RSTEP)
-  // repeat rows that others copy too.
+  // Keys base + u*step, u in [u0, u0 + BC), into stage buf (gather_kv).
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
-    constexpr int CH = HD / 4, RSTEP = NT / CH;
-    float* kd = Ks + buf * BC * LDK;
-    float* vd = Vs + buf * BC * LDV;
-    const int c = threadIdx.x % CH, r0 = threadIdx.x / CH;
-    const i64 off = ((i64)w.base + (i64)(u0 + r0) * w.step) * HD + c * 4;
-    const i64 dstep = (i64)RSTEP * w.step * HD;
-#pragma unroll
-    for (int k = 0; k < (BC + RSTEP - 1) / RSTEP; ++k) {
-      const int r = r0 + k * RSTEP;
-      if (r >= BC) break;
-      const bool ok = u0 + r < w.count;
-      const i64 o = !ok ? 0 : table != nullptr && w.step == 0 ? (i64)table[w.base + u0 + r] * HD + c * 4 : off + k * dstep;  // step 0: indexed
-      cp_async16(kd + r * LDK + c * 4, kg + o, ok ? 16 : 0);
-      cp_async16(vd + r * LDV + c * 4, vg + o, ok ? 16 : 0);
-    }
+    gather_kv<HD, BC, NT, LDK, LDV>(Ks + buf * BC * LDK, Vs + buf * BC * LDV, kg, vg, w, u0, table);
   }
 
   // One key tile: scores, online softmax (scores become probabilities in place), O += P.V.
