@@ -204,7 +204,6 @@ KernelTuning parse_tuning(const std::string& spec) {
         {"nomask", &KernelTuning::nomask, flag, "0 or 1"},
         {"pdl", &KernelTuning::pdl, flag, "0 or 1"},
         {"order", &KernelTuning::block_order, flag, "0 or 1"},
-        {"pair", &KernelTuning::pair, flag, "0 or 1"},
         {"gkeys", &KernelTuning::global_keys, flag, "0 or 1"},
     };
     const Key* k = nullptr;
@@ -392,16 +391,6 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
                             plan.passes[0].period == 1 && plan.passes[1].period == plan.lattice.period &&
                             opt.tuning.wg_band != 0 && opt.tuning.wg_tma != 0 && opt.tuning.wg_refill_barrier <= 0 &&
                             p.batch * p.heads * p.kv_len < (int64_t{1} << 31);
-  // Both passes in one grid (pair): the window's row tiles, then the lattice's, per head; each row's
-  // two states meet through ws (WgmmaEngine::pair_meet) and per-row words after the states, which
-  // start at zero and are left so. Saves the state's round trip to DRAM between two kernels and
-  // the second kernel's start.
-  const bool pair = lattice_plan && opt.tuning.pair > 0;
-  const int64_t pair_flags_at = mod.workspace_floats_per_bh;  // floats per head before the words
-  if (pair) {
-    mod.workspace_floats_per_bh += p.seq_len;
-    mod.workspace_zero_init = true;
-  }
   // Programmatic dependent launch (sm_90): an entry that only reads the previous one's output at its
   // end (the lattice kernel, merging the window's state) or that does nothing else (a split-KV
   // combine) may start while the previous entry's last blocks run: that one lets it launch
@@ -427,7 +416,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   }
   const bool band_ordered = chunks_first && band_global && !head.tiles.empty() && leading_chunks(head) == head.tiles.size();
   const size_t npasses = plan.passes.size() + (band_global ? 1 : 0);
-  std::string band_call;  // band_global, pair: the band kernel's call, emitted in the next pass's kernel
+  std::string band_call;  // band_global: the band kernel's call, emitted in the table pass's kernel
   int64_t band_grid = 0, band_smem = 0;
   for (size_t it = 0; it < npasses && opt.fused; ++it) {
     const size_t pi = band_global ? npasses - 1 - it : it;
@@ -601,10 +590,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
         s << "\n// Pass 0, the window of a window plus a key lattice: the band kernel; row i keeps keys i + k, "
           << plan.band.k_lo << " <= k <= " << plan.band.k_hi << ", within [0, " << p.seq_len
           << ") (with the lattice: checked on every row of the ACSR); " << plan.band.tiles_per_phase()
-          << " row tiles, no tables. "
-          << (pair ? "Its blocks run in pass 1's kernel, and each row's two softmax states are merged there by the block"
-                     " that ends second (WgmmaEngine::pair_meet).\n"
-                   : "It hands its softmax state over (ws) to pass 1.\n");
+          << " row tiles, no tables. It hands its softmax state over (ws) to pass 1.\n";
       else if (gband)
         s << "\n// Band kernel with global tokens: row i >= " << plan.band.globals << " keeps keys i + k, " << plan.band.k_lo
           << " <= k <= " << plan.band.k_hi << ", within [0, " << p.seq_len << "), and the global keys [0, "
@@ -669,40 +655,21 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
                                           " shared memory, " + (tu.batch ? "batched" : "per-element") + " K/V loads")
       << "\n";
     // The band kernel's call: extra = its globals, B0 and BX (band with globals), or none.
-    const auto band_pass_call = [&](const std::string& extra, const std::string& nb) {
+    const auto band_pass_call = [&](const std::string& extra) {
       return "band_pass<" + engine + ", " + T + ", SPLAT_SEQ, SPLAT_HD, " + std::to_string(plan.band.dilation) + ", " +
              std::to_string(plan.band.k_lo) + ", " + std::to_string(plan.band.k_hi) +
              (opt.tuning.wg_deferred_pv != 0 ? ", true" : ", false") + ", " + (edge_masks ? "true" : "false") + extra +
              ">(" + f32_literal(scale_log2) + ", static_cast<const " + T + "*>(q), static_cast<const " + T +
              "*>(k), static_cast<const " + T + "*>(v), static_cast<" + T + "*>(o), ws, tmaps" +
-             (nb.empty() ? "" : ", " + nb) + ");\n";
+             (band_ordered ? ", lin - nc" : "") + ");\n";
     };
-    if (pair && band) {
-      // Emitted with the lattice's kernel (next iteration): its blocks [0, band_grid) of each head.
-      mod.fused.pop_back();
-      band_grid = kd.grid_x;
-      band_smem = kd.smem_dynamic;
-      band_call = band_pass_call(", 0, 0, 0, false, true, " + std::to_string(pair_flags_at),
-                                 "blockIdx.x + (i64)" + std::to_string(band_grid) + " * blockIdx.y");
-      continue;
-    }
-    if (pair && lat) {
-      kd.name = "splat_fused_pair";
-      kd.role = "fused window and lattice (" + std::to_string(band_grid) + " window row tiles, then " +
-                std::to_string(kd.grid_x) + " lattice row tiles per head; rows' states merged in the kernel)";
-      kd.grid_x += band_grid;
-      kd.smem_dynamic = std::max(kd.smem_dynamic, band_smem);
-      kd.programmatic = false;
-      mod.fused.back() = kd;
-    }
     if (gband) {
       // Emitted with the table pass's kernel (next iteration): blocks from its tiles' count on.
       mod.fused.pop_back();
       band_grid = kd.grid_x;
       band_smem = kd.smem_dynamic;
       band_call = band_pass_call(", " + std::to_string(plan.band.globals) + ", " + std::to_string(head.tiles.size()) +
-                                 ", " + std::to_string(band_grid),
-                                 band_ordered ? "lin - nc" : "");
+                                 ", " + std::to_string(band_grid));
       continue;
     }
     if (band_global) {
@@ -715,7 +682,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       << "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
       << "  (void)scores;\n";
     // The next entry (lattice kernel, combine) is a programmatic dependent launch: let it start.
-    if (pdl && ((lattice_plan && !pair && pi == 0) || !pass.splits.empty())) s << "  pdl_launch_dependents();\n";
+    if (pdl && ((lattice_plan && pi == 0) || !pass.splits.empty())) s << "  pdl_launch_dependents();\n";
     const size_t nchunks = leading_chunks(pass);
     const bool ordered = band_global ? band_ordered : opt.tuning.block_order == 1 && nchunks > 0 && !band && !lat;
     if (ordered) {
@@ -737,16 +704,12 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       s << "  if (blockIdx.x >= " << head.tiles.size() << ") {\n    " << band_call << "    return;\n  }\n";
     }
     if (band)
-      s << "  (void)table;\n  " << band_pass_call(lattice_plan ? ", 0, 0, 0, false" : "", "") << "}\n";
+      s << "  (void)table;\n  " << band_pass_call(lattice_plan ? ", 0, 0, 0, false" : "") << "}\n";
     else if (lat)
-      s << "  (void)table;\n" << (pair ? "  if (blockIdx.x < " + std::to_string(band_grid) + ") {\n    " + band_call + "    return;\n  }\n" : "")
-        << "  lattice_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << plan.lattice.period
+      s << "  (void)table;\n  lattice_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << plan.lattice.period
         << ", " << plan.lattice.hole_lo << ", " << plan.lattice.hole_hi << (opt.tuning.wg_deferred_pv != 0 ? ", true" : ", false")
-        << (pdl && !pair ? ", true" : ", false") << (pair ? ", true, " + std::to_string(pair_flags_at) : "") << ">("
-        << f32_literal(scale_log2) << ", static_cast<const " << T << "*>(q), static_cast<const " << T
-        << "*>(k), static_cast<const " << T << "*>(v), static_cast<" << T << "*>(o), ws, tmaps"
-        << (pair ? ", (blockIdx.x - " + std::to_string(band_grid) + ") + (i64)" + std::to_string(kd.grid_x - band_grid) + " * blockIdx.y" : "")
-        << ");\n}\n";
+        << (pdl ? ", true" : ", false") << ">(" << f32_literal(scale_log2) << ", static_cast<const " << T << "*>(q), static_cast<const " << T
+        << "*>(k), static_cast<const " << T << "*>(v), static_cast<" << T << "*>(o), ws, tmaps);\n}\n";
     else
       s << "  fused_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << (nomask ? 1 : pass.max_runs) << ", "
       << pass.slots << ", " << (first ? "true" : "false") << ", " << (last ? "true" : "false") << ", " << (nomask ? "true" : "false")
@@ -939,7 +902,6 @@ nlohmann::json manifest(const Problem& p, const GeneratedModule& mod, const std:
                                "(cudaLaunchAttributeProgrammaticStreamSerialization) to start while the previous one "
                                "ends; pipeline: splat_sddmm, splat_softmax, splat_spmm"},
               {"workspace_floats_per_bh", mod.workspace_floats_per_bh},
-              {"workspace_zero_init", mod.workspace_zero_init},
               {"scores_floats_per_bh", mod.scores_floats_per_bh},
               {"table_words", mod.table.size()},
               {"tensor_maps", tensor_maps_json(p, mod)},

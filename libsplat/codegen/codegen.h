@@ -70,15 +70,12 @@ struct KernelTuning {
   int block_order = -1;     // split-KV chunks: blocks in launch order take the chunks of every head first, then the
                             // other tiles head by head, in a band with globals' kernel and in table passes (1), or
                             // every tile head by head (0); -1: auto (in a band with globals' kernel only)
-  int pair = -1;            // a window plus a key lattice (strided): both passes in one grid, each row's two softmax
-                            // states merged by whichever of its two blocks ends second (1), or the window's
-                            // kernel handing its state to the lattice kernel (0); -1: auto (0)
   int global_keys = -1;     // plan: scattered keys every row keeps factored out and walked from the table where
                             // that pays (Plan::globals) (1), or left in the rows' runs (0); -1: auto (1)
 };
 
 // Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), bc (64|128),
-// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), band (0|1), dpv (0|1), emask (0|1), x3 (0|1), nomask (0|1), pdl (0|1), order (0|1), pair (0|1), gkeys (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
+// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), band (0|1), dpv (0|1), emask (0|1), x3 (0|1), nomask (0|1), pdl (0|1), order (0|1), gkeys (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
 // std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
 
@@ -124,8 +121,6 @@ struct GeneratedModule {
   std::vector<KernelDesc> pipeline;    // sddmm, softmax, spmm
   std::vector<int32_t> table;          // device table (int32 words; empty when none is needed)
   int64_t workspace_floats_per_bh = 0; // fused state hand-over between passes (0: single pass)
-  bool workspace_zero_init = false;    // ws must be zero before the first launch (each launch leaves it so:
-                                       // the per-row words of a paired window and lattice)
   int64_t scores_floats_per_bh = 0;    // pipeline compressed scores (= nnz)
   int64_t nnz = 0;
   bool tensor_cores = false;           // fused kernel uses mma.sync (bf16/fp16 m16n8k16, tf32 m16n8k8, fp32 as

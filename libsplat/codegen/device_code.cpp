@@ -586,10 +586,9 @@ struct BandMask {
 // B0, BX: the band's blocks are blockIdx.x in [B0, B0 + BX) of a grid shared with a table pass
 // (BX = 0: the whole grid).
 // LAST = false: the first pass of a window plus a lattice (Plan::lattice): hands its softmax state
-// over through ws instead of writing O; PAIR: in one grid with the lattice's blocks, each row's
-// state meets the lattice's (pair_meet; per-row words at ws + heads * WSF).
+// over through ws instead of writing O.
 template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI, bool DPV = false, bool EMASK = false, int G = 0,
-          int B0 = 0, int BX = 0, bool LAST = true, bool PAIR = false, i64 WSF = 0>
+          int B0 = 0, int BX = 0, bool LAST = true>
 __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
                                           const void* tmaps, i64 nb = -1) {
   static_assert(UsesTma<E>::value, "band tiles start at any key: TMA boxes");
@@ -680,9 +679,7 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   }
   if constexpr (DPV) e.pv_done();
   if (total == 0) cp_async_wait<0>();  // no key tile (a one-sided band's last rows): Q's copies (QS)
-  if constexpr (PAIR)
-    e.end_band(ph + D * m_first, D, min(64, M - m_first), bh, o, e.template pair_meet<WSF>(row, bh, ws));
-  else if constexpr (StagedEnd<E>::value && LAST)
+  if constexpr (StagedEnd<E>::value && LAST)
     e.end_band(ph + D * m_first, D, min(64, M - m_first), bh, o);
   else
     e.end(row, bh, LAST, o, ws);  // ovl=1: its last P.V is still deferred (flush)
@@ -708,18 +705,15 @@ struct LatticeMask {
   }
 };
 
-// PAIR: in one grid with the window's blocks (block number nb), each row's state meets the window's
-// (pair_meet) instead of being merged with a state handed over.
-template <class E, class T, int SEQ, int HD, int P, int HLO, int HHI, bool DPV = false, bool PDL = false, bool PAIR = false,
-          i64 WSF = 0>
+template <class E, class T, int SEQ, int HD, int P, int HLO, int HHI, bool DPV = false, bool PDL = false>
 __device__ __forceinline__ void lattice_pass(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
-                                             const void* tmaps, i64 nb = -1) {
+                                             const void* tmaps) {
   static_assert(UsesTma<E>::value, "stride-P key tiles: TMA boxes");
   static_assert(SEQ % P == 0, "every phase has M rows");
   constexpr int M = SEQ / P, TPP = (M + 63) / 64, S = E::STAGES, LA = Lookahead<E>::value;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // Block n: row tile n % TPP of group n / TPP (head bh, phase c); consecutive blocks share keys.
-  const i64 n = nb >= 0 ? nb : blockIdx.x + (i64)gridDim.x * blockIdx.y, g = n / TPP;
+  const i64 n = blockIdx.x + (i64)gridDim.x * blockIdx.y, g = n / TPP;
   const int t = (int)(n % TPP), ph = (int)(g % P);
   const i64 bh = g / P;
   const int m_first = 64 * t, m_last = min(64 * t + 63, M - 1);
@@ -766,11 +760,6 @@ __device__ __forceinline__ void lattice_pass(float scale_log2, const T* q, const
     }
   }
   if constexpr (DPV) e.pv_done();
-  if constexpr (PAIR) {
-    static_assert(StagedEnd<E>::value, "pair_meet: the wgmma engine");
-    e.end_band(ph + P * m_first, P, min(64, M - m_first), bh, o, e.template pair_meet<WSF>(row, bh, ws));
-    return;
-  }
   if constexpr (PDL) pdl_wait();  // a programmatic launch: the window's kernel has completed from here on
   e.merge_state(row, bh, ws);
   if constexpr (StagedEnd<E>::value)

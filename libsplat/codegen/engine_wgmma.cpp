@@ -606,73 +606,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   // those stores took 28 us at window-16k, 5.6 without the stores). Called once every copy has
   // landed and the last P.V completed in this warp; the barrier covers the other warps' wgmmas,
   // so the stages are free.
-  // A window and its key lattice in one grid (pair): row r's two blocks each end with a softmax
-  // state, merged by the second to arrive. Word r of the per-row words at ws + heads * WSF (zero
-  // before the launch): each block adds 1 (the row's quad leader, atomically). The first (it read
-  // count 0) stores its state where pass hand-overs do, then publishes it (bit 30); the second
-  // waits for that bit, merges the state into its own (merge_state's step) and writes O, and zeroes
-  // the word for the next launch. A block only waits for one that claimed the row before it, and a
-  // block publishes right after it claims, so no block waits for one that is not running or
-  // waiting itself. Returns this warp's rows whose O the other block writes (bit: row in warp).
-  template <i64 WSF>
-  __device__ __forceinline__ u32 pair_meet(const i64* row, i64 bh, float* ws) {
-    const int lane = threadIdx.x & 31, t4 = lane & 3;
-    u32* words = reinterpret_cast<u32*>(ws + (i64)gridDim.y * WSF) + bh * SEQ;
-    constexpr u32 kPublished = 1u << 30;
-    u32 skip = 0;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const bool real = row[h] >= 0;
-      u32* word = words + (real ? row[h] : 0);
-      u32 old = 0;
-      if (real && t4 == 0) old = atomicAdd(word, 1u);
-      old = __shfl_sync(0xffffffffu, old, lane & ~3);
-      const float lsum = lane_sum<4>(this->l[h]);
-      const bool first = real && (old & 0xffu) == 0, second = real && !first;
-      float* w = ws + (bh * SEQ + (real ? row[h] : 0)) * HD + 2 * t4;
-      float* ml = state_ml(ws, SEQ, HD, bh, real ? row[h] : 0);
-      if (first) {
-#pragma unroll
-        for (int d = 0; d < HD / 8; ++d) {
-          w[8 * d] = this->acc[0][d][2 * h];
-          w[8 * d + 1] = this->acc[0][d][2 * h + 1];
-        }
-        if (t4 == 0) {
-          ml[0] = this->m[h];
-          ml[1] = lsum;
-        }
-        __threadfence();  // each lane's stores before the leader's publish
-      }
-      __syncwarp();
-      if (first && t4 == 0) {
-        __threadfence();  // the quad's stores (ordered before by the warp barrier) before the publish
-        atomicOr(word, kPublished);
-      }
-      if (second) {
-        u32 seen;
-        do {
-          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(word) : "memory");
-        } while (!(seen & kPublished));
-        const float m1 = ml[0], l1 = ml[1], mx = fmaxf(this->m[h], m1), ref = mx == neg_inf() ? 0.f : mx;
-        const float a0 = fast_exp2(this->m[h] - ref), a1 = fast_exp2(m1 - ref);
-        this->l[h] = this->l[h] * a0 + (t4 == 0 ? l1 * a1 : 0.f);  // l: summed over a row's 4 lanes later
-        this->m[h] = mx;
-#pragma unroll
-        for (int d = 0; d < HD / 8; ++d) {
-          this->acc[0][d][2 * h] = this->acc[0][d][2 * h] * a0 + w[8 * d] * a1;
-          this->acc[0][d][2 * h + 1] = this->acc[0][d][2 * h + 1] * a0 + w[8 * d + 1] * a1;
-        }
-      }
-      __syncwarp();  // the quad has read the state before its word is zeroed
-      if (second && t4 == 0) *reinterpret_cast<volatile u32*>(word) = 0u;
-      // Rows in this warp: lane / 4 + 8h; the first's rows are written by the other block.
-      const u32 firsts = __ballot_sync(0xffffffffu, first && t4 == 0);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) skip |= ((firsts >> (4 * j)) & 1u) << (j + 8 * h);
-    }
-    return skip;
-  }
-  __device__ __forceinline__ void end_band(int row0, int rstep, int nrows, i64 bh, T* o, u32 skip = 0) {
+  __device__ __forceinline__ void end_band(int row0, int rstep, int nrows, i64 bh, T* o) {
     static_assert(!OVL && WGS == 1, "one warpgroup, nothing in flight");
     const int lane = threadIdx.x & 31, wrp = threadIdx.x >> 5, t4 = lane & 3;
     __syncthreads();  // every warp's wgmmas done reading the stages
@@ -695,8 +629,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       uint4 x;
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(kbase + blk * BLK + r * 128 + ((c ^ (r & 7)) << 4)) : "memory");
-      if ((int)r < nrows && !((skip >> (r - 16 * wrp)) & 1u))
-        *reinterpret_cast<uint4*>(o + (bh * SEQ + (row0 + rstep * (int)r)) * HD + 64 * blk + c * 8) = x;
+      if ((int)r < nrows) *reinterpret_cast<uint4*>(o + (bh * SEQ + (row0 + rstep * (int)r)) * HD + 64 * blk + c * 8) = x;
     }
   }
 };

@@ -29,11 +29,7 @@ Kernel::Kernel(std::shared_ptr<const GeneratedModule> gen, std::shared_ptr<Modul
     tmaps_ = std::make_shared<DeviceBuffer>(gen_->tensor_maps.size() * kTensorMapBytes);
   const size_t bh = static_cast<size_t>(bh_);
   if (kind == KernelKind::Fused && gen_->workspace_floats_per_bh > 0)
-  {
     ws_ = std::make_shared<DeviceBuffer>(bh * static_cast<size_t>(gen_->workspace_floats_per_bh) * sizeof(float));
-    // A paired window and lattice counts each row's arrivals in ws: zero once, each launch leaves it so.
-    if (gen_->workspace_zero_init) cuda_check(cudaMemset(ws_->get(), 0, ws_->size()), "cudaMemset (workspace)");
-  }
   if (kind == KernelKind::Pipeline && gen_->scores_floats_per_bh > 0)
     scores_ = std::make_shared<DeviceBuffer>(bh * static_cast<size_t>(gen_->scores_floats_per_bh) * sizeof(float));
 }
