@@ -938,14 +938,17 @@ class RuleChecker {
       TN a = tensor(*e.args[0]);
       if (!a.poly) need_numeric(a.n->etype, loc, what);
       if (k.ival == 0) {
+        // 1 wherever A is valid and defined: A stays an operand of the Const (ir.h), so that its
+        // validity and definedness survive the fold. A scalar of literal arithmetic is always
+        // valid and defined, so there the 1 stands alone.
         Literal one;
         one.num = 1;
         TN lit = literal(one, loc, true);
-        if (is_scalar(a)) return a.poly ? lit : fixed(coerce(lit, a.n->etype, loc));
+        if (is_scalar(a) && a.poly) return lit;
         auto n = mk_node(Op::Const, loc);
         n->shape = a.n->shape;
-        n->etype = a.n->etype;
-        n->args = {a.poly ? finalize(lit) : coerce(lit, a.n->etype, loc)};
+        n->etype = a.poly ? tvar() : a.n->etype;
+        n->args = {a.poly ? finalize(lit) : coerce(lit, a.n->etype, loc), a.poly ? finalize(a) : a.n};
         return TN{n, false, std::nullopt};
       }
       TN acc = a;

@@ -79,7 +79,9 @@ enum class Op {
   Input,      // input tensor `input`
   Literal,    // scalar literal `lit` (empty shape)
   ScalarRef,  // named scalar `input` (index into Rule::scalars; empty shape)
-  Const,      // const(v, SHAPE): args[0] is the (empty-shape) value
+  Const,      // const(v, SHAPE): args[0] is the (empty-shape) value; args[1], when present, is a
+              // kept operand of the node's shape (from `pow(A, 0)`): the const is valid only where
+              // it is valid and defined only where it is defined, and its value is never read
   Iota,       // iota(SHAPE, R): value = index along axes[0] (a single rclass)
   Neg, Abs, Exp, Not,
   Add, Sub, Mul, Div, Rem, Max, Min, And, Or,
@@ -109,7 +111,8 @@ const char* to_string(Op);
 // - A Literal of kind Int may carry etype Real (or T): an integer literal used as a real.
 // - Eq / Ne may compare Bool operands; Lt..Ge and arithmetic only numeric ones.
 // - `pow(A, k)` (extension) never reaches the IR: it is desugared into Mul nodes, or into
-//   Const(1, shape of A) for k = 0.
+//   Const(1, shape of A) with A kept as args[1] for k = 0 (a fold never drops an operand's
+//   validity or definedness; docs/verifier.md, "Folds").
 // - Broadcast's args[0] may be a scalar; Dot may have an empty sum_index (outer product); a
 //   Degenerate node always has attrs["add"] (possibly empty); Conv keeps its per-spatial-key
 //   attributes in attrs "stride", "low", "high", "lhs_dilation", "rhs_dilation".

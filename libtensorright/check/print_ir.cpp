@@ -148,7 +148,17 @@ void pn(std::ostream& os, const Rule& r, const Node& n) {
     case Op::Literal: os << literal_str(n.lit); return;
     case Op::Neg: os << "-("; args(); os << ')'; return;
     case Op::Not: os << "!("; args(); os << ')'; return;
-    case Op::Const: os << "const("; args(); os << ", " << axis_map(r, n.shape) << ')'; return;
+    case Op::Const:
+      if (n.args.size() > 1) {  // pow(A, 0) keeps A (ir.h)
+        os << "pow(";
+        pn(os, r, *n.args[1]);
+        os << ", 0)";
+        return;
+      }
+      os << "const(";
+      args();
+      os << ", " << axis_map(r, n.shape) << ')';
+      return;
     case Op::Iota: os << "iota(" << axis_map(r, n.shape) << ", " << print_key(r, n.axes.at(0)) << ')'; return;
     case Op::Broadcast: {
       AxisMap added;

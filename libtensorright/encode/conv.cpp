@@ -44,7 +44,7 @@ Term dilated(const Builder& b, const Term& size, const Term& dil) {
 // Validity of the conv node itself (the evaluator's shape rules): equal feature sizes; per spatial
 // axis stride > 0, dilations >= 1, padded input size >= 0 and output size >= 0.
 Term Encoder::conv_valid(const Node& n) {
-  if (!n.conv) throw Unsupported("conv without its attributes" + where(n.loc));
+  if (!n.conv) throw InternalError("conv without its attributes" + where(n.loc));
   const ConvAttrs& c = *n.conv;
   const Node& in = *n.args.at(0);
   const Node& w = *n.args.at(1);
@@ -66,7 +66,7 @@ Term Encoder::conv_valid(const Node& n) {
 }
 
 Elem Encoder::conv_at(const Node& n, const Index& idx) {
-  if (!n.conv) throw Unsupported("conv without its attributes" + where(n.loc));
+  if (!n.conv) throw InternalError("conv without its attributes" + where(n.loc));
   const ConvAttrs& c = *n.conv;
   const Node& in = *n.args.at(0);
   const Node& w = *n.args.at(1);

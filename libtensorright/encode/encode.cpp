@@ -167,7 +167,7 @@ void Encoder::collect_sums(const Node& n, std::vector<int>& out) {
 Term Encoder::map_const(int id, int j) {
   if (id < 0 || id >= static_cast<int>(map_consts.size()) || j < 0 ||
       j >= static_cast<int>(map_consts[id].size()))
-    throw Unsupported("map reference outside a per-axis context");
+    throw InternalError("map reference outside a per-axis context");
   return map_consts[id][j];
 }
 
@@ -182,7 +182,7 @@ Term Encoder::iexpr(const IExpr& e, int j) {
     case IK::Int: r = b.integer(e.value); break;
     case IK::Bool: r = e.value ? b.T : b.F; break;
     case IK::Map:
-      if (j < 0) throw Unsupported("map reference outside a per-axis context" + where(e.loc));
+      if (j < 0) throw InternalError("map reference outside a per-axis context" + where(e.loc));
       r = map_const(e.id, j);
       break;
     case IK::Scalar: r = scalar_consts.at(e.id); break;
@@ -227,7 +227,7 @@ Term Encoder::iexpr(const IExpr& e, int j) {
 
 Term Encoder::size(const Node& n, const AxisKey& k, int j) {
   auto it = n.shape.find(k);
-  if (it == n.shape.end() || !it->second) throw Unsupported("internal: a shape lacks an axis" + where(n.loc));
+  if (it == n.shape.end() || !it->second) throw InternalError("a shape lacks an axis" + where(n.loc));
   return iexpr(*it->second, j);
 }
 
@@ -364,7 +364,7 @@ Val Encoder::literal(const Node& n) {
   switch (l.kind) {
     case Literal::Kind::Int: return {t == DType::Real ? b.real(l.num) : b.integer(l.num), {}};
     case Literal::Kind::Real:
-      if (t != DType::Real && l.den != 1) throw Unsupported("a fractional literal in an int context" + where(n.loc));
+      if (t != DType::Real && l.den != 1) throw InternalError("a fractional literal in an int context" + where(n.loc));
       return {t == DType::Real ? b.real(l.num, l.den) : b.integer(l.num), {}};
     case Literal::Kind::Bool: return {l.num ? b.T : b.F, {}};
     case Literal::Kind::PosInf: return {z, b.integer(1)};
@@ -392,7 +392,7 @@ Val Encoder::num_op(Op op, const Val& a, const Val& c, const Node& n, Term& def)
       case Op::Rem: return real ? b.real_rem(x, y) : b.trunc_rem(x, y);
       case Op::Max: return b.max(x, y);
       case Op::Min: return b.min(x, y);
-      default: throw Unsupported(std::string("operator ") + to_string(op) + " on numbers" + where(n.loc));
+      default: throw InternalError(std::string("operator ") + to_string(op) + " on numbers" + where(n.loc));
     }
   };
   if (a.tag.isNull() && c.tag.isNull()) return {plain(a.v, c.v), {}};
@@ -429,7 +429,7 @@ Val Encoder::num_op(Op op, const Val& a, const Val& c, const Node& n, Term& def)
       Term pick_a = mx ? ge : b.or_({b.not_(ge), b.and_({b.eq(ta, tc), b.or_({b.not_(fa), b.eq(a.v, c.v)})})});
       return {b.ite(pick_a, a.v, c.v), b.ite(unk, two, b.ite(pick_a, ta, tc))};
     }
-    default: throw Unsupported(std::string("operator ") + to_string(op) + " with infinities" + where(n.loc));
+    default: throw InternalError(std::string("operator ") + to_string(op) + " with infinities" + where(n.loc));
   }
 }
 
@@ -470,7 +470,7 @@ Term Encoder::cmp_op(Op op, const Val& a, const Val& c, Term& def) {
     case Op::Le: return b.or_({ltv, eqv});
     case Op::Gt: return b.not_(b.or_({ltv, eqv}));
     case Op::Ge: return b.not_(ltv);
-    default: throw Unsupported("internal: comparison operator");
+    default: throw InternalError("comparison operator");
   }
 }
 
@@ -597,7 +597,14 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
     }
     case Op::Literal: return {b.T, literal(n), nullptr};
     case Op::ScalarRef: return {b.T, {scalar_consts.at(n.input), {}}, nullptr};
-    case Op::Const: return at(*n.args.at(0), {});
+    case Op::Const: {
+      Elem v = at(*n.args.at(0), {});
+      if (n.args.size() < 2) return v;
+      // A kept operand (ir.h: pow(A, 0)): defined where it is; its value is never read.
+      Elem kept = sub(1);
+      if (kept.sum) throw Unsupported("pow(A, 0) of a reduction cannot be encoded" + where(n.loc));
+      return with_def(v, kept.def);
+    }
     case Op::Iota: return {b.T, {idx.at(n.axes.at(0)).at(0), {}}, nullptr};
     case Op::Neg:
     case Op::Abs:
@@ -619,7 +626,7 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
         r.v = b.abs(v.v);
         if (!tg.isNull()) r.tag = b.ite(b.eq(tg, b.zero), b.zero, b.ite(b.eq(tg, b.integer(2)), tg, b.integer(1)));
       } else {
-        if (t != DType::Real) throw Unsupported("exp on a non-real value" + where(n.loc));
+        if (t != DType::Real) throw InternalError("exp on a non-real value" + where(n.loc));
         Term e = b.exp(v.v);
         if (tg.isNull()) {
           r.v = e;
@@ -827,7 +834,7 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
     }
     case Op::Conv: return conv_at(n, idx);  // conv.cpp
   }
-  throw Unsupported("internal: unknown operator");
+  throw InternalError("unknown operator");
 }
 
 // Elementwise arithmetic; with sums, only products (and real division by a plain value)
@@ -959,7 +966,7 @@ Query Encoder::build() {
     std::set<AxisKey> lk, rk;
     for (const auto& [k, v] : L.shape) lk.insert(k);
     for (const auto& [k, v] : R.shape) rk.insert(k);
-    if (lk != rk) throw Unsupported("the two sides have different axes");
+    if (lk != rk) throw InternalError("the two sides have different axes (the checker rejects this)");
   }
   std::vector<Term> pre;
   for (const auto& p : rule.pre) pre.push_back(iexpr(*p.cond, -1));
@@ -1052,12 +1059,17 @@ Query Encoder::build() {
   std::vector<Term> gs;
   split_goal(rhs_valid, gs);
   split_goal(shape_eq, gs);
+  q.shape_goals = gs;
   gs.push_back(eq_goal);
   q.goals = gs;
   q.lhs_access = lhs_access;
   q.eq_goal = eq_goal;
-  // Refinement as in reference §3.5 and the evaluator's check_at: at an index where the lhs is
-  // defined, the rhs is valid, has the same shape, is defined and equal.
+  // Refinement as in the evaluator's check_at, in two queries: wherever the lhs is valid, the rhs
+  // is valid and has the same shape, also when the lhs has no elements (shape_query, no index);
+  // at an index where the lhs is defined, the rhs is valid, has the same shape, is defined and
+  // equal (query). Two queries rather than one disjunction: cvc5 decides each much faster.
+  Term shape_all = b.and_(q.shape_goals);
+  if (!Builder::is_true(shape_all)) q.shape_query = b.and_({hyp_core, b.not_(shape_all)});
   q.query = b.and_({q.hyp, lhs_access, b.not_(b.and_(q.goals))});
   q.vacuity = b.and_({hyp_core, lhs_access});  // without the exp facts: cheaper models
   return q;

@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "libtensorright/base/internal_error.h"
 #include "libtensorright/check/ir.h"
 
 namespace tr::enc {
@@ -154,14 +155,17 @@ struct Access {
   std::vector<Term> args;  // in the order of the tensor's declared keys and axes
 };
 
-// The refinement query of one task (docs/verifier.md):
-//   hyp ∧ lhs_access ∧ ¬(goal_0 ∧ ... ∧ goal_n)   (the last goal is eq_goal).
+// The refinement queries of one task (docs/verifier.md, "The query"):
+//   shape_query = hyp ∧ ¬(∧ shape_goals)                  (tensor level: validity and shape)
+//   query       = hyp ∧ lhs_access ∧ ¬(∧ shape_goals ∧ eq_goal)   (one element)
 struct Query {
   Term hyp;                 // pre ∧ assumption instances ∧ validL ∧ lhs-sum definedness
   Term lhs_access;          // output index in range of the lhs ∧ lhs element defined
-  std::vector<Term> goals;  // parts of validR and of "shapes equal", then eq_goal
+  std::vector<Term> shape_goals;  // parts of validR and of "shapes equal" (tensor level)
+  std::vector<Term> goals;        // shape_goals, then eq_goal
   Term eq_goal;             // the element part: defR ∧ lhs = rhs (with sums: range checks)
-  Term query;               // hyp ∧ lhs_access ∧ ¬(∧ goals)
+  Term shape_query;         // null when the shape goals fold to true
+  Term query;
   Term vacuity;             // hyp ∧ lhs_access
   bool has_sums = false;    // a match abstracts sums: a non-replaying model is inconclusive
   // Folds (reduce.cpp): extra constraints that steer a satisfiable query towards a model that

@@ -85,7 +85,7 @@ void Encoder::check_folds() {
       if (in_assume)
         throw Unsupported(std::string(op_name(n.reducer)) + " in an assumption cannot be encoded" + where(n.loc));
       if (n.args.size() != 2 || !n.args[1]->shape.empty())
-        throw Unsupported(std::string(op_name(n.reducer)) + " without a scalar init value" + where(n.loc));
+        throw InternalError(std::string(op_name(n.reducer)) + " without a scalar init value" + where(n.loc));
     }
     for (const auto& a : n.args)
       if (a) scan(*a, in_assume);
@@ -188,7 +188,7 @@ Elem Encoder::fold_arith(Op op, const Node& n, const Elem& x, const Elem& y) {
   std::unordered_set<Term> consts;
   for (const auto& e : f.box) consts.insert(e.si);
   if (mentions_any(pe.val.v, consts) || mentions_any(pe.val.tag, consts))
-    throw Unsupported("internal: an operand depends on a reduction's own index" + where(n.loc));
+    throw InternalError("an operand depends on a reduction's own index" + where(n.loc));
   auto s = std::make_shared<SumVal>(f);
   Term dummy = b.T;
   s->init = num_op(op, f.init, pe.val, n, dummy);

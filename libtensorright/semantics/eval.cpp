@@ -615,7 +615,14 @@ Point Evaluator::access(const Node& n, const Index& idx) {
       return value(it->second.is_inf() || it->second.kind == Value::Kind::Unknown ? it->second
                                                                                    : convert(it->second, t, n.loc));
     }
-    case Op::Const: return at(arg(n, 0), {});
+    case Op::Const: {
+      // A kept operand (ir.h: pow(A, 0)) is accessed at the same index; its value is not used.
+      if (n.args.size() > 1) {
+        Point kept = sub(1);
+        if (!kept.defined) return kept;
+      }
+      return at(arg(n, 0), {});
+    }
     case Op::Iota: return value(convert(Value::integer(idx.at(n.axes[0])[0]), t, n.loc));
     case Op::Neg: return un(&vops::neg);
     case Op::Abs: return un(&vops::abs);
@@ -949,21 +956,34 @@ std::string shape_str(const Shape& s, const Rule& rule) {
 SideCheck check_at(const Rule& rule, const Instance& inst, const Index& idx) {
   SideCheck c;
   Evaluated l = eval(rule, rule.lhs, inst);
-  c.lhs = l.at(idx);
-  if (!c.lhs.defined) return c;  // nothing is required where the left side is undefined
+  if (!l.defined) {  // nothing is required where the left side is invalid
+    c.lhs = Point{false, std::nullopt, l.why};
+    return c;
+  }
+  c.lhs_valid = true;
   Evaluated r = eval(rule, rule.rhs, inst);
-  c.inexact = c.lhs.value->inexact;
   if (!r.defined) {
     c.holds = false;
-    c.reason = "right side undefined: " + r.why;
+    c.tensor_level = true;
+    c.reason = "right side invalid where the left side is valid: " + r.why;
     c.rhs = Point{false, std::nullopt, r.why};
-    return c;
-  }
-  if (!same_shape(l.shape, r.shape)) {
+  } else if (!same_shape(l.shape, r.shape)) {
     c.holds = false;
+    c.tensor_level = true;
     c.reason = "shapes differ: left " + shape_str(l.shape, rule) + ", right " + shape_str(r.shape, rule);
-    return c;
   }
+  bool in_range = true;
+  for (const auto& [k, v] : l.shape) {
+    auto it = idx.find(k);
+    if (it == idx.end() || it->second.size() != v.size()) {
+      in_range = false;
+      break;
+    }
+    for (size_t j = 0; j < v.size(); ++j) in_range = in_range && it->second[j] >= 0 && it->second[j] < v[j];
+  }
+  c.lhs = in_range ? l.at(idx) : Point{false, std::nullopt, "index outside the left side's shape"};
+  if (c.tensor_level || !c.lhs.defined) return c;  // no element is required outside the left side
+  c.inexact = c.lhs.value->inexact;
   c.rhs = r.at(idx);
   if (!c.rhs.defined) {
     c.holds = false;
@@ -985,6 +1005,13 @@ InstanceCheck check_instance(const Rule& rule, const Instance& inst) {
   Evaluated l = eval(rule, rule.lhs, inst);
   r.lhs_defined = l.defined;
   if (!l.defined) return r;
+  SideCheck t = check_at(rule, inst, Index{});  // the tensor level (validity and shape)
+  if (t.tensor_level) {
+    r.holds = false;
+    r.failing = Index{};
+    r.at = std::move(t);
+    return r;
+  }
   for_each_index(l.shape, [&](const Index& i) {
     SideCheck c = check_at(rule, inst, i);
     if (c.holds) return true;

@@ -39,14 +39,16 @@
 #include <string>
 #include <vector>
 
+#include "libtensorright/base/internal_error.h"
 #include "libtensorright/check/ir.h"
 #include "libtensorright/semantics/rational.h"
 
 namespace tr {
 
-// An IR or instance the evaluator cannot interpret (the message names the node's location).
-struct EvalError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// An IR or instance the evaluator cannot interpret (the message names the node's location): the
+// checker and the encoder guarantee neither happens, so it is an internal error (exit 3).
+struct EvalError : InternalError {
+  using InternalError::InternalError;
 };
 
 // One element value. Int and Real are exact; +-inf and Unknown follow TensorRight's TensorNum
@@ -135,13 +137,24 @@ struct Evaluated {
 
 Evaluated eval(const Rule&, const NodeP&, const Instance&);
 
-// Refinement at one index: wherever the left side is defined, the right side is defined, has the
-// same shape and an equal value (reference §3.5).
+// Refinement, in two parts (docs/verifier.md, "The query"):
+//  * tensor level: wherever the left side is valid, the right side is valid and has the same
+//    shape, also when the left side has no elements (XLA replaces an instruction only by one of
+//    the same shape);
+//  * at one index: wherever the left side is defined, the right side is defined and equal
+//    (reference §3.5).
+// check_at checks the tensor level and then the index `idx` (which may be outside the shape when
+// the tensor level fails: a shape counterexample needs no index).
 struct SideCheck {
   bool holds = true;
   std::string reason;  // when !holds: "right side undefined: ...", "shapes differ", "values differ"
   Point lhs, rhs;
+  bool lhs_valid = false;   // the left side is valid at the tensor level
+  bool tensor_level = false;  // !holds because of validity or shape, not of one element
   bool inexact = false;  // a value involved an approximated exp: treat a failure as inconclusive
+  // The instance refutes the rule: it fails where the left side is valid (tensor level) or
+  // defined (at the index), and no approximated value is involved.
+  bool refutes() const { return !holds && !inexact && (tensor_level || lhs.defined); }
 };
 SideCheck check_at(const Rule&, const Instance&, const Index& idx);
 

@@ -223,12 +223,16 @@ Counterexample render(const Rule& rule, const Model& m, const SideCheck& sc, con
   for (const auto& [id, v] : m.inst.maps)
     if (!si_maps.count(id)) c.maps.push_back({rule.maps[id].name, vec_str(v)});
   for (const auto& [id, v] : m.inst.scalars) c.scalars.push_back({rule.scalars[id].name, v.str()});
-  for (const auto& [k, v] : m.index) c.index.push_back({key_str(rule, k), vec_str(v)});
-  for (const auto& [t, data] : m.inst.inputs)
-    for (const auto& [idx, v] : data.elems)
-      if (inside(static_cast<size_t>(t), idx)) c.inputs.push_back({rule.tensors[t].name + "[" + idx_str(rule, idx) + "]", v.str()});
-  c.lhs_value = sc.lhs.defined ? sc.lhs.value->str() : "undefined";
-  c.rhs_value = sc.rhs.defined ? sc.rhs.value->str() : "undefined";
+  // A tensor-level counterexample (validity or shape) holds at no particular index or element.
+  if (!sc.tensor_level) {
+    for (const auto& [k, v] : m.index) c.index.push_back({key_str(rule, k), vec_str(v)});
+    for (const auto& [t, data] : m.inst.inputs)
+      for (const auto& [idx, v] : data.elems)
+        if (inside(static_cast<size_t>(t), idx))
+          c.inputs.push_back({rule.tensors[t].name + "[" + idx_str(rule, idx) + "]", v.str()});
+  }
+  c.lhs_value = sc.tensor_level ? "valid" : sc.lhs.defined ? sc.lhs.value->str() : "undefined";
+  c.rhs_value = sc.tensor_level ? (sc.rhs.why.empty() ? "valid" : "invalid") : sc.rhs.defined ? sc.rhs.value->str() : "undefined";
   std::ostringstream o;
   o << "dtype " << to_string(c.dtype) << ", ranks";
   for (const auto& [r, n] : c.ranks) o << " " << r << "=" << n;
@@ -274,6 +278,20 @@ struct DTypeOutcome {
   DTypeResult res;
   std::optional<Counterexample> cex;
 };
+
+// Checks the task's tensor-level query, then (if that is unsat) its element query, leaving the
+// deciding one asserted in the current push level (its model is read from there).
+cvc5::Result check_task(cvc5::Solver& s, const enc::Query& q) {
+  if (!q.shape_query.isNull()) {
+    s.assertFormula(q.shape_query);
+    cvc5::Result r = s.checkSat();
+    if (!r.isUnsat()) return r;
+    s.pop();
+    s.push();
+  }
+  s.assertFormula(q.query);
+  return s.checkSat();
+}
 
 std::vector<std::vector<int>> rank_vectors(const std::vector<int>& k) {
   std::vector<std::vector<int>> out{{}};
@@ -436,8 +454,7 @@ DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, c
         }
       }
       s->push();
-      s->assertFormula(q.query);
-      cvc5::Result r = s->checkSat();
+      cvc5::Result r = check_task(*s, q);
       if (!r.isUnknown()) {
         result = r;
         break;  // keep the push: the model is read below
@@ -501,7 +518,7 @@ DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, c
     }
     std::string rk;
     for (size_t r = 0; r < ranks.size(); ++r) rk += (r ? "," : "") + std::to_string(ranks[r]);
-    if (pre && !sc.holds && !sc.inexact && sc.lhs.defined) {
+    if (pre && sc.refutes()) {
       out.res.verdict = Verdict::Counterexample;
       out.cex = render(rule, m, sc, si_maps);
       out.res.reason = sc.reason;
@@ -529,7 +546,7 @@ DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, c
       if (hm) {
         try {
           SideCheck hc = check_at(rule, hm->inst, hm->index);
-          if (preconditions_hold(rule, hm->inst) && !hc.holds && !hc.inexact && hc.lhs.defined) {
+          if (preconditions_hold(rule, hm->inst) && hc.refutes()) {
             out.res.verdict = Verdict::Counterexample;
             out.cex = render(rule, *hm, hc, si_maps);
             out.res.reason = hc.reason;
@@ -556,8 +573,7 @@ DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, c
       out.res.reason = "the model involves exp, which the evaluator only approximates: " + detail;
       return finish();
     }
-    throw InternalError("rule " + rule.name + " (" + file + "), dtype " + to_string(dt) +
-                        ": the solver's counterexample does not replay in the evaluator: " + detail);
+    throw InternalError("the solver's counterexample does not replay in the evaluator: " + detail);
   }
   if (inconclusive) {
     out.res.verdict = *inconclusive;
@@ -569,6 +585,16 @@ DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, c
     out.res.verdict = Verdict::Proved;
   }
   return finish();
+}
+
+// verify_dtype, with the rule and its location added to an internal error's message.
+DTypeOutcome verify_dtype_located(const Rule& rule, const std::string& file, DType dt, const VerifyOptions& opts) {
+  try {
+    return verify_dtype(rule, file, dt, opts);
+  } catch (const InternalError& e) {
+    throw InternalError(file + ":" + std::to_string(rule.loc.line) + ": rule " + rule.name + ", dtype " +
+                        to_string(dt) + ": " + e.what());
+  }
 }
 
 }  // namespace
@@ -604,7 +630,7 @@ RuleResult assemble(const Rule& rule, const std::string& file, std::vector<DType
 
 RuleResult verify_rule(const Rule& rule, const std::string& file, const VerifyOptions& opts) {
   std::vector<DTypeOutcome> outs;
-  for (DType dt : rule.dtypes) outs.push_back(verify_dtype(rule, file, dt, opts));
+  for (DType dt : rule.dtypes) outs.push_back(verify_dtype_located(rule, file, dt, opts));
   return assemble(rule, file, std::move(outs));
 }
 
@@ -632,7 +658,7 @@ std::vector<RuleResult> verify_rules(const std::vector<std::pair<std::string, Ru
       auto [p, d] = items[i];
       const auto& [file, rule] = rules[picked[p]];
       try {
-        slots[p][d] = verify_dtype(rule, file, rule.dtypes[d], opts);
+        slots[p][d] = verify_dtype_located(rule, file, rule.dtypes[d], opts);
       } catch (...) {
         std::lock_guard<std::mutex> lock(mu);
         if (!failure) failure = std::current_exception();

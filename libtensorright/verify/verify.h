@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "libtensorright/base/internal_error.h"
 #include "libtensorright/check/ir.h"
 
 namespace tr {
@@ -58,11 +59,8 @@ struct RuleResult {
   std::string note;                    // one-line explanation when not proved
 };
 
-// Thrown for internal inconsistencies (e.g. a model that does not replay where no `match`
-// abstracts a sum). The app reports it and exits 3; it is never turned into a verdict.
-struct InternalError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+// Internal inconsistencies (e.g. a model that does not replay where no `match` abstracts a sum)
+// are thrown as tr::InternalError (base/internal_error.h), naming the rule and its location.
 
 // Severity order used to combine dtype verdicts: counterexample > unsupported > timeout/unknown >
 // vacuous > proved. Returns the worse of a and b.

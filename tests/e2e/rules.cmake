@@ -14,3 +14,7 @@ foreach(_t rules_xla_check rules_xla_mutants_check)
     set_tests_properties(e2e/${_t} PROPERTIES TIMEOUT 1800)
   endif()
 endforeach()
+# Regression rules of the soundness audit, one folder per expected verdict (tests/rules/README.md).
+foreach(_v proved counterexample vacuous)
+  trsplat_e2e(rules_regressions_${_v} EXIT 0 COMMAND trverify --check tests/rules/${_v})
+endforeach()
