@@ -708,7 +708,7 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
       }
       Elem body;
       if (n.op == Op::Sum) {
-        body = at(x, full);
+        body = reduced_element(n, full, box);  // reindex.cpp
       } else {
         const Node& y = *n.args.at(1);
         body = arith(Op::Mul, n, at(x, restrict_to(x, full)), at(y, restrict_to(y, full)));

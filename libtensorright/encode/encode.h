@@ -254,6 +254,11 @@ class Encoder {
   Elem conv_at(const Node& n, const Index& idx);
   static std::vector<uint64_t> signature_of(const Index& idx);  // identifies an index (sum_use_)
 
+  // reindex.cpp: the element a reduction n combines at the summation-index constants `full`,
+  // after an exact bijective re-indexing of its range (reverse, neutral padding); may change the
+  // sizes of `box` (its entries in n.sum_index order).
+  Elem reduced_element(const Node& n, const Index& full, std::vector<BoxEntry>& box);
+
   // reduce.cpp: reduce_max/min/prod (Op::Sum with a Reducer other than Sum).
   static bool is_fold(const Elem& e) { return e.sum && e.sum->red != Reducer::Sum; }
   void check_folds();  // constructor: forms rejected before any encoding

@@ -132,7 +132,7 @@ Elem Encoder::fold_at(const Node& n, const Index& idx) {
     full[k] = sis;
   }
 
-  Elem body = at(x, full);
+  Elem body = reduced_element(n, full, box);  // reindex.cpp
   auto s = std::make_shared<SumVal>();
   s->red = n.reducer;
   s->node = &n;
@@ -182,7 +182,12 @@ Elem Encoder::fold_arith(Op op, const Node& n, const Elem& x, const Elem& y) {
   const Elem& fe = x.sum ? x : y;
   const Elem& pe = x.sum ? y : x;
   const SumVal& f = *fe.sum;
-  if (fold_op(f.red) != op)
+  // min over a max-fold (max over a min-fold) distributes over the elements: on a total order with
+  // -inf < finite < inf and Unknown absorbing, min(max(c, x1, ..., xn), p) is
+  // max(min(c, p), min(x1, p), ..., min(xn, p)) (also for n = 0), so it is the fold of the same
+  // range with every element and the init passed through min(., p).
+  const bool distributes = (op == Op::Min && f.red == Reducer::Max) || (op == Op::Max && f.red == Reducer::Min);
+  if (fold_op(f.red) != op && !distributes)
     throw Unsupported(std::string("operator ") + to_string(op) + " applied to a " + op_name(f.red) +
                       " cannot be encoded" + where(n.loc));
   std::unordered_set<Term> consts;
@@ -192,6 +197,7 @@ Elem Encoder::fold_arith(Op op, const Node& n, const Elem& x, const Elem& y) {
   auto s = std::make_shared<SumVal>(f);
   Term dummy = b.T;
   s->init = num_op(op, f.init, pe.val, n, dummy);
+  if (distributes) s->f = num_op(op, f.f, pe.val, n, dummy);
   return {b.and_({x.def, y.def}), {}, s};
 }
 

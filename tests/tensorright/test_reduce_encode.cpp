@@ -269,8 +269,10 @@ TEST_CASE("reduce encode: forms without a sound encoding are unsupported, never 
     CHECK(r.verdict == Verdict::Unsupported);
     CHECK(r.note.find(why) != std::string::npos);
   };
-  // The fold of max is not the min's: nothing to fold into the init.
-  unsupported(R"(
+  // min of a max-fold distributes over the elements: min(max(-inf, X), c) is max(-inf, min(X, c)),
+  // not max(c, X); the wrong rule is refuted, the distributed form proved.
+  {
+    const std::string a = R"(
 rule a : num {
   rclass R0, R1
   map s0, i, j : R0
@@ -278,10 +280,17 @@ rule a : num {
   tensor X : {R0: s0, R1: s1}
   scalar c
   lhs min(reduce_max(X, {R0: i}, init=-inf), c)
-  rhs reduce_max(X, {R0: j}, init=c)
+  rhs RHS
   match i == j
-})",
-              "applied to a reduce_max");
+})";
+    auto with = [&](const std::string& rhs) {
+      std::string r = a;
+      r.replace(r.find("RHS"), 3, rhs);
+      return run_src(r);
+    };
+    CHECK(with("reduce_max(X, {R0: j}, init=c)").verdict == Verdict::Counterexample);
+    CHECK(with("reduce_max(min(X, c), {R0: j}, init=-inf)").verdict == Verdict::Proved);
+  }
   unsupported(R"(
 rule b : num {
   rclass R0, R1
