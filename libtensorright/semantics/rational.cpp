@@ -2,28 +2,28 @@
 
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 namespace tr {
 
 namespace {
+// 128-bit intermediate for checked int64 arithmetic (__extension__ keeps -Wpedantic quiet).
+__extension__ typedef __int128 i128;
 constexpr i128 kMax = std::numeric_limits<int64_t>::max();
 constexpr i128 kMin = std::numeric_limits<int64_t>::min();
 
 int64_t fit(i128 v, const char* what) {
-  if (v > kMax || v < kMin) throw EvalOverflow(std::string("integer overflow in ") + what);
+  if (v > kMax || v < kMin) throw EvalOverflow(std::string("integer overflow in ") + what + " of a size or index");
   return static_cast<int64_t>(v);
 }
 
-i128 gcd128(i128 a, i128 b) {
-  if (a < 0) a = -a;
-  if (b < 0) b = -b;
-  while (b != 0) {
-    i128 t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
+// A decimal integer with an optional leading '-': the only form accepted by parse_bigint (GMP
+// itself would also accept white space and other bases).
+bool plain_integer(const std::string& s) {
+  size_t i = !s.empty() && s[0] == '-' ? 1 : 0;
+  if (i == s.size()) return false;
+  for (; i < s.size(); ++i)
+    if (s[i] < '0' || s[i] > '9') return false;
+  return true;
 }
 }  // namespace
 
@@ -46,55 +46,82 @@ int64_t floor_mod(int64_t a, int64_t b) {
   return static_cast<int64_t>(r);
 }
 
-Rational::Rational(int64_t n, int64_t d) {
-  if (d == 0) throw std::invalid_argument("rational with zero denominator");
-  *this = make(n, d);
+BigInt floor_div(const BigInt& a, const BigInt& b) {
+  if (b == 0) throw std::domain_error("integer division by zero");
+  BigInt q;
+  mpz_fdiv_q(q.get_mpz_t(), a.get_mpz_t(), b.get_mpz_t());
+  return q;
 }
 
-Rational Rational::make(i128 n, i128 d) {
-  if (d < 0) {
-    n = -n;
-    d = -d;
-  }
-  i128 g = gcd128(n, d);
-  if (g > 1) {
-    n /= g;
-    d /= g;
-  }
-  Rational r;
-  r.num_ = fit(n, "rational arithmetic");
-  r.den_ = fit(d, "rational arithmetic");
+BigInt floor_mod(const BigInt& a, const BigInt& b) {
+  if (b == 0) throw std::domain_error("integer division by zero");
+  BigInt r;
+  mpz_fdiv_r(r.get_mpz_t(), a.get_mpz_t(), b.get_mpz_t());
   return r;
 }
 
-Rational Rational::operator+(const Rational& o) const {
-  return make(static_cast<i128>(num_) * o.den_ + static_cast<i128>(o.num_) * den_,
-              static_cast<i128>(den_) * o.den_);
+BigInt trunc_rem(const BigInt& a, const BigInt& b) {
+  if (b == 0) throw std::domain_error("integer division by zero");
+  BigInt r;
+  mpz_tdiv_r(r.get_mpz_t(), a.get_mpz_t(), b.get_mpz_t());
+  return r;
 }
-Rational Rational::operator-(const Rational& o) const { return *this + (-o); }
-Rational Rational::operator*(const Rational& o) const {
-  return make(static_cast<i128>(num_) * o.num_, static_cast<i128>(den_) * o.den_);
+
+std::optional<int64_t> to_int64(const BigInt& v) {
+  static_assert(sizeof(long) == sizeof(int64_t), "GMP's si conversions are used for int64_t");
+  if (!v.fits_slong_p()) return std::nullopt;
+  return static_cast<int64_t>(v.get_si());
 }
+
+int64_t to_int64(const BigInt& v, const std::string& what, const std::string& where) {
+  if (auto r = to_int64(v)) return *r;
+  std::string digits = v.get_str();
+  if (digits.size() > 40) digits = digits.substr(0, 20) + "... (" + std::to_string(digits.size()) + " characters)";
+  throw EvalOverflow(what + " " + digits + " does not fit in 64 bits (sizes and indices are machine integers)" +
+                     where);
+}
+
+BigInt parse_bigint(const std::string& s) {
+  if (!plain_integer(s)) throw std::invalid_argument("not an integer: '" + s + "'");
+  return BigInt(s, 10);
+}
+
+Rational::Rational(int64_t n, int64_t d) : Rational(BigInt(static_cast<long>(n)), BigInt(static_cast<long>(d))) {}
+
+Rational::Rational(const BigInt& n, const BigInt& d) {
+  if (d == 0) throw std::invalid_argument("rational with zero denominator");
+  q_.get_num() = n;
+  q_.get_den() = d;
+  q_.canonicalize();
+}
+
+Rational Rational::parse(const std::string& s) {
+  auto slash = s.find('/');
+  if (slash == std::string::npos) return Rational(parse_bigint(s));
+  return Rational(parse_bigint(s.substr(0, slash)), parse_bigint(s.substr(slash + 1)));
+}
+
 Rational Rational::operator/(const Rational& o) const {
-  if (o.num_ == 0) throw std::domain_error("rational division by zero");
-  return make(static_cast<i128>(num_) * o.den_, static_cast<i128>(den_) * o.num_);
+  if (o.sign() == 0) throw std::domain_error("rational division by zero");
+  return Rational(mpq_class(q_ / o.q_));
 }
-Rational Rational::operator-() const { return make(-static_cast<i128>(num_), den_); }
-bool Rational::operator<(const Rational& o) const {
-  return static_cast<i128>(num_) * o.den_ < static_cast<i128>(o.num_) * den_;
+
+BigInt Rational::trunc() const {
+  BigInt t;
+  mpz_tdiv_q(t.get_mpz_t(), q_.get_num_mpz_t(), q_.get_den_mpz_t());
+  return t;
 }
 
 Rational Rational::approximate(double x, int64_t max_den) {
-  if (!std::isfinite(x) || std::fabs(x) > 9.0e18) throw EvalOverflow("real value out of range");
+  if (!std::isfinite(x)) throw EvalOverflow("a real value beyond the range of double cannot be approximated");
   // Continued-fraction convergents p/q of x, stopping before q exceeds max_den.
-  i128 p0 = 0, q0 = 1, p1 = 1, q1 = 0;
+  BigInt p0 = 0, q0 = 1, p1 = 1, q1 = 0;
   double rest = x;
   for (int step = 0; step < 64; ++step) {
     double a = std::floor(rest);
-    if (std::fabs(a) > 9.0e18) break;
-    i128 ai = static_cast<i128>(a);
-    i128 p2 = ai * p1 + p0, q2 = ai * q1 + q0;
-    if (q2 > max_den || p2 > kMax || p2 < kMin) break;
+    BigInt ai(a);  // exact: a is an integral double
+    BigInt p2 = ai * p1 + p0, q2 = ai * q1 + q0;
+    if (q2 > max_den) break;
     p0 = p1;
     q0 = q1;
     p1 = p2;
@@ -103,12 +130,12 @@ Rational Rational::approximate(double x, int64_t max_den) {
     if (frac < 1e-15) break;
     rest = 1.0 / frac;
   }
-  if (q1 == 0) throw EvalOverflow("real value out of range");
-  return make(p1, q1);
+  if (q1 == 0) throw EvalOverflow("a real value cannot be approximated");
+  return Rational(p1, q1);
 }
 
 std::string Rational::str() const {
-  return den_ == 1 ? std::to_string(num_) : std::to_string(num_) + "/" + std::to_string(den_);
+  return is_integer() ? q_.get_num().get_str() : q_.get_num().get_str() + "/" + q_.get_den().get_str();
 }
 
 }  // namespace tr
