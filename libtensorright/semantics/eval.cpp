@@ -30,7 +30,8 @@ std::string vec_str(const std::vector<int64_t>& v) {
 // A size, index or attribute value: a machine integer (EvalOverflow when it does not fit).
 int64_t as_int(const Value& v, const SourceLoc& loc) {
   if (v.kind != Value::Kind::Int) throw EvalError("expected an integer, got " + v.str() + at_loc(loc));
-  return to_int64(v.i, "a size, index or attribute value", at_loc(loc));
+  if (auto r = to_int64(v.i)) return *r;
+  return to_int64(v.i, "a size, index or attribute value", at_loc(loc));  // throws
 }
 
 bool as_bool(const Value& v, const SourceLoc& loc) {

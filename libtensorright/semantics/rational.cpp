@@ -86,13 +86,50 @@ BigInt parse_bigint(const std::string& s) {
   return BigInt(s, 10);
 }
 
+Rational::Rational(std::unique_ptr<mpq_class> q) {
+  if (sgn(*q) != 0) q_ = std::move(q);
+}
+
+Rational Rational::apply(void (*f)(mpq_ptr, mpq_srcptr, mpq_srcptr), const Rational& a, const Rational& b) {
+  auto r = std::make_unique<mpq_class>();
+  f(r->get_mpq_t(), a.mpq().get_mpq_t(), b.mpq().get_mpq_t());
+  return Rational(std::move(r));
+}
+
+Rational Rational::operator+(const Rational& o) const { return apply(&mpq_add, *this, o); }
+Rational Rational::operator-(const Rational& o) const { return apply(&mpq_sub, *this, o); }
+Rational Rational::operator*(const Rational& o) const { return apply(&mpq_mul, *this, o); }
+Rational Rational::operator-() const {
+  Rational r(*this);
+  if (r.q_) mpq_neg(r.q_->get_mpq_t(), r.q_->get_mpq_t());
+  return r;
+}
+
+Rational::Rational(int64_t n) {
+  if (n != 0) q_ = std::make_unique<mpq_class>(static_cast<long>(n));
+}
+
+Rational::Rational(const BigInt& n) {
+  if (n != 0) q_ = std::make_unique<mpq_class>(n);
+}
+
 Rational::Rational(int64_t n, int64_t d) : Rational(BigInt(static_cast<long>(n)), BigInt(static_cast<long>(d))) {}
 
 Rational::Rational(const BigInt& n, const BigInt& d) {
   if (d == 0) throw std::invalid_argument("rational with zero denominator");
-  q_.get_num() = n;
-  q_.get_den() = d;
-  q_.canonicalize();
+  if (n == 0) return;
+  q_ = std::make_unique<mpq_class>(n, d);
+  q_->canonicalize();
+}
+
+Rational& Rational::operator=(const Rational& o) {
+  if (this != &o) q_ = o.q_ ? std::make_unique<mpq_class>(*o.q_) : nullptr;
+  return *this;
+}
+
+const mpq_class& Rational::zero() {
+  static const mpq_class z;
+  return z;
 }
 
 Rational Rational::parse(const std::string& s) {
@@ -103,12 +140,12 @@ Rational Rational::parse(const std::string& s) {
 
 Rational Rational::operator/(const Rational& o) const {
   if (o.sign() == 0) throw std::domain_error("rational division by zero");
-  return Rational(mpq_class(q_ / o.q_));
+  return apply(&mpq_div, *this, o);
 }
 
 BigInt Rational::trunc() const {
   BigInt t;
-  mpz_tdiv_q(t.get_mpz_t(), q_.get_num_mpz_t(), q_.get_den_mpz_t());
+  mpz_tdiv_q(t.get_mpz_t(), mpq().get_num_mpz_t(), mpq().get_den_mpz_t());
   return t;
 }
 
@@ -135,7 +172,8 @@ Rational Rational::approximate(double x, int64_t max_den) {
 }
 
 std::string Rational::str() const {
-  return is_integer() ? q_.get_num().get_str() : q_.get_num().get_str() + "/" + q_.get_den().get_str();
+  const mpq_class& q = mpq();
+  return is_integer() ? q.get_num().get_str() : q.get_num().get_str() + "/" + q.get_den().get_str();
 }
 
 }  // namespace tr

@@ -7,6 +7,7 @@
 #include <gmpxx.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -42,44 +43,54 @@ int64_t to_int64(const BigInt& v, const std::string& what, const std::string& wh
 // Parses an optionally signed decimal integer exactly ("-123"); throws std::invalid_argument.
 BigInt parse_bigint(const std::string& s);
 
+// A rational in lowest terms. The mpq_class is allocated only for a non-zero value, so that the
+// many default and zero values of the evaluator (every Value has a Rational) cost no allocation.
 class Rational {
  public:
   Rational() = default;
-  Rational(int64_t n) : q_(static_cast<long>(n)) {}  // NOLINT: integers convert implicitly
-  Rational(const BigInt& n) : q_(n) {}               // NOLINT
-  Rational(int64_t n, int64_t d);                    // throws std::invalid_argument when d == 0
-  Rational(const BigInt& n, const BigInt& d);        // throws std::invalid_argument when d == 0
+  Rational(int64_t n);                         // NOLINT: integers convert implicitly
+  Rational(const BigInt& n);                   // NOLINT
+  Rational(int64_t n, int64_t d);              // throws std::invalid_argument when d == 0
+  Rational(const BigInt& n, const BigInt& d);  // throws std::invalid_argument when d == 0
+  Rational(const Rational& o) : q_(o.q_ ? std::make_unique<mpq_class>(*o.q_) : nullptr) {}
+  Rational(Rational&&) noexcept = default;
+  Rational& operator=(const Rational& o);
+  Rational& operator=(Rational&&) noexcept = default;
+  ~Rational() = default;
   // Parses "n" or "n/d" (optionally signed, exact); throws std::invalid_argument.
   static Rational parse(const std::string& s);
 
-  BigInt num() const { return q_.get_num(); }
-  BigInt den() const { return q_.get_den(); }
-  bool is_integer() const { return q_.get_den() == 1; }
-  int sign() const { return sgn(q_); }
-  const mpq_class& mpq() const { return q_; }
+  const mpq_class& mpq() const { return q_ ? *q_ : zero(); }
+  BigInt num() const { return mpq().get_num(); }
+  BigInt den() const { return mpq().get_den(); }
+  bool is_integer() const { return mpq().get_den() == 1; }
+  int sign() const { return q_ ? sgn(*q_) : 0; }
 
-  Rational operator+(const Rational& o) const { return Rational(mpq_class(q_ + o.q_)); }
-  Rational operator-(const Rational& o) const { return Rational(mpq_class(q_ - o.q_)); }
-  Rational operator*(const Rational& o) const { return Rational(mpq_class(q_ * o.q_)); }
+  Rational operator+(const Rational& o) const;
+  Rational operator-(const Rational& o) const;
+  Rational operator*(const Rational& o) const;
   Rational operator/(const Rational& o) const;  // throws std::domain_error on division by zero
-  Rational operator-() const { return Rational(mpq_class(-q_)); }
-  bool operator==(const Rational& o) const { return q_ == o.q_; }
-  bool operator<(const Rational& o) const { return q_ < o.q_; }
-  bool operator<=(const Rational& o) const { return q_ <= o.q_; }
-  bool operator>(const Rational& o) const { return q_ > o.q_; }
-  bool operator>=(const Rational& o) const { return q_ >= o.q_; }
+  Rational operator-() const;
+  bool operator==(const Rational& o) const { return cmp(mpq(), o.mpq()) == 0; }
+  bool operator<(const Rational& o) const { return cmp(mpq(), o.mpq()) < 0; }
+  bool operator<=(const Rational& o) const { return cmp(mpq(), o.mpq()) <= 0; }
+  bool operator>(const Rational& o) const { return cmp(mpq(), o.mpq()) > 0; }
+  bool operator>=(const Rational& o) const { return cmp(mpq(), o.mpq()) >= 0; }
 
   // The integer part, rounded toward zero.
   BigInt trunc() const;
-  double to_double() const { return q_.get_d(); }
+  double to_double() const { return mpq().get_d(); }
   // The best rational approximation of x with denominator <= max_den (continued fractions);
   // throws EvalOverflow when x is not finite.
   static Rational approximate(double x, int64_t max_den = 1000000);
   std::string str() const;  // "n" or "n/d", every digit
 
  private:
-  explicit Rational(mpq_class q) : q_(std::move(q)) {}  // q already canonical
-  mpq_class q_;
+  explicit Rational(std::unique_ptr<mpq_class> q);  // *q canonical
+  // The result of f(out, a, b) (an mpq_* function), computed in place.
+  static Rational apply(void (*f)(mpq_ptr, mpq_srcptr, mpq_srcptr), const Rational& a, const Rational& b);
+  static const mpq_class& zero();
+  std::unique_ptr<mpq_class> q_;  // null: the value 0
 };
 
 }  // namespace tr
