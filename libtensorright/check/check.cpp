@@ -19,13 +19,13 @@ using syntax::Expr;
 using syntax::ItemKind;
 
 // ---- index-expression construction with light, exact constant folding ---------------------------
-// Folding only rewrites integer identities (x+0, x*1, x div 1, literal arithmetic without
-// overflow), so that filled-in defaults give the plain size and not `(size-0+1-1) div 1`.
+// Folding only rewrites integer identities (x+0, x*1, x div 1, exact literal arithmetic), so that
+// filled-in defaults give the plain size and not `(size-0+1-1) div 1`.
 
-IExprP mk_int(int64_t v, const SourceLoc& loc = {}) {
+IExprP mk_int(mpz_class v, const SourceLoc& loc = {}) {
   auto e = std::make_shared<IExpr>();
   e->kind = IK::Int;
-  e->value = v;
+  e->value = std::move(v);
   e->loc = loc;
   return e;
 }
@@ -53,24 +53,29 @@ IExprP mk_quant(IK k, int rclass, IExprP body, const SourceLoc& loc) {
 }
 bool is_lit(const IExprP& e, int64_t v) { return e->kind == IK::Int && e->value == v; }
 
+// Literal arithmetic is folded exactly while the result has at most kMaxFoldBits bits; a bigger
+// result stays an operation (evaluated exactly all the same), so that folding cannot blow up.
+constexpr size_t kMaxFoldBits = 1 << 16;
+bool foldable(const mpz_class& r) { return mpz_sizeinbase(r.get_mpz_t(), 2) <= kMaxFoldBits; }
+
 IExprP fold_bin(IK k, IExprP a, IExprP b, const SourceLoc& loc = {}) {
   const bool ca = a->kind == IK::Int, cb = b->kind == IK::Int;
-  int64_t r = 0;
+  mpz_class r;
   switch (k) {
     case IK::Add:
       if (is_lit(a, 0)) return b;
       if (is_lit(b, 0)) return a;
-      if (ca && cb && !__builtin_add_overflow(a->value, b->value, &r)) return mk_int(r, loc);
+      if (ca && cb && foldable(r = a->value + b->value)) return mk_int(r, loc);
       break;
     case IK::Sub:
       if (is_lit(b, 0)) return a;
-      if (ca && cb && !__builtin_sub_overflow(a->value, b->value, &r)) return mk_int(r, loc);
+      if (ca && cb && foldable(r = a->value - b->value)) return mk_int(r, loc);
       break;
     case IK::Mul:
       if (is_lit(a, 1)) return b;
       if (is_lit(b, 1)) return a;
       if (is_lit(a, 0) || is_lit(b, 0)) return mk_int(0, loc);
-      if (ca && cb && !__builtin_mul_overflow(a->value, b->value, &r)) return mk_int(r, loc);
+      if (ca && cb && foldable(r = a->value * b->value)) return mk_int(r, loc);
       break;
     case IK::Div:
       if (is_lit(b, 1)) return a;
@@ -418,7 +423,7 @@ class RuleChecker {
         if (e.text == "-") {
           if (a != IT::Int) fail(e.loc, "'-' needs an integer operand");
           t = IT::Int;
-          if (x->kind == IK::Int && x->value != INT64_MIN) return mk_int(-x->value, e.loc);
+          if (x->kind == IK::Int) return mk_int(-x->value, e.loc);
           return mk_op(IK::Neg, {x}, e.loc);
         }
         if (a != IT::Bool) fail(e.loc, "'!' needs a condition operand");
@@ -736,23 +741,18 @@ class RuleChecker {
     return TN{n, poly, std::nullopt};
   }
 
+  // A decimal literal (digits '.' digits, at most syntax::kMaxNumberDigits long: the lexer checks)
+  // as an exact rational in lowest terms.
   TN decimal(const Expr& e) const {
     auto dot = e.text.find('.');
-    std::string digits = e.text.substr(0, dot) + e.text.substr(dot + 1);
-    size_t frac = e.text.size() - dot - 1;
-    while (!digits.empty() && digits.size() > 1 && digits[0] == '0') digits.erase(0, 1);
-    if (digits.size() > 18 || frac > 18) fail(e.loc, "decimal literal '" + e.text + "' has too many digits");
-    int64_t num = std::stoll(digits), den = 1;
-    for (size_t i = 0; i < frac; ++i) den *= 10;
-    int64_t g = std::gcd(num, den);
-    if (g > 1) {
-      num /= g;
-      den /= g;
-    }
+    if (dot == std::string::npos) fail(e.loc, "malformed decimal literal '" + e.text + "'");
+    mpq_class q(mpz_class(e.text.substr(0, dot) + e.text.substr(dot + 1), 10));
+    mpz_ui_pow_ui(q.get_den_mpz_t(), 10, e.text.size() - dot - 1);
+    q.canonicalize();
     Literal l;
     l.kind = Literal::Kind::Real;
-    l.num = num;
-    l.den = den;
+    l.num = q.get_num();
+    l.den = q.get_den();
     TN t = literal(l, e.loc, true);
     t.decimal = e.loc;
     return t;
@@ -819,16 +819,12 @@ class RuleChecker {
           // Fold negative literals so that `-1` and `-inf` are literals.
           if (a.n->op == Op::Literal && a.poly) {
             Literal l = a.n->lit;
-            bool ok = true;
             if (l.kind == Literal::Kind::PosInf) l.kind = Literal::Kind::NegInf;
             else if (l.kind == Literal::Kind::NegInf) l.kind = Literal::Kind::PosInf;
-            else if (l.num != INT64_MIN) l.num = -l.num;
-            else ok = false;
-            if (ok) {
-              TN t = literal(l, e.loc, true);
-              t.decimal = a.decimal;
-              return t;
-            }
+            else l.num = -l.num;
+            TN t = literal(l, e.loc, true);
+            t.decimal = a.decimal;
+            return t;
           }
           return elementwise(Op::Neg, {a}, e.loc, "'-'", true, true);
         }

@@ -3,6 +3,8 @@
 // verify, report). The checker resolves names, fills operator defaults, computes output shapes
 // and turns every declaration-level fact (non-negative maps, derived maps) into preconditions, so
 // that later stages never look at syntax.
+#include <gmpxx.h>
+
 #include <compare>
 #include <cstdint>
 #include <map>
@@ -64,7 +66,7 @@ struct IExpr;
 using IExprP = std::shared_ptr<const IExpr>;
 struct IExpr {
   IK kind = IK::Int;
-  int64_t value = 0;  // Int / Bool literal
+  mpz_class value = 0;  // Int literal (exact, unbounded) / Bool literal (0/1)
   int id = -1;        // Map / Scalar
   int rclass = -1;    // All / Any
   std::vector<IExprP> args;
@@ -104,7 +106,7 @@ enum class Op {
 const char* to_string(Op);
 
 // Binary and elementwise operands either have the node's shape or are scalars (empty shape,
-// splatted). Scalar literals are exact: an integer, a rational num/den, a bool, or +-inf.
+// splatted). Scalar literals are exact (of any size): an integer, a rational num/den, a bool, or +-inf.
 // Facts the checker guarantees (check/check.cpp):
 // - An elementwise node's shape is the sizes of its first non-scalar operand; the other operands
 //   have the same keys, but their sizes may differ (that they are equal is a validity condition).
@@ -130,7 +132,7 @@ const char* to_string(Reducer);
 
 struct Literal {
   enum class Kind { Int, Real, Bool, PosInf, NegInf } kind = Kind::Int;
-  int64_t num = 0, den = 1;  // Int: num; Real: num/den in lowest terms; Bool: num 0/1
+  mpz_class num = 0, den = 1;  // exact, unbounded. Int: num; Real: num/den in lowest terms; Bool: num 0/1
 };
 
 // conv(IN, W, ...): IN has batch + feature + spatial keys, W has feature + output-feature +

@@ -79,8 +79,8 @@ std::string ety(const EType& e) { return e.is_t ? "T" : to_string(e.dtype); }
 
 std::string literal_str(const Literal& l) {
   switch (l.kind) {
-    case Literal::Kind::Int: return std::to_string(l.num);
-    case Literal::Kind::Real: return l.den == 1 ? std::to_string(l.num) + ".0" : std::to_string(l.num) + "/" + std::to_string(l.den);
+    case Literal::Kind::Int: return l.num.get_str();
+    case Literal::Kind::Real: return l.den == 1 ? l.num.get_str() + ".0" : l.num.get_str() + "/" + l.den.get_str();
     case Literal::Kind::Bool: return l.num ? "true" : "false";
     case Literal::Kind::PosInf: return "inf";
     case Literal::Kind::NegInf: return "-inf";

@@ -25,6 +25,15 @@ Builder::Builder(cvc5::Solver& solver)
 
 Term Builder::integer(int64_t v) const { return s.mkInteger(v); }
 Term Builder::real(int64_t num, int64_t den) const { return s.mkReal(num, den); }
+// cvc5 takes exact values of any size as decimal strings ("-12", "7/3").
+Term Builder::integer(const mpz_class& v) const {
+  return v.fits_slong_p() ? s.mkInteger(static_cast<int64_t>(v.get_si())) : s.mkInteger(v.get_str());
+}
+Term Builder::real(const mpz_class& num, const mpz_class& den) const {
+  mpq_class q(num, den);
+  q.canonicalize();
+  return s.mkReal(q.get_str());
+}
 
 std::optional<int64_t> Builder::int_value(const Term& t) {
   if (t.getKind() == Kind::CONST_INTEGER && t.isInt64Value()) return t.getInt64Value();
@@ -36,6 +45,7 @@ bool Builder::is_false(const Term& t) { return t.getKind() == Kind::CONST_BOOLEA
 Term Builder::to_real(const Term& t) const {
   if (t.getSort() == Real) return t;
   if (auto v = int_value(t)) return s.mkReal(*v);
+  if (t.getKind() == Kind::CONST_INTEGER) return s.mkReal(t.getIntegerValue());  // beyond int64
   return s.mkTerm(Kind::TO_REAL, {t});
 }
 

@@ -44,6 +44,8 @@ class Builder {
 
   Term integer(int64_t v) const;
   Term real(int64_t num, int64_t den = 1) const;
+  Term integer(const mpz_class& v) const;  // exact, of any size
+  Term real(const mpz_class& num, const mpz_class& den = 1) const;  // den != 0
   static std::optional<int64_t> int_value(const Term& t);  // an Int literal fitting int64
   static bool is_true(const Term& t);
   static bool is_false(const Term& t);

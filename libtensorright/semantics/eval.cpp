@@ -27,9 +27,11 @@ std::string vec_str(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
+// A size, index or attribute value: a machine integer (EvalOverflow when it does not fit).
 int64_t as_int(const Value& v, const SourceLoc& loc) {
   if (v.kind != Value::Kind::Int) throw EvalError("expected an integer, got " + v.str() + at_loc(loc));
-  return v.i;
+  if (auto r = to_int64(v.i)) return *r;
+  return to_int64(v.i, "a size, index or attribute value", at_loc(loc));  // throws
 }
 
 bool as_bool(const Value& v, const SourceLoc& loc) {
@@ -116,13 +118,13 @@ Value eval_iexpr(const IExpr& e, const Instance& inst, std::optional<int> axis) 
         if (b.i == 0) return e.kind == IK::Div ? Value::integer(0) : a;  // total: x div 0 = 0, x mod 0 = x
         // "floor modulus" per ir.h: x mod m lies in [0, |m|) (Euclidean for negative m).
         if (e.kind == IK::Div) {
-          int64_t q = floor_div(a.i, b.i);
-          if (b.i < 0 && floor_mod(a.i, b.i) != 0) q = checked_add(q, 1);
-          return Value::integer(q);
+          BigInt q = floor_div(a.i, b.i);
+          if (b.i < 0 && floor_mod(a.i, b.i) != 0) q += 1;
+          return Value::integer(std::move(q));
         }
-        int64_t m = floor_mod(a.i, b.i);
-        if (m < 0) m = checked_sub(m, b.i);
-        return Value::integer(m);
+        BigInt m = floor_mod(a.i, b.i);
+        if (m < 0) m -= b.i;
+        return Value::integer(std::move(m));
       }
       if (e.kind == IK::Div) return vops::div(a, b);
       throw EvalError("mod on a non-integer value" + at_loc(e.loc));
@@ -272,7 +274,7 @@ class Evaluator {
     }
     if (t == DType::Int && v.kind == Value::Kind::Real) {
       if (!v.r.is_integer()) throw EvalError("a real value " + v.str() + " where an int is expected" + at_loc(loc));
-      Value r = Value::integer(v.r.num());
+      Value r = Value::integer(v.r.num());  // an integral rational
       r.inexact = v.inexact;
       return r;
     }

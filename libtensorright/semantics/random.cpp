@@ -46,7 +46,9 @@ void collect_equations(const IExpr& e, bool per_axis, std::map<int, IExprP>& def
     bool map_right = e.args[1]->kind == IK::Map && e.args[0]->kind == IK::Int;
     if (!map_left && !map_right) return;
     int m = (map_left ? e.args[0] : e.args[1])->id;
-    int64_t c = (map_left ? e.args[1] : e.args[0])->value;
+    auto cv = to_int64((map_left ? e.args[1] : e.args[0])->value);
+    if (!cv || *cv == INT64_MIN || *cv == INT64_MAX) return;  // no bound a drawn map value could meet
+    int64_t c = *cv;
     IK k = e.kind;
     if (map_right) k = k == IK::Lt ? IK::Gt : k == IK::Le ? IK::Ge : k == IK::Gt ? IK::Lt : k == IK::Ge ? IK::Le : k;
     auto& [lo, hi] = bounds.try_emplace(m, INT64_MIN, INT64_MAX).first->second;
@@ -152,8 +154,10 @@ std::optional<Instance> random_instance(const Rule& rule, DType t, std::mt19937_
         auto& v = inst.maps[*it];
         for (int j = 0; j < inst.rank.at(d.rclass) && ok; ++j) {
           Value x = eval_iexpr(*defs.at(*it), inst, j);
-          if (x.kind != Value::Kind::Int) ok = false;  // e.g. a real scalar: no integer map value
-          else v.push_back(x.i);
+          // e.g. a real scalar, or a value beyond int64: no map value
+          auto xi = x.kind == Value::Kind::Int ? to_int64(x.i) : std::nullopt;
+          if (!xi) ok = false;
+          else v.push_back(*xi);
         }
         it = derived.erase(it);
         progress = true;
@@ -176,8 +180,9 @@ std::optional<Instance> random_instance(const Rule& rule, DType t, std::mt19937_
         auto& v = s[k];
         for (int j = 0; j < inst.rank.at(k.rclass); ++j) {
           Value x = eval_iexpr(*e, inst, j);
-          if (x.kind != Value::Kind::Int || x.i < 0) ok = false;
-          v.push_back(x.kind == Value::Kind::Int ? x.i : 0);
+          auto xi = x.kind == Value::Kind::Int ? to_int64(x.i) : std::nullopt;
+          if (!xi || *xi < 0) ok = false;
+          v.push_back(xi.value_or(0));
           count *= std::max<int64_t>(0, v.back());
           if (count > cfg.max_elements) ok = false;
         }
@@ -238,7 +243,7 @@ RandomTestResult random_test(const Rule& rule, int trials, uint64_t seed, const 
         res.check = std::move(c);
         return res;
       } catch (const EvalOverflow&) {
-        // exact values left int64 on this instance: not evidence either way
+        // a size or index left int64 on this instance: not evidence either way
       }
     }
   }

@@ -6,7 +6,9 @@
 // "Undefined" is a value of the evaluator, not an exception: an expression whose operator
 // conditions fail, or an access outside the shape, yields a Point with defined == false and a
 // reason. Exceptions are reserved for malformed input (EvalError: an IR the checker should have
-// rejected, an instance missing a map) and for exact results that leave int64 (EvalOverflow).
+// rejected, an instance missing a map) and for values that must become machine numbers and do not
+// fit (EvalOverflow: a size, index or attribute beyond int64, an exp beyond double). Int and Real
+// element values are exact and unbounded (rational.h).
 //
 // Differences from TensorRight, on purpose:
 //  * neg(+inf) = -inf (TensorRight's neg keeps an infinity unchanged, which looks like a bug);
@@ -57,12 +59,12 @@ struct Value {
   enum class Kind { Bool, Int, Real, PosInf, NegInf, Unknown };
   Kind kind = Kind::Int;
   bool b = false;    // Bool
-  int64_t i = 0;     // Int
+  BigInt i = 0;      // Int
   Rational r;        // Real
   bool inexact = false;
 
   static Value boolean(bool v);
-  static Value integer(int64_t v);
+  static Value integer(BigInt v);
   static Value real(Rational v);
   static Value pos_inf();
   static Value neg_inf();
@@ -185,7 +187,7 @@ std::optional<Instance> random_instance(const Rule&, DType t, std::mt19937_64& r
                                         const RandomConfig& cfg = {});
 
 // Random testing of a rule over all its dtypes: per dtype, random instances until `trials` of them
-// have a defined left side (at most 20 * trials draws; instances whose exact values overflow int64
+// have a defined left side (at most 20 * trials draws; instances whose sizes or indices leave int64
 // are skipped). Stops at the first instance where refinement fails,
 // unless the failure involves an approximated exp (counted in `inexact`).
 struct RandomTestResult {

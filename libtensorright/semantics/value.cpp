@@ -12,10 +12,10 @@ Value Value::boolean(bool v) {
   x.b = v;
   return x;
 }
-Value Value::integer(int64_t v) {
+Value Value::integer(BigInt v) {
   Value x;
   x.kind = Kind::Int;
-  x.i = v;
+  x.i = std::move(v);
   return x;
 }
 Value Value::real(Rational v) {
@@ -52,7 +52,7 @@ std::string Value::str() const {
   std::string s = inexact ? "~" : "";
   switch (kind) {
     case Kind::Bool: return s + (b ? "true" : "false");
-    case Kind::Int: return s + std::to_string(i);
+    case Kind::Int: return s + i.get_str();
     case Kind::Real: return s + r.str();
     case Kind::PosInf: return s + "inf";
     case Kind::NegInf: return s + "-inf";
@@ -88,7 +88,7 @@ Value tag(Value v, const Value& a) {
 int inf_sign(const Value& v) { return v.kind == K::PosInf ? 1 : -1; }
 Value inf_of(int sign) { return sign > 0 ? Value::pos_inf() : Value::neg_inf(); }
 int num_sign(const Value& v) {
-  return v.kind == K::Int ? (v.i > 0 ? 1 : v.i < 0 ? -1 : 0) : v.r.sign();
+  return v.kind == K::Int ? sgn(v.i) : v.r.sign();
 }
 void need_num(const Value& v, const char* op) {
   if (!v.is_num() && !v.is_inf() && v.kind != K::Unknown)
@@ -104,7 +104,7 @@ Value add(const Value& a, const Value& b) {
     return tag(a.kind == b.kind ? a : Value::unknown(), a, b);  // inf + -inf is Unknown
   if (a.is_inf()) return tag(a, a, b);
   if (b.is_inf()) return tag(b, a, b);
-  if (a.kind == K::Int && b.kind == K::Int) return tag(Value::integer(checked_add(a.i, b.i)), a, b);
+  if (a.kind == K::Int && b.kind == K::Int) return tag(Value::integer(a.i + b.i), a, b);
   return tag(Value::real(to_rat(a) + to_rat(b)), a, b);
 }
 
@@ -112,7 +112,7 @@ Value add(const Value& a, const Value& b) {
 Value neg(const Value& a) {
   need_num(a, "-");
   switch (a.kind) {
-    case K::Int: return tag(Value::integer(checked_neg(a.i)), a);
+    case K::Int: return tag(Value::integer(-a.i), a);
     case K::Real: return tag(Value::real(-a.r), a);
     case K::PosInf: return tag(Value::neg_inf(), a);
     case K::NegInf: return tag(Value::pos_inf(), a);
@@ -133,7 +133,7 @@ Value mul(const Value& a, const Value& b) {
     int s = num_sign(fin);
     return tag(s == 0 ? Value::unknown() : inf_of(inf_sign(inf) * s), a, b);  // inf * 0: Unknown
   }
-  if (a.kind == K::Int && b.kind == K::Int) return tag(Value::integer(checked_mul(a.i, b.i)), a, b);
+  if (a.kind == K::Int && b.kind == K::Int) return tag(Value::integer(a.i * b.i), a, b);
   return tag(Value::real(to_rat(a) * to_rat(b)), a, b);
 }
 
@@ -144,7 +144,7 @@ Value div(const Value& a, const Value& b) {
   need_num(b, "/");
   if (!a.is_num() || !b.is_num()) return tag(Value::unknown(), a, b);
   if (a.kind == K::Int && b.kind == K::Int)
-    return tag(Value::integer(b.i == 0 ? 0 : floor_div(a.i, b.i)), a, b);
+    return tag(Value::integer(b.i == 0 ? BigInt(0) : floor_div(a.i, b.i)), a, b);
   Rational d = to_rat(b);
   return tag(Value::real(d.sign() == 0 ? Rational(0) : to_rat(a) / d), a, b);
 }
@@ -156,13 +156,12 @@ Value rem(const Value& a, const Value& b) {
   if (!a.is_num() || !b.is_num()) return tag(Value::unknown(), a, b);
   if (a.kind == K::Int && b.kind == K::Int) {
     if (b.i == 0) return tag(a, a, b);
-    return tag(Value::integer(static_cast<int64_t>(static_cast<i128>(a.i) % b.i)), a, b);
+    return tag(Value::integer(trunc_rem(a.i, b.i)), a, b);
   }
   Rational x = to_rat(a), y = to_rat(b);
   if (y.sign() == 0) return tag(Value::real(x), a, b);
   Rational q = x / y;
-  int64_t t = q.num() / q.den();  // C++ integer division truncates
-  return tag(Value::real(x - y * Rational(t)), a, b);
+  return tag(Value::real(x - y * Rational(q.trunc())), a, b);
 }
 
 std::optional<int> compare(const Value& a, const Value& b) {
@@ -198,7 +197,7 @@ Value min(const Value& a, const Value& b) {
 Value abs(const Value& a) {
   need_num(a, "abs");
   if (a.is_inf()) return tag(Value::pos_inf(), a);
-  if (a.kind == K::Int) return tag(Value::integer(a.i < 0 ? checked_neg(a.i) : a.i), a);
+  if (a.kind == K::Int) return tag(Value::integer(a.i < 0 ? BigInt(-a.i) : a.i), a);
   if (a.kind == K::Real) return tag(Value::real(a.r.sign() < 0 ? -a.r : a.r), a);
   return a;
 }

@@ -41,7 +41,7 @@ enum class TK { Ident, Int, Decimal, String, Punct, End };
 struct Token {
   TK kind = TK::End;
   std::string text;  // identifier, punctuation, literal text, or the unescaped string
-  int64_t ival = 0;
+  mpz_class ival = 0;  // Int: the value (exact)
   SourceLoc loc;
 };
 
@@ -79,14 +79,10 @@ class Lexer {
         } else {
           t.kind = TK::Int;
           t.text = s_.substr(b, i_ - b);
-          int64_t v = 0;
-          for (char d : t.text) {
-            if (v > (std::numeric_limits<int64_t>::max() - (d - '0')) / 10)
-              fail(t.loc, "integer literal '" + t.text + "' is too large");
-            v = v * 10 + (d - '0');
-          }
-          t.ival = v;
         }
+        if (t.text.size() - (t.kind == TK::Decimal ? 1 : 0) > kMaxNumberDigits)
+          fail(t.loc, "number literal has more than " + std::to_string(kMaxNumberDigits) + " digits");
+        if (t.kind == TK::Int) t.ival = mpz_class(t.text, 10);
         if (i_ < s_.size() && (std::isalpha(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_'))
           fail(here(), "unexpected character '" + std::string(1, s_[i_]) + "' after a number");
       } else if (c == '"') {

@@ -37,6 +37,10 @@ struct KeyRef {
 struct Expr;
 using ExprP = std::shared_ptr<const Expr>;
 
+// Number literals are exact and of any size up to this many digits (a longer one is a located
+// parse error rather than a slow or huge computation).
+constexpr size_t kMaxNumberDigits = 10000;
+
 // One entry of a brace literal. The forms are
 //   {R: e}        key with a value (shapes, attribute maps); `{R: e @b}` is the same as `{R@b: e}`
 //   {R, S@b}      bare keys (reverse, batch, degenerate remove, ...)
@@ -55,7 +59,7 @@ struct NamedArg {
 
 enum class EK {
   Name,     // text = identifier (keywords `inf`, `true`, `false` are Name too); label for `R@b`
-  Int,      // ival (non-negative; unary minus is a Unary node)
+  Int,      // ival, exact (non-negative; unary minus is a Unary node)
   Decimal,  // text = the literal as written (digits '.' digits)
   Unary,    // text = "-" or "!"; args[0]
   Binary,   // text = "||" "&&" "==" "!=" "<" "<=" ">" ">=" "+" "-" "*" "/" "%" "div" "mod"
@@ -68,7 +72,7 @@ struct Expr {
   SourceLoc loc;          // first token (for Binary: the operator token)
   std::string text;
   std::string label;      // Name: `R@label`
-  int64_t ival = 0;
+  mpz_class ival = 0;     // Int: the literal's value, of any size (at most kMaxNumberDigits digits)
   std::vector<ExprP> args;
   std::vector<NamedArg> named;
   std::vector<BraceEntry> entries;

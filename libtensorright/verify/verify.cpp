@@ -113,21 +113,36 @@ struct ModelError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-int64_t int_of(const cvc5::Term& v) {
-  if (!v.isInt64Value()) throw ModelError("model value out of int64 range: " + v.toString());
-  return v.getInt64Value();
+// The exact integer of an Int model value (cvc5 gives it as a decimal string).
+BigInt big_of(const cvc5::Term& v) {
+  if (v.isInt64Value()) return BigInt(static_cast<long>(v.getInt64Value()));
+  if (!v.isIntegerValue()) throw ModelError("model value is not an integer: " + v.toString());
+  try {
+    return parse_bigint(v.getIntegerValue());
+  } catch (const std::invalid_argument&) {
+    throw ModelError("model value is not a decimal integer: " + v.getIntegerValue());
+  }
 }
 
+// A map value, size or index of the model: a machine integer. `what` names it for the message.
+int64_t int_of(const cvc5::Term& v, const std::string& what) {
+  BigInt b = big_of(v);
+  if (auto r = to_int64(b)) return *r;
+  std::string digits = b.get_str();
+  if (digits.size() > 40) digits = digits.substr(0, 20) + "... (" + std::to_string(digits.size()) + " characters)";
+  throw ModelError(what + " = " + digits + " does not fit in 64 bits (sizes and indices are machine integers)");
+}
+
+// The exact rational of a Real (or Int) model value ("n" or "n/d").
 Rational rat_of(const cvc5::Term& v) {
   if (v.isInt64Value()) return Rational(v.getInt64Value());
+  if (v.isIntegerValue()) return Rational(big_of(v));
   if (!v.isRealValue()) throw ModelError("model value is not rational: " + v.toString());
   std::string s = v.getRealValue();
-  auto slash = s.find('/');
   try {
-    if (slash == std::string::npos) return Rational(std::stoll(s));
-    return Rational(std::stoll(s.substr(0, slash)), std::stoll(s.substr(slash + 1)));
-  } catch (const std::exception&) {
-    throw ModelError("model value out of range: " + s);
+    return Rational::parse(s);
+  } catch (const std::invalid_argument&) {
+    throw ModelError("model value is not an exact rational: " + s);
   }
 }
 
@@ -135,7 +150,7 @@ Value value_of(cvc5::Solver& s, const cvc5::Term& t, DType dt) {
   cvc5::Term v = s.getValue(t);
   switch (dt) {
     case DType::Bool: return Value::boolean(v.getBooleanValue());
-    case DType::Int: return Value::integer(int_of(v));
+    case DType::Int: return Value::integer(big_of(v));
     case DType::Real: return Value::real(rat_of(v));
   }
   return Value::integer(0);
@@ -153,19 +168,21 @@ Model read_model(cvc5::Solver& s, const enc::Encoder& e) {
   for (size_t r = 0; r < rule.rclasses.size(); ++r) m.inst.rank[static_cast<int>(r)] = e.ranks[r];
   for (size_t id = 0; id < rule.maps.size(); ++id) {
     std::vector<int64_t> vals;
-    for (const auto& c : e.map_consts[id]) vals.push_back(c.isNull() ? 0 : int_of(s.getValue(c)));
+    for (const auto& c : e.map_consts[id])
+      vals.push_back(c.isNull() ? 0 : int_of(s.getValue(c), "map " + rule.maps[id].name));
     m.inst.maps[static_cast<int>(id)] = vals;
   }
   for (size_t id = 0; id < rule.scalars.size(); ++id)
     m.inst.scalars[static_cast<int>(id)] = value_of(s, e.scalar_consts[id], rule.scalars[id].etype.resolve(e.dtype));
   for (const auto& [k, cs] : e.index)
-    for (const auto& c : cs) m.index[k].push_back(int_of(s.getValue(c)));
+    for (const auto& c : cs) m.index[k].push_back(int_of(s.getValue(c), "an index of the left side"));
   for (const auto& a : e.accesses) {
     const auto& td = rule.tensors.at(a.tensor);
     Index idx;
     size_t p = 0;
     for (const auto& [k, sz] : td.shape)
-      for (int j = 0; j < e.ranks[k.rclass]; ++j) idx[k].push_back(int_of(s.getValue(a.args.at(p++))));
+      for (int j = 0; j < e.ranks[k.rclass]; ++j)
+        idx[k].push_back(int_of(s.getValue(a.args.at(p++)), "an index of tensor " + td.name));
     m.inst.inputs[a.tensor].elems[idx] = value_of(s, a.app, td.etype.resolve(e.dtype));
   }
   return m;
@@ -202,12 +219,15 @@ Counterexample render(const Rule& rule, const Model& m, const SideCheck& sc, con
   for (size_t t = 0; t < rule.tensors.size(); ++t)
     for (const auto& [k, sz] : rule.tensors[t].shape) {
       std::vector<int64_t> v;
+      std::string shown = "[";
       for (int j = 0; j < m.inst.rank.at(k.rclass); ++j) {
         Value x = eval_iexpr(*sz, m.inst, j);
-        v.push_back(x.kind == Value::Kind::Int ? x.i : 0);
+        // A size beyond int64 bounds no index of the model (indices are int64).
+        v.push_back(x.kind == Value::Kind::Int ? to_int64(x.i).value_or(sgn(x.i) * INT64_MAX) : 0);
+        shown += (j ? ", " : "") + (x.kind == Value::Kind::Int ? x.i.get_str() : std::string("0"));
       }
       extent[t][k] = v;
-      c.sizes.push_back({rule.tensors[t].name + "." + key_str(rule, k), vec_str(v)});
+      c.sizes.push_back({rule.tensors[t].name + "." + key_str(rule, k), shown + "]"});
     }
   // The solver also applies a tensor's function under guards that end up false (reads that do not
   // happen); only elements inside the tensor are part of the counterexample.
@@ -336,16 +356,17 @@ void minimise(cvc5::Solver& s, enc::Encoder& e, Model& best, const VerifyOptions
   if (parts.empty()) return;
   cvc5::Term metric = parts[0];
   for (size_t i = 1; i < parts.size(); ++i) metric = e.b.add(metric, parts[i]);
-  int64_t hi = int_of(s.getValue(metric)), lo = 0;
+  BigInt hi = big_of(s.getValue(metric)), lo = 0;
   for (int iter = 0; iter < 8 && lo < hi; ++iter) {
-    int64_t mid = lo + (hi - lo) / 2;
+    BigInt mid = lo + (hi - lo) / 2;
     s.push();
     s.assertFormula(e.b.le(metric, e.b.integer(mid)));
     cvc5::Result r = s.checkSat();
     if (r.isSat()) {
       try {
         best = read_model(s, e);
-        hi = std::min(mid, int_of(s.getValue(metric)));
+        BigInt now = big_of(s.getValue(metric));
+        hi = now < mid ? now : mid;
       } catch (const ModelError&) {
         lo = mid + 1;
       }
@@ -513,7 +534,7 @@ DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, c
       sc = check_at(rule, m.inst, m.index);
     } catch (const EvalOverflow& ov) {
       out.res.verdict = Verdict::Unknown;
-      out.res.reason = std::string("a counterexample exists but replaying it overflows int64: ") + ov.what();
+      out.res.reason = std::string("a counterexample exists but cannot be replayed: ") + ov.what();
       return finish();
     }
     std::string rk;

@@ -22,6 +22,12 @@ IExprP ie(IK k, std::vector<IExprP> args = {}, int64_t v = 0, int id = -1, int r
   return e;
 }
 IExprP lit(int64_t v) { return ie(IK::Int, {}, v); }
+IExprP bigit(const BigInt& v) {
+  auto e = std::make_shared<IExpr>();
+  e->kind = IK::Int;
+  e->value = v;
+  return e;
+}
 IExprP mapref(int id) { return ie(IK::Map, {}, 0, id); }
 
 struct B {
@@ -117,13 +123,24 @@ struct Vec {
 
 }  // namespace
 
-TEST_CASE("semantics: rational arithmetic is exact and checked") {
+TEST_CASE("semantics: rational arithmetic is exact; size arithmetic is checked") {
   CHECK((Rational(1, 3) + Rational(1, 6)) == Rational(1, 2));
   CHECK(Rational(4, -6) == Rational(-2, 3));
   CHECK(Rational(-7, 2).str() == "-7/2");
   CHECK(Rational(1, 3) < Rational(1, 2));
-  CHECK_THROWS_AS(Rational(INT64_MAX) + Rational(1), EvalOverflow);
-  CHECK_THROWS_AS(checked_mul(INT64_MAX / 2, 3), EvalOverflow);
+  CHECK((Rational(INT64_MAX) + Rational(1)).str() == "9223372036854775808");
+  CHECK(Rational::parse("-36893488147419103232/6").str() == "-18446744073709551616/3");
+  CHECK(Rational::parse("-18446744073709551616/3") == Rational(-BigInt("18446744073709551616"), BigInt(3)));
+  CHECK_THROWS_AS(Rational::parse("1/0"), std::invalid_argument);
+  CHECK_THROWS_AS(Rational::parse("0x10"), std::invalid_argument);
+  CHECK_THROWS_AS(Rational::parse(" 1"), std::invalid_argument);
+  CHECK_THROWS_AS(checked_mul(INT64_MAX / 2, 3), EvalOverflow);  // sizes and indices stay int64
+  CHECK(to_int64(BigInt(INT64_MIN)) == INT64_MIN);
+  CHECK_FALSE(to_int64(BigInt(INT64_MAX) + 1).has_value());
+  CHECK_THROWS_WITH_AS(to_int64(BigInt(INT64_MAX) + 1, "size", " at t.tr:1:2"),
+                       "size 9223372036854775808 does not fit in 64 bits (sizes and indices are machine integers) at "
+                       "t.tr:1:2",
+                       EvalOverflow);
   CHECK(floor_div(-7, 2) == -4);
   CHECK(floor_mod(-7, 2) == 1);
   CHECK(Rational::approximate(0.5) == Rational(1, 2));
@@ -139,11 +156,52 @@ TEST_CASE("semantics: int division floors, remainder truncates, division by zero
   CHECK(vops::rem(I(-7), I(-2)).i == -1);
   CHECK(vops::rem(I(5), I(0)).i == 5);  // x % 0 = x
   CHECK(vops::rem(I(INT64_MIN), I(-1)).i == 0);
-  CHECK_THROWS_AS(vops::div(I(INT64_MIN), I(-1)), EvalOverflow);
+  CHECK(vops::div(I(INT64_MIN), I(-1)).str() == "9223372036854775808");
   CHECK(vops::div(Rq(-7, 2), Rq(2)).r == Rational(-7, 4));
   CHECK(vops::div(Rq(3), Rq(0)).r == Rational(0));  // real x / 0 = 0
   CHECK(vops::rem(Rq(7, 2), Rq(1)).r == Rational(1, 2));
-  CHECK_THROWS_AS(vops::add(I(INT64_MAX), I(1)), EvalOverflow);
+  CHECK(vops::add(I(INT64_MAX), I(1)).str() == "9223372036854775808");
+}
+
+TEST_CASE("semantics: element arithmetic is exact across 2^64") {
+  const BigInt two64 = BigInt(1) << 64;  // 18446744073709551616
+  Value big = Value::integer(two64 + 5), nbig = Value::integer(-(two64 + 5));
+  // products beyond int64: 3037000500^2 is just above INT64_MAX
+  CHECK(vops::mul(I(3037000500), I(3037000500)).str() == "9223372037000250000");
+  CHECK(vops::mul(vops::mul(I(INT64_MAX), I(INT64_MAX)), I(-1)).str() ==
+        "-85070591730234615847396907784232501249");
+  CHECK(vops::neg(I(INT64_MIN)).str() == "9223372036854775808");
+  CHECK(vops::abs(I(INT64_MIN)).str() == "9223372036854775808");
+  CHECK(vops::sub(big, I(6)).str() == "18446744073709551615");
+  // int division floors, remainder truncates (sign of the dividend), on both sides of 2^64
+  CHECK(vops::div(big, I(2)).str() == "9223372036854775810");
+  CHECK(vops::div(big, I(-2)).str() == "-9223372036854775811");
+  CHECK(vops::div(nbig, I(2)).str() == "-9223372036854775811");
+  CHECK(vops::div(nbig, I(-2)).str() == "9223372036854775810");
+  CHECK(vops::div(big, Value::integer(two64)).str() == "1");
+  CHECK(vops::div(nbig, Value::integer(two64)).str() == "-2");
+  CHECK(vops::rem(big, I(2)).str() == "1");
+  CHECK(vops::rem(nbig, I(2)).str() == "-1");
+  CHECK(vops::rem(big, I(-2)).str() == "1");
+  CHECK(vops::rem(nbig, Value::integer(two64)).str() == "-5");
+  CHECK(vops::rem(big, I(0)).str() == "18446744073709551621");  // x % 0 = x
+  CHECK(vops::div(big, I(0)).str() == "0");                      // x / 0 = 0
+  // reals: exact quotients and x - y * trunc(x / y)
+  Value x = Value::real(Rational(two64 * 64 + 1, BigInt(2)));  // 2^69 + 1/2
+  CHECK(vops::rem(x, Value::integer(two64)).str() == "1/2");
+  CHECK(vops::rem(vops::neg(x), Value::integer(two64)).str() == "-1/2");
+  CHECK(vops::div(x, Value::integer(two64)).str() == "1180591620717411303425/36893488147419103232");
+  // comparisons across 2^64, also against reals, infinities and the Int/Real boundary
+  CHECK(*vops::compare(Value::integer(two64), Value::integer(two64 - 1)) == 1);
+  CHECK(*vops::compare(Value::integer(-two64), I(INT64_MIN)) == -1);
+  CHECK(*vops::compare(Value::integer(two64), Value::real(Rational(two64 * 3 + 1, BigInt(3)))) == -1);
+  CHECK(*vops::compare(big, Value::pos_inf()) == -1);
+  CHECK(*vops::compare(nbig, Value::neg_inf()) == 1);
+  CHECK(values_equal(Value::integer(two64), Value::real(Rational(two64 * 7, BigInt(7)))));
+  CHECK_FALSE(values_equal(Value::integer(two64), Value::integer(two64 + 1)));
+  CHECK(vops::max(big, Value::integer(two64)).str() == big.str());
+  CHECK(vops::min(nbig, I(INT64_MIN)).str() == nbig.str());
+  CHECK(vops::mul(Value::pos_inf(), nbig).kind == Value::Kind::NegInf);
 }
 
 TEST_CASE("semantics: infinity arithmetic follows TensorNum, except neg flips the sign") {
@@ -499,6 +557,15 @@ TEST_CASE("semantics: preconditions with all/any and total div/mod in conditions
   CHECK(eval_iexpr(*ie(IK::Div, {a, lit(-2)}), v.inst, 0).i == 4);
   CHECK(eval_iexpr(*ie(IK::Div, {a, lit(0)}), v.inst, 1).i == 0);
   CHECK(eval_iexpr(*ie(IK::Mod, {a, lit(0)}), v.inst, 1).i == 3);
+  // and exact beyond int64: (-2^64 - 1) div 2^63 = -3, mod 2^63 = 2^63 - 1, mod -2^63 likewise
+  const BigInt two63 = BigInt(1) << 63, two64 = BigInt(1) << 64;
+  auto nb = bigit(-two64 - 1);
+  CHECK(eval_iexpr(*ie(IK::Div, {nb, bigit(two63)}), v.inst, 0).str() == "-3");
+  CHECK(eval_iexpr(*ie(IK::Mod, {nb, bigit(two63)}), v.inst, 0).str() == "9223372036854775807");
+  CHECK(eval_iexpr(*ie(IK::Mod, {nb, bigit(-two63)}), v.inst, 0).str() == "9223372036854775807");
+  CHECK(eval_iexpr(*ie(IK::Div, {nb, bigit(-two63)}), v.inst, 0).str() == "3");
+  CHECK(eval_iexpr(*ie(IK::Mul, {bigit(two63), lit(2)}), v.inst, 0).str() == "18446744073709551616");
+  CHECK(eval_iexpr(*ie(IK::Gt, {bigit(two64), lit(INT64_MAX)}), v.inst, 0).b);
   // all() over zero axes is true, any() false
   v.inst.rank[v.R.rclass] = 0;
   v.inst.maps[v.s] = {};
