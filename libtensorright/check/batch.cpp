@@ -27,15 +27,15 @@ std::vector<std::string> collect(const std::vector<std::string>& paths, std::vec
       for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::follow_directory_symlink, ec);
            !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
         if (it->is_regular_file(ec) && it->path().extension() == ".tr") found.push_back(it->path().string());
-      if (ec) failed.push_back({p, p + ": error: cannot read directory: " + ec.message()});
+      if (ec) failed.push_back({p, escape_text(p) + ": error: cannot read directory: " + ec.message()});
       // A directory without rule files is almost always a wrong path: never a silent success.
-      else if (found.empty()) failed.push_back({p, p + ": error: no *.tr files in this directory"});
+      else if (found.empty()) failed.push_back({p, escape_text(p) + ": error: no *.tr files in this directory"});
       std::sort(found.begin(), found.end());
       for (const auto& f : found) add(f);
     } else if (fs::exists(p, ec)) {
       add(p);
     } else {
-      failed.push_back({p, p + ": error: no such file or directory"});
+      failed.push_back({p, escape_text(p) + ": error: no such file or directory"});
     }
   }
   return files;
@@ -50,6 +50,12 @@ LoadedBatch load_rule_paths(const std::vector<std::string>& paths, const std::st
     try {
       LoadedFile lf = load_rule_file(f);
       spdlog::debug("{}: {} rule(s)", f, lf.rules.size());
+      // An empty file (or one of comments only) is almost always a wrong path or a truncated
+      // file: never a silent success.
+      if (lf.rules.empty()) {
+        b.failed.push_back({f, escape_text(f) + ": error: no rules in this file"});
+        continue;
+      }
       for (auto& r : lf.rules)
         if (rule_filter.empty() || r.name == rule_filter) b.rules.emplace_back(f, std::move(r));
     } catch (const Error& e) {

@@ -1,8 +1,9 @@
 #pragma once
 // Loading a batch of rule files, as `trverify PATH...` does: files named directly, and *.tr files
-// found recursively (sorted) under directories. A file that does not exist, parse or type-check, and
-// a directory holding no *.tr file, are recorded as failures with their rendered diagnostics; the
-// rest of the batch still loads.
+// found recursively (sorted) under directories. A file that does not exist, parse or type-check, a
+// file without rules (empty, or comments only), and a directory holding no *.tr file, are recorded
+// as failures with their rendered diagnostics; the rest of the batch still loads. Every message is
+// valid UTF-8 (paths pass through escape_text).
 #include <string>
 #include <utility>
 #include <vector>
