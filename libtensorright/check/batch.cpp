@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
+#include <system_error>
 
 #include "libtensorright/check/check.h"
 #include "libtensorright/check/error.h"
@@ -41,11 +42,7 @@ std::vector<std::string> collect(const std::vector<std::string>& paths, std::vec
   return files;
 }
 
-}  // namespace
-
-LoadedBatch load_rule_paths(const std::vector<std::string>& paths, const std::string& rule_filter) {
-  LoadedBatch b;
-  b.files = collect(paths, b.failed);
+void load_files(LoadedBatch& b, const std::string& rule_filter) {
   for (const auto& f : b.files) {
     try {
       LoadedFile lf = load_rule_file(f);
@@ -62,7 +59,51 @@ LoadedBatch load_rule_paths(const std::vector<std::string>& paths, const std::st
       b.failed.push_back({f, e.what()});
     }
   }
+}
+
+}  // namespace
+
+StackThread::StackThread(std::function<void()> fn, size_t stack_bytes) : fn_(std::move(fn)) {
+  pthread_attr_t attr;
+  int rc = pthread_attr_init(&attr);
+  if (rc == 0) {
+    if (pthread_attr_setstacksize(&attr, stack_bytes) == 0) rc = pthread_create(&thread_, &attr, &trampoline, this);
+    else rc = -1;
+    pthread_attr_destroy(&attr);
+  }
+  if (rc != 0) rc = pthread_create(&thread_, nullptr, &trampoline, this);  // the default stack
+  if (rc != 0) throw std::system_error(rc, std::generic_category(), "cannot start a thread");
+  running_ = true;
+}
+
+StackThread::~StackThread() {
+  if (running_) pthread_join(thread_, nullptr);
+}
+
+void* StackThread::trampoline(void* self) {
+  auto* t = static_cast<StackThread*>(self);
+  try {
+    t->fn_();
+  } catch (...) {
+    t->error_ = std::current_exception();
+  }
+  return nullptr;
+}
+
+void StackThread::join() {
+  if (running_) pthread_join(thread_, nullptr);
+  running_ = false;
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void run_with_stack(const std::function<void()>& fn) { StackThread(fn).join(); }
+
+LoadedBatch load_rule_paths(const std::vector<std::string>& paths, const std::string& rule_filter) {
+  LoadedBatch b;
+  b.files = collect(paths, b.failed);
+  run_with_stack([&] { load_files(b, rule_filter); });
   return b;
 }
+
 
 }  // namespace tr
