@@ -28,24 +28,25 @@ std::vector<std::string> collect(const std::vector<std::string>& paths, std::vec
       for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::follow_directory_symlink, ec);
            !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
         if (it->is_regular_file(ec) && it->path().extension() == ".tr") found.push_back(it->path().string());
-      if (ec) failed.push_back({p, escape_text(p) + ": error: cannot read directory: " + ec.message()});
+      if (ec) failed.push_back({escape_text(p), escape_text(p) + ": error: cannot read directory: " + ec.message()});
       // A directory without rule files is almost always a wrong path: never a silent success.
-      else if (found.empty()) failed.push_back({p, escape_text(p) + ": error: no *.tr files in this directory"});
+      else if (found.empty()) failed.push_back({escape_text(p), escape_text(p) + ": error: no *.tr files in this directory"});
       std::sort(found.begin(), found.end());
       for (const auto& f : found) add(f);
     } else if (fs::exists(p, ec)) {
       add(p);
     } else {
-      failed.push_back({p, escape_text(p) + ": error: no such file or directory"});
+      failed.push_back({escape_text(p), escape_text(p) + ": error: no such file or directory"});
     }
   }
   return files;
 }
 
 void load_files(LoadedBatch& b, const std::string& rule_filter) {
-  for (const auto& f : b.files) {
+  for (const auto& path : b.files) {
+    const std::string f = escape_text(path);  // reports name the file in valid UTF-8
     try {
-      LoadedFile lf = load_rule_file(f);
+      LoadedFile lf = load_rule_file(path);
       spdlog::debug("{}: {} rule(s)", f, lf.rules.size());
       // An empty file (or one of comments only) is almost always a wrong path or a truncated
       // file: never a silent success.

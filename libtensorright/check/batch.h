@@ -18,13 +18,13 @@
 namespace tr {
 
 struct LoadFailure {
-  std::string file;
+  std::string file;     // as shown (escape_text of the path)
   std::string message;  // the rendered diagnostic (FILE:LINE:COL: error: ... with source and caret)
 };
 
 struct LoadedBatch {
   std::vector<std::string> files;                  // every file that was read, in order
-  std::vector<std::pair<std::string, Rule>> rules; // (file, rule) in file order
+  std::vector<std::pair<std::string, Rule>> rules; // (file as shown, rule) in file order
   std::vector<LoadFailure> failed;
 };
 

@@ -129,7 +129,8 @@ class RuleChecker {
     declarations();
     for (size_t i = 0; i < sr_.items.size(); ++i) {
       const auto& it = sr_.items[i];
-      if (it.expr && it.kind != ItemKind::Tensor && it.kind != ItemKind::Map) prepare_lets(*it.expr);
+      if (it.kind == ItemKind::Let) prepare_lets({let_index_.at(it.names[0].name)});
+      else if (it.expr && it.kind != ItemKind::Tensor && it.kind != ItemKind::Map) prepare_lets(lets_used(*it.expr));
       switch (it.kind) {
         case ItemKind::Let: let_value(let_index_.at(it.names[0].name)); break;
         case ItemKind::Pre: pre(*it.expr, it.loc); break;
@@ -799,10 +800,10 @@ class RuleChecker {
       if (auto it = let_index_.find(n->text); it != let_index_.end()) out.push_back(it->second);
     return out;
   }
-  void prepare_lets(const Expr& e) {
+  void prepare_lets(const std::vector<int>& lets) {
     std::vector<std::pair<int, bool>> work;  // (let, its dependencies are pushed)
     std::vector<bool> on_path(lets_.size(), false);
-    for (int j : lets_used(e)) work.emplace_back(j, false);
+    for (auto j = lets.rbegin(); j != lets.rend(); ++j) work.emplace_back(*j, false);
     while (!work.empty()) {
       auto [i, expanded] = work.back();
       const size_t u = static_cast<size_t>(i);
@@ -812,14 +813,15 @@ class RuleChecker {
         work.pop_back();
         on_path[u] = false;
         let_value(i);
+      } else if (on_path[u]) {  // the lets expanded below this entry are exactly its users
+        const syntax::Ident& id = lets_[u]->names[0];
+        fail(id.loc, "'" + id.name + "' is defined in terms of itself");
       } else {
         work.back().second = true;
         on_path[u] = true;
-        for (int j : lets_used(*lets_[u]->expr)) {
-          const syntax::Ident& id = lets_[static_cast<size_t>(j)]->names[0];
-          if (on_path[static_cast<size_t>(j)]) fail(id.loc, "'" + id.name + "' is defined in terms of itself");
-          if (let_state_[static_cast<size_t>(j)] != 2) work.emplace_back(j, false);
-        }
+        std::vector<int> deps = lets_used(*lets_[u]->expr);  // checked in the order they are used
+        for (auto j = deps.rbegin(); j != deps.rend(); ++j)
+          if (let_state_[static_cast<size_t>(*j)] != 2) work.emplace_back(*j, false);
       }
     }
   }

@@ -599,10 +599,12 @@ File parse(const std::string& text, const std::string& path) {
 
 File parse_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read rule file '" + path + "'", SourceLoc{path, 0, 0});
+  // Locations name the file as it can be printed (a path need not be UTF-8).
+  const std::string shown = escape_text(path);
+  if (!in) throw Error("cannot read rule file '" + shown + "'", SourceLoc{shown, 0, 0});
   std::ostringstream ss;
   ss << in.rdbuf();
-  return parse(ss.str(), path);
+  return parse(ss.str(), shown);
 }
 
 }  // namespace tr::syntax
