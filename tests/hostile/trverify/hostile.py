@@ -114,6 +114,23 @@ def gen_let_doubling_literals():
                 extra=extra)
 
 
+def doubling(name, step, rhs, expect, dtypes="num"):
+    lines = ["let x0 = A"] + [f"let x{k} = " + step.format(p=f"x{k - 1}") for k in range(1, 29)]
+    extra = "".join(f"  {ln}\n" for ln in lines)
+    return rule(name, "x28", rhs, expect=expect, dtypes=dtypes, extra=extra)
+
+
+def gen_let_doubling_ops():
+    return (doubling("doubling_max", "max({p}, {p})", "A", "proved")
+            + doubling("doubling_select", "select({p} > B, {p}, {p})", "A", "proved")
+            + doubling("doubling_abs", "abs({p}) + abs({p})", "abs(A) * 268435456", "proved", "int")
+            + doubling("doubling_div", "({p} + {p}) / 2", "A", "proved", "real"))
+
+
+def gen_let_doubling_mul():
+    return doubling("let_doubling_mul", "{p} * {p}", "A", None)
+
+
 def gen_let_reverse_chain():
     # 5000 lets, each using the one declared after it: checking them in writing order recurses.
     n = 5000
@@ -195,6 +212,8 @@ CASES = {
     "let_doubling": (gen_let_doubling, 0, r"PROVED .*let_doubling "),
     "let_doubling_false": (gen_let_doubling_false, 0, r"COUNTEREXAMPLE .*let_doubling_false "),
     "let_doubling_literals": (gen_let_doubling_literals, 0, r"PROVED .*let_doubling_literals "),
+    "let_doubling_ops": (gen_let_doubling_ops, 0, r"4 rules: 4 proved"),
+    "let_doubling_mul": (gen_let_doubling_mul, 2, r"let_doubling_mul\.tr:18:\d+: error: the degree of this product exceeds 4096"),
     "let_reverse_chain": (gen_let_reverse_chain, 2, r"let_reverse_chain\.tr:\d+:\d+: error: expression nesting deeper than \d+"),
     "nested_pow": (gen_nested_pow, 2, r"nested_pow\.tr:5:\d+: error: the degree of this product exceeds 4096"),
     "nested_pow_4096": (gen_nested_pow_4096, 0, r"PROVED .*nested_pow_4096 "),
