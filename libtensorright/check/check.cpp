@@ -111,8 +111,12 @@ bool same_keys(const AxisMap& a, const AxisMap& b) {
   return true;
 }
 
-// The highest degree of a product the checker accepts (measure()).
+// Bounds on the checked trees (measure()): the degree of a product, the operands of one concat,
+// and the operands of all the rule's nodes together (a let counted once). Verification work grows
+// with these (a concat operand costs about a millisecond of solver time, an add a tenth of that).
 constexpr int64_t kMaxDegree = 4096;
+constexpr size_t kMaxConcat = 1000;
+constexpr size_t kMaxOperands = 40000;
 
 constexpr const char* kCommon = "is not an axis of both operands (the common axes";
 
@@ -849,8 +853,9 @@ class RuleChecker {
 
   // Bounds every checked tree, lets included, so that the later stages may recurse over it and
   // the solver never sees an expanded power: the height of the DAG (as the parser bounds the
-  // syntax, kMaxNesting) and the degree of its products (x * x ... counts each factor; the solver
-  // keeps x^n as n factors). An error is located at the first node over a limit.
+  // syntax, kMaxNesting), the degree of its products (x * x ... counts each factor; the solver
+  // keeps x^n as n factors) and its width (kMaxConcat, kMaxOperands). An error is located at the
+  // first node over a limit.
   void measure(const NodeP& root) {
     for (const Node* n : post_order(root, [&](const Node* x) { return shape_of_.count(x) > 0; })) {
       int height = 0;
@@ -864,6 +869,12 @@ class RuleChecker {
       if (height + 1 > syntax::kMaxNesting)
         fail(n->loc, "expression nesting deeper than " + std::to_string(syntax::kMaxNesting) +
                          " levels, counting the lets it uses");
+      operands_ += n->args.size();
+      if (n->op == Op::Concat && n->args.size() > kMaxConcat)
+        fail(n->loc, "'concat' takes at most " + std::to_string(kMaxConcat) + " operands, got " + std::to_string(n->args.size()));
+      if (operands_ > kMaxOperands)
+        fail(n->loc, "the rule is too large: its expressions have more than " + std::to_string(kMaxOperands) +
+                         " operands (a let counts once)");
       if (degree > kMaxDegree)
         fail(n->loc, "the degree of this product exceeds " +
                          std::to_string(kMaxDegree) + " (the solver expands x^n into n factors)");
@@ -1552,6 +1563,7 @@ class RuleChecker {
   std::map<int, int> side_of_si_;                   // SI map -> 0 lhs / 1 rhs
   SourceLoc rhs_loc_;
   std::unordered_map<const Node*, std::pair<int, int64_t>> shape_of_;  // measure(): height, degree
+  size_t operands_ = 0;          // measure(): operands of the distinct nodes so far
   std::vector<NodeP> measured_;  // the measured roots: keep shape_of_'s nodes alive (its keys unique)
 };
 

@@ -450,3 +450,30 @@ TEST_CASE("check: the degree of a product is bounded (the solver expands x^n)") 
   // Sums of high-degree terms are not products: A * A + A * A has degree 2.
   CHECK(check_error(kHead + "  lhs pow(pow(A, 64), 64) + pow(pow(A, 64), 64)\n  rhs A\n}\n").empty());
 }
+
+TEST_CASE("check: the width of a rule is bounded: concat operands, and operands in all") {
+  auto concat = [](int n) {
+    std::string args;
+    for (int i = 0; i < n; ++i) args += "A, ";
+    return "rule r : int {\n  rclass K single\n  map s : K\n  tensor A : {K: s}\n  lhs concat(" + args + "axis=K)\n  rhs A\n}\n";
+  };
+  CHECK(check_error(concat(1000)).empty());
+  CHECK(check_error(concat(1001)).rfind("t.tr:5:7: error: 'concat' takes at most 1000 operands, got 1001", 0) == 0);
+  // 100 lets of 200 additions each: 20,000 distinct nodes with two operands each.
+  std::string src = kHead;
+  for (int k = 0; k < 100; ++k) {
+    src += "  let x" + std::to_string(k) + " = A";
+    for (int i = 0; i < 200; ++i) src += " + (A * " + std::to_string(i + 2) + ")";
+    src += "\n";
+  }
+  src += "  lhs x0\n  rhs A\n}\n";
+  CHECK(check_error(src).find("error: the rule is too large: its expressions have more than 40000 operands (a let counts once)") !=
+        std::string::npos);
+  // The same let used 100 times counts once.
+  std::string shared = kHead + "  let x = A";
+  for (int i = 0; i < 200; ++i) shared += " + (A * " + std::to_string(i + 2) + ")";
+  shared += "\n  lhs x";
+  for (int k = 0; k < 99; ++k) shared += " + x";
+  shared += "\n  rhs A\n}\n";
+  CHECK(check_error(shared).empty());
+}

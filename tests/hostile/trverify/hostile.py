@@ -165,10 +165,20 @@ def gen_nested_pad():
 
 
 def gen_wide_concat():
-    n = 3000
+    n = 1000
     return ("rule wide_concat : num {\n  rclass K single\n  map s : K\n  tensor A : {K: s}\n"
             f"  lhs concat({', '.join(['A'] * n)}, axis=K)\n  rhs concat({', '.join(['A'] * n)}, axis=K)\n"
             "  expect proved\n}\n")
+
+
+def gen_concat_100k():
+    n = 100000
+    return ("rule concat_100k : num {\n  rclass K single\n  map s : K\n  tensor A : {K: s}\n"
+            f"  lhs concat({', '.join(['A'] * n)}, axis=K)\n  rhs A\n}}\n")
+
+
+def gen_sum_100k_balanced():
+    return rule("sum_100k_balanced", balanced_sum("A", 100000), "A * 100000")
 
 
 def gen_many_rules():
@@ -220,6 +230,8 @@ CASES = {
     "nested_pow_deep": (gen_nested_pow_deep, 2, r"nested_pow_deep\.tr:5:\d+: error: the degree of this product exceeds 4096"),
     "nested_pad": (gen_nested_pad, 0, r"PROVED .*nested_pad "),
     "wide_concat": (gen_wide_concat, 0, r"PROVED .*wide_concat "),
+    "concat_100k": (gen_concat_100k, 2, r"concat_100k\.tr:5:7: error: 'concat' takes at most 1000 operands, got 100000"),
+    "sum_100k_balanced": (gen_sum_100k_balanced, 2, r"sum_100k_balanced\.tr:5:\d+: error: the rule is too large: its expressions have more than 40000 operands"),
     # Loading and checking 10,000 rules; verifying all of them is 20,000 solver runs (minutes).
     "many_rules": (gen_many_rules, 0, r"PROVED .*r9999 .*\n1 rule: 1 proved", ["--rule", "r9999"]),
     "long_line": (gen_long_line, 2, r"long_line\.tr:5:\d+: error: undeclared name 'C'\n\.\.\.[^\n]{1,200}\n {1,200}\^\n"),
