@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
+#include <system_error>
 
 #include "libtensorright/check/check.h"
 #include "libtensorright/check/error.h"
@@ -27,36 +28,83 @@ std::vector<std::string> collect(const std::vector<std::string>& paths, std::vec
       for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::follow_directory_symlink, ec);
            !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
         if (it->is_regular_file(ec) && it->path().extension() == ".tr") found.push_back(it->path().string());
-      if (ec) failed.push_back({p, p + ": error: cannot read directory: " + ec.message()});
+      if (ec) failed.push_back({escape_text(p), escape_text(p) + ": error: cannot read directory: " + ec.message()});
       // A directory without rule files is almost always a wrong path: never a silent success.
-      else if (found.empty()) failed.push_back({p, p + ": error: no *.tr files in this directory"});
+      else if (found.empty()) failed.push_back({escape_text(p), escape_text(p) + ": error: no *.tr files in this directory"});
       std::sort(found.begin(), found.end());
       for (const auto& f : found) add(f);
     } else if (fs::exists(p, ec)) {
       add(p);
     } else {
-      failed.push_back({p, p + ": error: no such file or directory"});
+      failed.push_back({escape_text(p), escape_text(p) + ": error: no such file or directory"});
     }
   }
   return files;
 }
 
-}  // namespace
-
-LoadedBatch load_rule_paths(const std::vector<std::string>& paths, const std::string& rule_filter) {
-  LoadedBatch b;
-  b.files = collect(paths, b.failed);
-  for (const auto& f : b.files) {
+void load_files(LoadedBatch& b, const std::string& rule_filter) {
+  for (const auto& path : b.files) {
+    const std::string f = escape_text(path);  // reports name the file in valid UTF-8
     try {
-      LoadedFile lf = load_rule_file(f);
+      LoadedFile lf = load_rule_file(path);
       spdlog::debug("{}: {} rule(s)", f, lf.rules.size());
+      // An empty file (or one of comments only) is almost always a wrong path or a truncated
+      // file: never a silent success.
+      if (lf.rules.empty()) {
+        b.failed.push_back({f, escape_text(f) + ": error: no rules in this file"});
+        continue;
+      }
       for (auto& r : lf.rules)
         if (rule_filter.empty() || r.name == rule_filter) b.rules.emplace_back(f, std::move(r));
     } catch (const Error& e) {
       b.failed.push_back({f, e.what()});
     }
   }
+}
+
+}  // namespace
+
+StackThread::StackThread(std::function<void()> fn, size_t stack_bytes) : fn_(std::move(fn)) {
+  pthread_attr_t attr;
+  int rc = pthread_attr_init(&attr);
+  if (rc == 0) {
+    if (pthread_attr_setstacksize(&attr, stack_bytes) == 0) rc = pthread_create(&thread_, &attr, &trampoline, this);
+    else rc = -1;
+    pthread_attr_destroy(&attr);
+  }
+  if (rc != 0) rc = pthread_create(&thread_, nullptr, &trampoline, this);  // the default stack
+  if (rc != 0) throw std::system_error(rc, std::generic_category(), "cannot start a thread");
+  running_ = true;
+}
+
+StackThread::~StackThread() {
+  if (running_) pthread_join(thread_, nullptr);
+}
+
+void* StackThread::trampoline(void* self) {
+  auto* t = static_cast<StackThread*>(self);
+  try {
+    t->fn_();
+  } catch (...) {
+    t->error_ = std::current_exception();
+  }
+  return nullptr;
+}
+
+void StackThread::join() {
+  if (running_) pthread_join(thread_, nullptr);
+  running_ = false;
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void run_with_stack(const std::function<void()>& fn) { StackThread(fn).join(); }
+
+LoadedBatch load_rule_paths(const std::vector<std::string>& paths, const std::string& rule_filter) {
+  LoadedBatch b;
+  b.files = collect(paths, b.failed);
+  run_with_stack([&] { load_files(b, rule_filter); });
   return b;
 }
+
 
 }  // namespace tr

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "libtensorright/syntax/syntax.h"
 
@@ -115,6 +116,13 @@ bool same_keys(const AxisMap& a, const AxisMap& b) {
   return true;
 }
 
+// Bounds on the checked trees (measure()): the degree of a product, the operands of one concat,
+// and the operands of all the rule's nodes together (a let counted once). Verification work grows
+// with these (a concat operand costs about a millisecond of solver time, an add a tenth of that).
+constexpr int64_t kMaxDegree = 4096;
+constexpr size_t kMaxConcat = 1000;
+constexpr size_t kMaxOperands = 40000;
+
 constexpr const char* kCommon = "is not an axis of both operands (the common axes";
 
 // ---- the checker of one rule -------------------------------------------------------------------------
@@ -130,6 +138,8 @@ class RuleChecker {
     declarations();
     for (size_t i = 0; i < sr_.items.size(); ++i) {
       const auto& it = sr_.items[i];
+      if (it.kind == ItemKind::Let) prepare_lets({let_index_.at(it.names[0].name)});
+      else if (it.expr && it.kind != ItemKind::Tensor && it.kind != ItemKind::Map) prepare_lets(lets_used(*it.expr));
       switch (it.kind) {
         case ItemKind::Let: let_value(let_index_.at(it.names[0].name)); break;
         case ItemKind::Pre: pre(*it.expr, it.loc); break;
@@ -655,12 +665,16 @@ class RuleChecker {
   // ---- tensor expressions ----
   static bool is_scalar(const TN& t) { return t.n->shape.empty(); }
 
-  // Fixes the element type of a poly subtree.
+  // Fixes the element type of a poly subtree: a copy of the DAG (a let used twice stays one node).
   NodeP retype(const NodeP& n, const EType& et) const {
-    auto c = std::make_shared<Node>(*n);
-    c->etype = et;
-    for (auto& a : c->args) a = retype(a, et);
-    return c;
+    std::unordered_map<const Node*, NodeP> copy;
+    for (const Node* x : post_order(n, [](const Node*) { return false; })) {
+      auto c = std::make_shared<Node>(*x);
+      c->etype = et;
+      for (auto& a : c->args) a = copy.at(a.get());
+      copy[x] = c;
+    }
+    return copy.at(n.get());
   }
   NodeP coerce(const TN& t, const EType& et, const SourceLoc& loc) const {
     if (!t.poly) return t.n;
@@ -764,9 +778,109 @@ class RuleChecker {
     if (let_state_[static_cast<size_t>(i)] == 1) fail(it.names[0].loc, "'" + it.names[0].name + "' is defined in terms of itself");
     let_state_[static_cast<size_t>(i)] = 1;
     TN v = tensor(*it.expr);
+    measure(v.n);
     let_val_[static_cast<size_t>(i)] = v;
     let_state_[static_cast<size_t>(i)] = 2;
     return v;
+  }
+
+  // ---- lets in dependency order, and the size of the checked tree ----
+  // Lets are checked once each and shared: a use of a let is its node (the checked rule is a DAG).
+  // Before an item is checked, the lets it uses are checked, dependencies first, by an explicit
+  // work stack: a chain of lets may be thousands long, and checking a let whose dependencies are
+  // done recurses no deeper than its own syntax tree (bounded by the parser).
+  static void let_names(const Expr& e, std::vector<const Expr*>& out) {
+    if (e.kind == EK::Name) out.push_back(&e);
+    for (const auto& a : e.args) let_names(*a, out);
+    for (const auto& na : e.named) let_names(*na.value, out);
+    for (const auto& be : e.entries)
+      if (be.value) let_names(*be.value, out);
+  }
+  std::vector<int> lets_used(const Expr& e) const {
+    std::vector<const Expr*> names;
+    let_names(e, names);
+    std::vector<int> out;
+    for (const Expr* n : names)
+      if (auto it = let_index_.find(n->text); it != let_index_.end()) out.push_back(it->second);
+    return out;
+  }
+  void prepare_lets(const std::vector<int>& lets) {
+    std::vector<std::pair<int, bool>> work;  // (let, its dependencies are pushed)
+    std::vector<bool> on_path(lets_.size(), false);
+    for (auto j = lets.rbegin(); j != lets.rend(); ++j) work.emplace_back(*j, false);
+    while (!work.empty()) {
+      auto [i, expanded] = work.back();
+      const size_t u = static_cast<size_t>(i);
+      if (let_state_[u] == 2) {
+        work.pop_back();
+      } else if (expanded) {
+        work.pop_back();
+        on_path[u] = false;
+        let_value(i);
+      } else if (on_path[u]) {  // the lets expanded below this entry are exactly its users
+        const syntax::Ident& id = lets_[u]->names[0];
+        fail(id.loc, "'" + id.name + "' is defined in terms of itself");
+      } else {
+        work.back().second = true;
+        on_path[u] = true;
+        std::vector<int> deps = lets_used(*lets_[u]->expr);  // checked in the order they are used
+        for (auto j = deps.rbegin(); j != deps.rend(); ++j)
+          if (let_state_[static_cast<size_t>(*j)] != 2) work.emplace_back(*j, false);
+      }
+    }
+  }
+
+  // The distinct nodes of the DAG under `root` that `known` does not stop at, each after its
+  // arguments; iterative, as a checked tree may be deep before measure() has bounded it.
+  template <class Known>
+  static std::vector<const Node*> post_order(const NodeP& root, Known known) {
+    std::vector<const Node*> out;
+    std::unordered_set<const Node*> seen;
+    std::vector<std::pair<const Node*, bool>> work{{root.get(), false}};
+    while (!work.empty()) {
+      auto [n, expanded] = work.back();
+      work.pop_back();
+      if (expanded) {
+        out.push_back(n);
+        continue;
+      }
+      if (known(n) || !seen.insert(n).second) continue;
+      work.emplace_back(n, true);
+      for (auto a = n->args.rbegin(); a != n->args.rend(); ++a) work.emplace_back(a->get(), false);
+    }
+    return out;
+  }
+
+  // Bounds every checked tree, lets included, so that the later stages may recurse over it and
+  // the solver never sees an expanded power: the height of the DAG (as the parser bounds the
+  // syntax, kMaxNesting), the degree of its products (x * x ... counts each factor; the solver
+  // keeps x^n as n factors) and its width (kMaxConcat, kMaxOperands). An error is located at the
+  // first node over a limit.
+  void measure(const NodeP& root) {
+    for (const Node* n : post_order(root, [&](const Node* x) { return shape_of_.count(x) > 0; })) {
+      int height = 0;
+      int64_t degree = 0;
+      for (const auto& a : n->args) {
+        const auto& [h, d] = shape_of_.at(a.get());
+        height = std::max(height, h);
+        degree = n->op == Op::Mul || n->op == Op::Dot || n->op == Op::Conv ? degree + d : std::max(degree, d);
+      }
+      if (n->op == Op::Input || n->op == Op::ScalarRef || n->op == Op::Iota) degree = 1;
+      if (height + 1 > syntax::kMaxNesting)
+        fail(n->loc, "expression nesting deeper than " + std::to_string(syntax::kMaxNesting) +
+                         " levels, counting the lets it uses");
+      operands_ += n->args.size();
+      if (n->op == Op::Concat && n->args.size() > kMaxConcat)
+        fail(n->loc, "'concat' takes at most " + std::to_string(kMaxConcat) + " operands, got " + std::to_string(n->args.size()));
+      if (operands_ > kMaxOperands)
+        fail(n->loc, "the rule is too large: its expressions have more than " + std::to_string(kMaxOperands) +
+                         " operands (a let counts once)");
+      if (degree > kMaxDegree)
+        fail(n->loc, "the degree of this product exceeds " +
+                         std::to_string(kMaxDegree) + " (the solver expands x^n into n factors)");
+      shape_of_[n] = {height + 1, degree};
+    }
+    measured_.push_back(root);
   }
 
   TN tensor(const Expr& e) {
@@ -1352,6 +1466,7 @@ class RuleChecker {
     TN t = tensor(*it.expr);
     if (t.poly) fail(it.expr->loc, "'assume' needs a bool tensor expression");
     need_bool(t.n->etype, it.expr->loc, "'assume'");
+    measure(t.n);
     r_.assume.push_back(Assumption{t.n, it.loc});
   }
 
@@ -1361,6 +1476,7 @@ class RuleChecker {
     if (slot) fail(it.loc, std::string("rule has more than one '") + (lhs ? "lhs" : "rhs") + "'");
     TN t = tensor(*it.expr);
     slot = finalize(t);
+    measure(slot);
     if (!lhs) rhs_loc_ = it.loc;
   }
 
@@ -1445,6 +1561,9 @@ class RuleChecker {
   std::map<int, SourceLoc> si_use_;                 // first use of each map as a summation index
   std::map<int, int> side_of_si_;                   // SI map -> 0 lhs / 1 rhs
   SourceLoc rhs_loc_;
+  std::unordered_map<const Node*, std::pair<int, int64_t>> shape_of_;  // measure(): height, degree
+  size_t operands_ = 0;          // measure(): operands of the distinct nodes so far
+  std::vector<NodeP> measured_;  // the measured roots: keep shape_of_'s nodes alive (its keys unique)
 };
 
 }  // namespace

@@ -24,10 +24,19 @@ std::vector<uint64_t> signature(const Encoder::Index& idx) {
 
 bool scalar_shape(const Node& n) { return n.shape.empty(); }
 
+// Calls f once on every distinct node of the DAG under n (a let used twice is one node, not a
+// copy per use), without recursion.
 void scan(const Node& n, const std::function<void(const Node&)>& f) {
-  f(n);
-  for (const auto& a : n.args)
-    if (a) scan(*a, f);
+  std::unordered_set<const Node*> seen;
+  std::vector<const Node*> work{&n};
+  while (!work.empty()) {
+    const Node* x = work.back();
+    work.pop_back();
+    if (!seen.insert(x).second) continue;
+    f(*x);
+    for (const auto& a : x->args)
+      if (a) work.push_back(a.get());
+  }
 }
 
 }  // namespace

@@ -80,7 +80,9 @@ bool is_identity(const Builder& b, Reducer r, const Val& c) {
 // Forms rejected up front. Sums and folds may both occur in a rule, but never inside each other
 // (fold_at and the sum code reject that) and never compared with each other (fold_compare).
 void Encoder::check_folds() {
+  std::set<std::pair<const Node*, bool>> seen;  // the rule is a DAG: each node once
   std::function<void(const Node&, bool)> scan = [&](const Node& n, bool in_assume) {
+    if (!seen.insert({&n, in_assume}).second) return;
     if (n.op == Op::Sum && n.reducer != Reducer::Sum) {
       if (in_assume)
         throw Unsupported(std::string(op_name(n.reducer)) + " in an assumption cannot be encoded" + where(n.loc));

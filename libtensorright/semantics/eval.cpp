@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <sstream>
+#include <unordered_map>
 
 #include "libtensorright/semantics/semantics.h"
 #include "libtensorright/semantics/value_ops.h"
@@ -193,7 +194,12 @@ class Evaluator {
                            std::to_string(ik->second[j]) + " out of range [0, " + std::to_string(sizes[j]) +
                            ") of " + to_string(n.op) + at_loc(n.loc));
     }
-    return access(n, idx);
+    // Elements are memoised per node and index: a let used twice is one node (the rule is a DAG),
+    // and a chain of lets that each use the previous one twice must not be evaluated as a tree.
+    auto& memo = elem_memo_[&n];
+    if (auto it = memo.find(idx); it != memo.end()) return it->second;
+    Point p = access(n, idx);
+    return memo.emplace(idx, std::move(p)).first->second;
   }
 
   const Rule& rule() const { return rule_; }
@@ -287,6 +293,7 @@ class Evaluator {
   const Instance& inst_;
   std::map<const Node*, Info> memo_;
   std::map<const Node*, std::map<std::string, AxisValues>> attr_memo_;
+  std::unordered_map<const Node*, std::map<Index, Point>> elem_memo_;
 };
 
 Evaluator::Info Evaluator::compute_info(const Node& n) {

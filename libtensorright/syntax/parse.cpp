@@ -1,5 +1,7 @@
 // Lexer and recursive-descent parser of the rule language. Purely syntactic: names are resolved
 // by the checker. Items start with a keyword, so the grammar needs no statement separators.
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -51,6 +53,7 @@ class Lexer {
       : s_(text), path_(path), source_(source) {}
 
   std::vector<Token> run() {
+    validate();
     std::vector<Token> out;
     for (;;) {
       skip_space();
@@ -84,7 +87,7 @@ class Lexer {
           fail(t.loc, "number literal has more than " + std::to_string(kMaxNumberDigits) + " digits");
         if (t.kind == TK::Int) t.ival = mpz_class(t.text, 10);
         if (i_ < s_.size() && (std::isalpha(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_'))
-          fail(here(), "unexpected character '" + std::string(1, s_[i_]) + "' after a number");
+          fail(here(), "unexpected character '" + char_at(i_) + "' after a number");
       } else if (c == '"') {
         advance();
         t.kind = TK::String;
@@ -122,7 +125,7 @@ class Lexer {
           if (one.find(c) == std::string::npos) {
             if (c == '&' || c == '|')
               fail(t.loc, std::string("unexpected character '") + c + "' (did you mean '" + c + c + "'?)");
-            fail(t.loc, std::string("unexpected character '") + c + "'");
+            fail(t.loc, "unexpected character '" + char_at(i_) + "'");
           }
           t.text = std::string(1, c);
           advance();
@@ -134,6 +137,40 @@ class Lexer {
 
  private:
   SourceLoc here() const { return SourceLoc{path_, line_, col_}; }
+
+  // The character at byte i, whole (the text is valid UTF-8 once validate() has run).
+  std::string char_at(size_t i) const { return s_.substr(i, std::max<size_t>(1, utf8_sequence_length(s_, i))); }
+  static std::string abbreviate(const std::string& text) {
+    return text.size() <= 24 ? text : text.substr(0, 20) + "...";
+  }
+
+  // Rule files are UTF-8 text: every byte sequence must be UTF-8, and the only control characters
+  // are tab, line feed and carriage return. Checked over the whole text (comments and strings
+  // included) before any token, so that no invalid byte reaches a name, a title or a report.
+  void validate() const {
+    for (size_t k = 0; k < s_.size();) {
+      unsigned char c = static_cast<unsigned char>(s_[k]);
+      size_t n = utf8_sequence_length(s_, k);
+      bool control = (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f;
+      if (n == 0 || control) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "%02x", c);
+        SourceLoc loc{path_, 1, 1};
+        for (size_t j = 0; j < k; ++j) {
+          if (s_[j] == '\n') {
+            ++loc.line;
+            loc.col = 1;
+          } else {
+            ++loc.col;
+          }
+        }
+        std::string at = " at byte offset " + std::to_string(k);
+        if (control) fail(loc, std::string("control character \\x") + hex + at + " (rule files are text: only tab, line feed and carriage return are allowed)");
+        fail(loc, std::string("invalid UTF-8 byte 0x") + hex + at + " (rule files must be UTF-8 text)");
+      }
+      k += n;
+    }
+  }
   void advance() {
     if (s_[i_] == '\n') {
       ++line_;
@@ -327,16 +364,46 @@ class Parser {
   }
 
   // ---- expressions ----
-  static ExprP binary(const Token& op, ExprP a, ExprP b) {
+  // The nesting limit (syntax.h, kMaxNesting) bounds both the depth of the tree (measured as each
+  // node is built) and the parser's own recursion (parentheses and unary operators, which add no
+  // level when they only wrap, e.g. `((A))`).
+  [[noreturn]] void too_deep(const SourceLoc& loc) const {
+    fail(loc, "expression nesting deeper than " + std::to_string(kMaxNesting) +
+                  " levels (each operator, call, brace literal and parenthesis is one level)");
+  }
+  struct Nest {
+    Parser& p;
+    explicit Nest(Parser& parser) : p(parser) {
+      if (++p.nesting_ > kMaxNesting) p.too_deep(p.peek().loc);
+    }
+    ~Nest() { --p.nesting_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+  };
+  // Sets e's depth from its children; a tree deeper than the limit is an error at e.
+  ExprP measured(std::shared_ptr<Expr> e) const {
+    int d = 0;
+    for (const auto& a : e->args) d = std::max(d, a->depth);
+    for (const auto& na : e->named) d = std::max(d, na.value->depth);
+    for (const auto& be : e->entries)
+      if (be.value) d = std::max(d, be.value->depth);
+    e->depth = d + 1;
+    if (e->depth > kMaxNesting) too_deep(e->loc);
+    return e;
+  }
+  ExprP binary(const Token& op, ExprP a, ExprP b) const {
     auto e = std::make_shared<Expr>();
     e->kind = EK::Binary;
     e->loc = op.loc;
     e->text = op.text;
     e->args = {std::move(a), std::move(b)};
-    return e;
+    return measured(std::move(e));
   }
 
-  ExprP expr() { return or_expr(); }
+  ExprP expr() {
+    Nest nest(*this);
+    return or_expr();
+  }
   ExprP or_expr() {
     ExprP e = and_expr();
     while (is_punct("||")) {
@@ -385,13 +452,14 @@ class Parser {
   }
   ExprP unary_expr() {
     if (is_punct("-") || is_punct("!")) {
+      Nest nest(*this);
       const Token& op = next();
       auto e = std::make_shared<Expr>();
       e->kind = EK::Unary;
       e->loc = op.loc;
       e->text = op.text;
       e->args = {unary_expr()};
-      return e;
+      return measured(std::move(e));
     }
     return primary();
   }
@@ -430,7 +498,7 @@ class Parser {
       } while (accept(","));
     }
     expect("}");
-    return e;
+    return measured(std::move(e));
   }
 
   ExprP primary() {
@@ -483,7 +551,7 @@ class Parser {
             } while (accept(","));
           }
           expect(")");
-          return e;
+          return measured(std::move(e));
         }
         if (is_keyword(w) && w != "inf" && w != "true" && w != "false") {
           if (is_function_keyword(w)) fail(t.loc, "'" + w + "' needs arguments in parentheses");
@@ -507,6 +575,7 @@ class Parser {
   std::vector<Token> t_;
   const std::string* source_;
   size_t p_ = 0;
+  int nesting_ = 0;
   bool in_brace_value_ = false;
 };
 
@@ -526,10 +595,12 @@ File parse(const std::string& text, const std::string& path) {
 
 File parse_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read rule file '" + path + "'", SourceLoc{path, 0, 0});
+  // Locations name the file as it can be printed (a path need not be UTF-8).
+  const std::string shown = escape_text(path);
+  if (!in) throw Error("cannot read rule file '" + shown + "'", SourceLoc{shown, 0, 0});
   std::ostringstream ss;
   ss << in.rdbuf();
-  return parse(ss.str(), path);
+  return parse(ss.str(), shown);
 }
 
 }  // namespace tr::syntax

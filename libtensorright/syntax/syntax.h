@@ -70,6 +70,7 @@ enum class EK {
 struct Expr {
   EK kind = EK::Name;
   SourceLoc loc;          // first token (for Binary: the operator token)
+  int depth = 1;          // levels of this tree (a leaf: 1); never above kMaxNesting
   std::string text;
   std::string label;      // Name: `R@label`
   mpz_class ival = 0;     // Int: the literal's value, of any size (at most kMaxNumberDigits digits)
@@ -112,9 +113,21 @@ struct File {
   std::vector<Rule> rules;
 };
 
+// The deepest expression the parser accepts: the depth of the tree (a name or literal is one level,
+// each operator, call and brace literal one more, so a chain `a + b + ...` of n terms is n levels
+// deep) and the nesting of parentheses and unary operators. Deeper input is a located error
+// "expression nesting deeper than N", as clang's -fbracket-depth; every later stage relies on this
+// bound (and the checker's bound on the checked tree, which counts the lets an expression uses)
+// for its recursion.
+constexpr int kMaxNesting = 1000;
+
 // Parses a whole file. Throws tr::Error (rendered with source line and caret) on the first error.
+// The text must be UTF-8 without control characters other than tab, line feed and carriage return
+// (anywhere, comments included); the first offending byte is a located error.
 File parse(const std::string& text, const std::string& path);
-File parse_file(const std::string& path);  // reads the file; an unreadable file is a tr::Error
+// Reads the file; an unreadable file is a tr::Error. Locations (and File::path) name the file by
+// escape_text(path), so that every diagnostic and report is valid UTF-8 whatever the path's bytes.
+File parse_file(const std::string& path);
 
 // Keywords may not be used as names.
 bool is_keyword(const std::string& word);

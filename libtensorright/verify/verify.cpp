@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -18,6 +19,7 @@
 #include <spdlog/spdlog.h>
 
 #include "libtensorright/bound/bound.h"
+#include "libtensorright/check/batch.h"
 #include "libtensorright/encode/encode.h"
 #include "libtensorright/semantics/semantics.h"
 
@@ -404,8 +406,10 @@ DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, c
     return finish();
   }
   std::set<int> si_maps;
+  std::set<const Node*> si_seen;  // the rule is a DAG: each node once
   for (const Node* side : {rule.lhs.get(), rule.rhs.get()}) {
     std::function<void(const Node&)> sc = [&](const Node& n) {
+      if (!si_seen.insert(&n).second) return;
       for (const auto& [k, id] : n.sum_index) si_maps.insert(id);
       for (const auto& a : n.args) sc(*a);
     };
@@ -688,12 +692,12 @@ std::vector<RuleResult> verify_rules(const std::vector<std::pair<std::string, Ru
       }
     }
   };
-  if (jobs == 1) {
-    worker();
-  } else {
-    std::vector<std::thread> ts;
-    for (int j = 0; j < jobs; ++j) ts.emplace_back(worker);
-    for (auto& t : ts) t.join();
+  // Workers run on threads with a large stack (StackThread), also for one job: the encoder, the
+  // rank bound, the evaluator and cvc5 recurse over terms as deep as the rule's expressions.
+  {
+    std::vector<std::unique_ptr<StackThread>> ts;
+    for (int j = 0; j < jobs; ++j) ts.push_back(std::make_unique<StackThread>(worker));
+    for (auto& t : ts) t->join();
   }
   if (failure) std::rethrow_exception(failure);
   std::vector<RuleResult> out;

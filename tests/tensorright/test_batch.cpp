@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <functional>
+#include <stdexcept>
 #include <fstream>
 
 #include <unistd.h>
@@ -45,4 +47,35 @@ TEST_CASE("batch: directories, failures and the rule filter") {
   REQUIRE(none.failed.size() == 1);
   CHECK(none.failed[0].message.find("no *.tr files") != std::string::npos);
   fs::remove_all(d);
+}
+
+TEST_CASE("batch: a file without rules is a failure; paths are shown escaped") {
+  fs::path d = fs::temp_directory_path() / ("tr_batch_empty_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  std::ofstream(d / "empty.tr") << "";
+  std::ofstream(d / "comments.tr") << "# only a comment\n\n   # and another\n";
+  const std::string odd = std::string("odd\xff") + ".tr";
+  std::ofstream(d / odd) << "rule a : int {\n rclass R\n map s : R\n tensor A : {R: s}\n lhs A\n rhs A\n}\n";
+  tr::LoadedBatch b = tr::load_rule_paths({(d / "empty.tr").string(), (d / "comments.tr").string(), (d / odd).string()});
+  REQUIRE(b.failed.size() == 2);
+  CHECK(b.failed[0].message == (d / "empty.tr").string() + ": error: no rules in this file");
+  CHECK(b.failed[1].message == (d / "comments.tr").string() + ": error: no rules in this file");
+  REQUIRE(b.rules.size() == 1);
+  CHECK(b.rules[0].first == (d / "odd\\xff.tr").string());  // reports get valid UTF-8
+  CHECK(b.rules[0].second.loc.file == (d / "odd\\xff.tr").string());
+  fs::remove_all(d);
+}
+
+TEST_CASE("batch: a StackThread runs deep recursion and passes exceptions on") {
+  // 200,000 frames of this function need far more than a default 8 MiB stack, well within 64 MiB.
+  std::function<int(int)> deep = [&](int n) -> int {
+    volatile char pad[128];
+    pad[0] = static_cast<char>(n);
+    return n == 0 ? 0 : 1 + deep(n - 1) + (pad[0] & 0);
+  };
+  int got = -1;
+  tr::run_with_stack([&] { got = deep(200000); });
+  CHECK(got == 200000);
+  CHECK_THROWS_WITH(tr::run_with_stack([] { throw std::runtime_error("from the thread"); }), "from the thread");
 }

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "support.h"
@@ -380,4 +381,99 @@ TEST_CASE("check: dot and conv attribute domains") {
             .rfind("t.tr:7:40: error: 'conv': 'batch' must be exactly the axes {S} (the input axes not in the weight)", 0) == 0);
   CHECK(check_error(H + "  lhs conv(A, B, feature={R: i}, stride={R: 2})\n  rhs A\n}")
             .rfind("t.tr:7:42: error: 'conv' (spatial axes only): attribute 'stride' names axis R", 0) == 0);
+}
+
+// ---- lets are shared; checked trees are bounded ---------------------------------------------------
+
+namespace {
+const std::string kHead = "rule r : int {\n  rclass R\n  map s : R\n  tensor A : {R: s}\n";
+
+// The number of distinct nodes under n.
+size_t dag_size(const NodeP& n) {
+  std::set<const Node*> seen;
+  std::vector<const Node*> work{n.get()};
+  while (!work.empty()) {
+    const Node* x = work.back();
+    work.pop_back();
+    if (!seen.insert(x).second) continue;
+    for (const auto& a : x->args) work.push_back(a.get());
+  }
+  return seen.size();
+}
+}  // namespace
+
+TEST_CASE("check: a let is one node however often it is used (doubling chains stay small)") {
+  for (const std::string base : {"A", "1"}) {  // a tensor, and a literal (retyped when it meets A)
+    std::string src = kHead + "  let x0 = " + base + "\n";
+    for (int k = 1; k <= 60; ++k) src += "  let x" + std::to_string(k) + " = x" + std::to_string(k - 1) + " + x" + std::to_string(k - 1) + "\n";
+    src += "  lhs A + x60\n  rhs A\n}\n";
+    CAPTURE(base);
+    Rule r = one_rule(src);
+    // As a tree this is 2^61 nodes; as a DAG, one node per let plus the root and A.
+    CHECK(dag_size(r.lhs) == 63);
+    CHECK(r.lhs->args[1]->args[0] == r.lhs->args[1]->args[1]);
+  }
+}
+
+TEST_CASE("check: lets are checked dependencies first, without recursion, and cycles are found") {
+  // Each let uses the one written after it: checked in writing order this recursed once per let.
+  const int n = 20000;
+  std::string src = kHead;
+  for (int k = 0; k < n; ++k) src += "  let x" + std::to_string(k) + " = x" + std::to_string(k + 1) + "\n";
+  src += "  let x" + std::to_string(n) + " = A\n  lhs x0\n  rhs A\n}\n";
+  Rule r = one_rule(src);
+  CHECK(r.lhs->op == Op::Input);
+  CHECK(check_error(kHead + "  let a = b + A\n  let b = c + A\n  let c = a + A\n  lhs a\n  rhs A\n}\n")
+            .rfind("t.tr:5:7: error: 'a' is defined in terms of itself", 0) == 0);
+  CHECK(check_error(kHead + "  let a = a\n  lhs a\n  rhs A\n}\n").rfind("t.tr:5:7: error: 'a' is defined in terms of itself", 0) == 0);
+}
+
+TEST_CASE("check: the checked tree's height counts the lets it uses, and is bounded") {
+  const std::string limit = "expression nesting deeper than " + std::to_string(syntax::kMaxNesting) + " levels, counting the lets it uses";
+  // 2000 lets, each one level deeper than the one before: every let is shallow, their chain is not.
+  std::string src = kHead + "  let x0 = A\n";
+  for (int k = 1; k <= 2000; ++k) src += "  let x" + std::to_string(k) + " = x" + std::to_string(k - 1) + " + A\n";
+  src += "  lhs x2000\n  rhs A\n}\n";
+  std::string err = check_error(src);
+  CHECK(err.find(limit) != std::string::npos);
+  CHECK(err.rfind("t.tr:" + std::to_string(5 + syntax::kMaxNesting) + ":", 0) == 0);  // the let that crosses it
+  // pow desugars into a chain of multiplications, which counts too.
+  CHECK(check_error(kHead + "  lhs pow(pow(pow(pow(pow(pow(pow(pow(pow(pow(pow(pow(pow(pow(pow(pow(pow(A, 2), 2), 2), 2), 2), 2), 2), 2), 2), 2), 2), 2), 2), 2), 2), 2), 2)\n  rhs A\n}\n").find("degree") !=
+        std::string::npos);
+}
+
+TEST_CASE("check: the degree of a product is bounded (the solver expands x^n)") {
+  Rule ok = one_rule(kHead + "  lhs pow(pow(A, 64), 64)\n  rhs A\n}\n");  // degree 4096: accepted
+  CHECK(dag_size(ok.lhs) == 1 + 63 + 63);
+  std::string err = check_error(kHead + "  lhs pow(pow(pow(A, 64), 64), 2)\n  rhs A\n}\n");
+  CHECK(err.rfind("t.tr:5:7: error: the degree of this product exceeds 4096", 0) == 0);
+  // Sums of high-degree terms are not products: A * A + A * A has degree 2.
+  CHECK(check_error(kHead + "  lhs pow(pow(A, 64), 64) + pow(pow(A, 64), 64)\n  rhs A\n}\n").empty());
+}
+
+TEST_CASE("check: the width of a rule is bounded: concat operands, and operands in all") {
+  auto concat = [](int n) {
+    std::string args;
+    for (int i = 0; i < n; ++i) args += "A, ";
+    return "rule r : int {\n  rclass K single\n  map s : K\n  tensor A : {K: s}\n  lhs concat(" + args + "axis=K)\n  rhs A\n}\n";
+  };
+  CHECK(check_error(concat(1000)).empty());
+  CHECK(check_error(concat(1001)).rfind("t.tr:5:7: error: 'concat' takes at most 1000 operands, got 1001", 0) == 0);
+  // 100 lets of 200 additions each: 20,000 distinct nodes with two operands each.
+  std::string src = kHead;
+  for (int k = 0; k < 100; ++k) {
+    src += "  let x" + std::to_string(k) + " = A";
+    for (int i = 0; i < 200; ++i) src += " + (A * " + std::to_string(i + 2) + ")";
+    src += "\n";
+  }
+  src += "  lhs x0\n  rhs A\n}\n";
+  CHECK(check_error(src).find("error: the rule is too large: its expressions have more than 40000 operands (a let counts once)") !=
+        std::string::npos);
+  // The same let used 100 times counts once.
+  std::string shared = kHead + "  let x = A";
+  for (int i = 0; i < 200; ++i) shared += " + (A * " + std::to_string(i + 2) + ")";
+  shared += "\n  lhs x";
+  for (int k = 0; k < 99; ++k) shared += " + x";
+  shared += "\n  rhs A\n}\n";
+  CHECK(check_error(shared).empty());
 }

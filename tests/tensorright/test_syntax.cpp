@@ -265,3 +265,106 @@ TEST_CASE("syntax: unreadable file is an error naming the file") {
     CHECK(std::string(e.what()) == "/nonexistent/x.tr: error: cannot read rule file '/nonexistent/x.tr'");
   }
 }
+
+// ---- hostile text: encoding, control characters, nesting, long lines ------------------------------
+
+TEST_CASE("syntax: invalid UTF-8 anywhere is a located error naming the byte and its offset") {
+  struct Case {
+    std::string src, first_line;
+  };
+  const Case cases[] = {
+      {"rule r \"caf\xe9\" : num {}", "t.tr:1:12: error: invalid UTF-8 byte 0xe9 at byte offset 11 (rule files must be UTF-8 text)"},
+      {"rule r : num {\n  tensor A\xff : {R: s}\n}", "t.tr:2:11: error: invalid UTF-8 byte 0xff at byte offset 25 (rule files must be UTF-8 text)"},
+      {"# \xc0\xaf over-long slash\nrule r : num {}", "t.tr:1:3: error: invalid UTF-8 byte 0xc0 at byte offset 2 (rule files must be UTF-8 text)"},
+      {"# surrogate \xed\xa0\x80\n", "t.tr:1:13: error: invalid UTF-8 byte 0xed at byte offset 12 (rule files must be UTF-8 text)"},
+      {"# truncated \xe2\x82", "t.tr:1:13: error: invalid UTF-8 byte 0xe2 at byte offset 12 (rule files must be UTF-8 text)"},
+      {"# above U+10FFFF \xf4\x90\x80\x80\n", "t.tr:1:18: error: invalid UTF-8 byte 0xf4 at byte offset 17 (rule files must be UTF-8 text)"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.src);
+    std::string err = parse_error(c.src);
+    CHECK(err.substr(0, err.find('\n')) == c.first_line);
+  }
+  // Valid UTF-8 is accepted in titles and comments, and kept as written.
+  auto f = syntax::parse("# λ ∑ 😀\nrule r \"A ⇒ B (café)\" : num {}", "t.tr");
+  CHECK(f.rules.at(0).title == "A ⇒ B (café)");
+  // Outside strings and comments a non-ASCII character is unexpected, and named whole.
+  CHECK(parse_error("rule r : num {\n  lhs A ⇒ B\n}").rfind("t.tr:2:9: error: unexpected character '⇒'", 0) == 0);
+}
+
+TEST_CASE("syntax: control characters are errors, shown escaped; a NUL does not cut the message") {
+  std::string src = std::string("rule r : num {\n  lhs A +") + '\0' + " B\n}\n";
+  std::string err = parse_error(src);
+  CHECK(err.find('\0') == std::string::npos);
+  CHECK(err == "t.tr:2:10: error: control character \\x00 at byte offset 24 (rule files are text: only tab, line feed "
+               "and carriage return are allowed)\n  lhs A +\\x00 B\n         ^");
+  std::string in_comment = std::string("# a NUL ") + '\0' + "\nrule r : num {}";
+  CHECK(parse_error(in_comment).rfind("t.tr:1:9: error: control character \\x00 at byte offset 8", 0) == 0);
+  CHECK(parse_error("rule r : num {\x1b[31m}").rfind("t.tr:1:15: error: control character \\x1b", 0) == 0);
+  // Tabs and CRLF line ends are text.
+  CHECK_NOTHROW(syntax::parse("rule r : num {\r\n\tlhs A\r\n}\r\n", "t.tr"));
+}
+
+TEST_CASE("syntax: a diagnostic on a long line shows a window around the column, caret in place") {
+  std::string pad(40000, ' ');
+  std::string src = "rule r : num {\n  lhs A" + pad + "+ + B\n}\n";
+  std::string err = parse_error(src);
+  std::istringstream is(err);
+  std::string l1, l2, l3;
+  std::getline(is, l1);
+  std::getline(is, l2);
+  std::getline(is, l3);
+  CHECK(l1 == "t.tr:2:40010: error: expected an expression, found '+'");
+  CHECK(l2.size() < 200);
+  CHECK(l2.rfind("...", 0) == 0);
+  REQUIRE(l3.size() == l3.find('^') + 1);
+  CHECK(l2.substr(l3.size() - 1, 3) == "+ B");  // the caret is under the offending '+'
+  // The window is cut at character boundaries, and escaped bytes keep the caret aligned.
+  std::string wide;
+  for (int i = 0; i < 200; ++i) wide += "λ";
+  CHECK(render_diagnostic(SourceLoc{"t.tr", 1, 201}, "m", wide + "\n").find("\xce\n") == std::string::npos);
+  std::string shown = render_diagnostic(SourceLoc{"t.tr", 1, 3}, "m", std::string("a\xff") + "b");
+  CHECK(shown == "t.tr:1:3: error: m\na\\xffb\n     ^");
+  // The integer literal in a message is abbreviated.
+  std::string big(5000, '9');
+  CHECK(parse_error("rule r : num {\n  lhs " + big + "\n}").rfind("t.tr:2:7: error: integer literal '99999999999999999999...' is too large", 0) == 0);
+}
+
+TEST_CASE("syntax: expression nesting is bounded, with a located error naming the limit") {
+  const std::string limit = "expression nesting deeper than " + std::to_string(syntax::kMaxNesting) + " levels";
+  const int n = 20000;  // far beyond the limit: each of these crashed the parser or a later stage
+  const std::string forms[] = {
+      std::string(n, '(') + "A" + std::string(n, ')'),
+      std::string(n, '-') + "A",
+      std::string(n, '!') + "A",
+      [&] {
+        std::string s = "A";
+        for (int i = 0; i < n; ++i) s += " + A";
+        return s;
+      }(),
+      [&] {
+        std::string s;
+        for (int i = 0; i < n; ++i) s += "abs(";
+        return s + "A" + std::string(n, ')');
+      }(),
+      [&] {
+        std::string s = "const(0, ";
+        for (int i = 0; i < n; ++i) s += "{R: ";
+        return s + "s" + std::string(n, '}') + ")";
+      }(),
+  };
+  for (const auto& e : forms) {
+    CAPTURE(e.substr(0, 20));
+    std::string err = parse_error(rule_with("  lhs " + e));
+    CHECK(err.find(limit) != std::string::npos);
+    CHECK(err.rfind("t.tr:2:", 0) == 0);
+  }
+  // At the limit it parses: a chain of kMaxNesting terms is kMaxNesting levels deep.
+  std::string chain = "A";
+  for (int i = 1; i < syntax::kMaxNesting; ++i) chain += " + A";
+  auto f = syntax::parse(rule_with("  lhs " + chain), "t.tr");
+  CHECK(lhs_of(f).depth == syntax::kMaxNesting);
+  CHECK(parse_error(rule_with("  lhs " + chain + " + A")).find(limit) != std::string::npos);
+  std::string parens = std::string(syntax::kMaxNesting - 1, '(') + "A" + std::string(syntax::kMaxNesting - 1, ')');
+  CHECK_NOTHROW(syntax::parse(rule_with("  lhs " + parens), "t.tr"));
+}
