@@ -204,7 +204,12 @@ def gen_binary_garbage():
 
 
 def gen_huge_int():
+    # Exact at any size up to the 10,000-digit limit: refuted with the literal in full.
     return rule("huge_int", "A + " + "9" * 5000, "A")
+
+
+def gen_too_many_digits():
+    return rule("too_many_digits", "A + " + "9" * 20000, "A")
 
 
 # name -> (generator or committed file name, expected exit code, regex on stdout+stderr, extra args)
@@ -237,7 +242,8 @@ CASES = {
     "long_line": (gen_long_line, 2, r"long_line\.tr:5:\d+: error: undeclared name 'C'\n\.\.\.[^\n]{1,200}\n {1,200}\^\n"),
     "long_line_ok": (gen_long_line_ok, 0, r"PROVED .*long_line_ok "),
     "binary_garbage": (gen_binary_garbage, 2, r"binary_garbage\.tr:\d+:\d+: error: "),
-    "huge_int": (gen_huge_int, 2, r"huge_int\.tr:5:\d+: error: integer literal '9+\.\.\.' is too large"),
+    "huge_int": (gen_huge_int, 1, r"COUNTEREXAMPLE"),
+    "too_many_digits": (gen_too_many_digits, 2, r"too_many_digits\.tr:5:\d+: error: number literal has more than 10000 digits"),
     # committed files
     "empty": ("empty.tr", 2, r"empty\.tr: error: no rules in this file"),
     "comments_only": ("comments_only.tr", 2, r"comments_only\.tr: error: no rules in this file"),
