@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
+#include <iterator>
 #include <set>
 
 #include "libtensorright/check/check.h"
@@ -22,7 +24,9 @@ std::vector<std::string> collect(const std::vector<std::string>& paths, std::vec
   };
   for (const auto& p : paths) {
     std::error_code ec;
-    if (fs::is_directory(p, ec)) {
+    if (p == "-") {
+      add(p);
+    } else if (fs::is_directory(p, ec)) {
       std::vector<std::string> found;
       for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::follow_directory_symlink, ec);
            !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
@@ -46,9 +50,11 @@ std::vector<std::string> collect(const std::vector<std::string>& paths, std::vec
 LoadedBatch load_rule_paths(const std::vector<std::string>& paths, const std::string& rule_filter) {
   LoadedBatch b;
   b.files = collect(paths, b.failed);
-  for (const auto& f : b.files) {
+  for (const auto& path : b.files) {
+    const std::string& f = path == "-" ? kStdinName : path;  // "-": one rule file on standard input
     try {
-      LoadedFile lf = load_rule_file(f);
+      LoadedFile lf = path == "-" ? load_rule_source(std::string(std::istreambuf_iterator<char>(std::cin), {}), f)
+                                  : load_rule_file(f);
       spdlog::debug("{}: {} rule(s)", f, lf.rules.size());
       for (auto& r : lf.rules)
         if (rule_filter.empty() || r.name == rule_filter) b.rules.emplace_back(f, std::move(r));
