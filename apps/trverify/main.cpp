@@ -54,21 +54,26 @@ struct Flags {
 void add_flags(CLI::App& app, Flags& f) {
   cli::add_common(app, kTool, f.verbosity);
   app.add_option("paths", f.paths, "Rule files, directories searched recursively for *.tr, or - (standard input)")
-      ->required();
+      ->required()
+      ->type_name("PATH");
   app.add_option("--rule", f.rules, "Only the rules whose name matches this glob (*, ?, [...]); may repeat")
-      ->allow_extra_args(false);
-  app.add_option("-j,--jobs", f.jobs, "Work items verified in parallel (default 0: all cores)");
+      ->allow_extra_args(false)
+      ->type_name("GLOB");
+  app.add_option("-j,--jobs", f.jobs, "Work items verified in parallel (default 0: all cores)")->type_name("N");
   app.add_option("--budget", f.budget,
-                 "Resource units per solver call; the limit that decides timeouts (default " + f.budget + ")");
-  app.add_option("--timeout", f.timeout, "Wall-clock safety net in seconds per solver call (default 120)");
+                 "Resource units per solver call; the limit that decides timeouts (default " + f.budget + ")")
+      ->type_name("N");
+  app.add_option("--timeout", f.timeout, "Wall-clock safety net in seconds per solver call (default 120)")->type_name("S");
   app.add_flag("--check", f.check, "Compare each verdict with the rule's `expect`; exit 1 on any difference");
   auto* json = app.add_flag("--json", f.json, "Print the report as one JSON object on stdout");
   app.add_flag("--jsonl", f.jsonl, "Print one JSON object per rule as it is decided, then a summary object")
       ->excludes(json);
-  app.add_option("--junit", f.junit, "Also write a JUnit XML report to FILE");
-  app.add_option("--sarif", f.sarif, "Also write a SARIF 2.1.0 report to FILE");
-  app.add_option("--dump-smt", f.dump_smt, "Write one SMT-LIB2 file per solver task (and its vacuity query) into DIR");
-  app.add_option("--shard", f.shard, "Verify only the K-th of N disjoint slices of the rules (K/N, 1 <= K <= N)");
+  app.add_option("--junit", f.junit, "Also write a JUnit XML report to FILE")->type_name("FILE");
+  app.add_option("--sarif", f.sarif, "Also write a SARIF 2.1.0 report to FILE")->type_name("FILE");
+  app.add_option("--dump-smt", f.dump_smt, "Write one SMT-LIB2 file per solver task (and its vacuity query) into DIR")
+      ->type_name("DIR");
+  app.add_option("--shard", f.shard, "Verify only the K-th of N disjoint slices of the rules (1 <= K <= N)")
+      ->type_name("K/N");
   app.add_flag("--list-rules", f.list, "Print FILE:LINE NAME for each selected rule, verify nothing");
 }
 
