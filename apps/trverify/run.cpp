@@ -44,6 +44,13 @@ class Streamer {
     draw_progress();
   }
 
+  // Stops the stream without a report (the run failed): later results are dropped.
+  void close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    clear_progress();
+  }
+
   // Stops the stream (later results are dropped) and returns the batch of what was decided; the
   // decided rules not yet printed, the rules not run and the summary are printed.
   rp::Batch finish(int sig, double seconds) {
@@ -193,7 +200,10 @@ int execute(Run& run) {
     std::_Exit(code);
   }
   verifier.join();
-  if (failure) std::rethrow_exception(failure);
+  if (failure) {
+    stream.close();
+    std::rethrow_exception(failure);
+  }
   rp::Batch b = stream.finish(0, elapsed());
   return write_reports(run, b, rp::exit_code(b, run.check));
 }
