@@ -5,6 +5,10 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
 #include <string>
 
 #include "trsplat/version.h"
@@ -43,6 +47,24 @@ inline void setup_logging(const std::string& tool, const Verbosity& v) {
     spdlog::set_level(spdlog::level::debug);
   else
     spdlog::set_level(spdlog::level::warn);
+}
+
+// Colour only on a terminal, and never when NO_COLOR is set to a non-empty value (no-color.org).
+inline bool use_color(int fd) {
+  const char* no = std::getenv("NO_COLOR");
+  return !(no && *no) && isatty(fd);
+}
+
+// A usage error in trverify's one diagnostic form, `TOOL: error: MESSAGE`; returns exit code 2.
+inline int usage_error(const std::string& tool, const std::string& message) {
+  std::cerr << tool << ": error: " << message << "\n";
+  return kBadInput;
+}
+
+// CLI11 parse errors in the same form (help and version print as usual and exit 0).
+inline int parse_error_prefixed(CLI::App& app, const std::string& tool, const CLI::ParseError& e) {
+  if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e) == 0 ? kOk : kBadInput;
+  return usage_error(tool, std::string(e.what()) + " (see " + tool + " --help)");
 }
 
 // CLI11 parse errors are usage errors: exit 2 (help and version exit 0).

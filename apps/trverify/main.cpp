@@ -1,86 +1,171 @@
-// trverify: parses flags, loads rule files, hands the rules to the verifier and prints the report.
-// Exit codes (docs/cli.md): 0 all as expected, 1 some rule not, 2 bad usage or a file that failed
-// to load (the other files are still verified), 3 internal error.
+// trverify: parses flags, loads rule files, selects the rules (--rule, --shard), and hands them to
+// the run (run.h), which verifies, streams and writes the reports. Exit codes (docs/cli.md): 0 all
+// as expected, 1 some rule not, 2 bad usage or a file that failed to load (the other files are
+// still verified), 3 internal or I/O error, 130/143 interrupted by SIGINT/SIGTERM.
 #include <algorithm>
-#include <chrono>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <thread>
 
 #include "common/cli.h"
 #include "libtensorright/check/batch.h"
-#include "libtensorright/report/report.h"
-#include "libtensorright/verify/verify.h"
+#include "libtensorright/report/select.h"
+#include "run.h"
 
 namespace fs = std::filesystem;
 
-int main(int argc, char** argv) {
-  CLI::App app{"trverify: verify tensor-graph rewrite rules for every rank and size"};
+namespace {
+
+constexpr const char* kTool = "trverify";
+
+// A flag value that does not parse: `trverify: error: --FLAG: MESSAGE`, exit 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+long long whole(const std::string& flag, const std::string& text, long long lo, long long hi, const std::string& what) {
+  long long v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < lo || v > hi)
+    throw UsageError(flag + ": expected " + what + ", got '" + text + "'");
+  return v;
+}
+
+double seconds(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(v) || v <= 0 || v > 1e6)
+    throw UsageError(flag + ": expected a number of seconds > 0 (at most 1e6), got '" + text + "'");
+  return v;
+}
+
+struct Flags {
   cli::Verbosity verbosity;
-  cli::add_common(app, "trverify", verbosity);
-  std::vector<std::string> paths;
-  std::string rule_name, junit_file, dump_smt;
-  int jobs = 0;
-  double timeout = 10;
-  bool check = false, json = false;
-  app.add_option("paths", paths, "Rule files, or directories searched recursively for *.tr")->required();
-  app.add_option("--rule", rule_name, "Only verify the rule(s) with this name");
-  app.add_option("-j,--jobs", jobs, "Rules verified in parallel (default: all cores)")->check(CLI::NonNegativeNumber);
-  app.add_option("--timeout", timeout, "Seconds per solver call (default 10)")->check(CLI::PositiveNumber);
-  app.add_flag("--check", check, "Compare each verdict with the rule's `expect`; exit 1 on any difference");
-  app.add_flag("--json", json, "Print the report as one JSON object on stdout");
-  app.add_option("--junit", junit_file, "Also write a JUnit XML report to FILE");
-  app.add_option("--dump-smt", dump_smt, "Write one SMT-LIB2 file per solver task into DIR");
+  std::vector<std::string> paths, rules;
+  std::string jobs = "0", budget = std::to_string(tr::kDefaultBudget), timeout = "120";
+  std::string junit, sarif, dump_smt, shard;
+  bool check = false, json = false, jsonl = false, list = false;
+};
+
+void add_flags(CLI::App& app, Flags& f) {
+  cli::add_common(app, kTool, f.verbosity);
+  app.add_option("paths", f.paths, "Rule files, directories searched recursively for *.tr, or - (standard input)")
+      ->required()
+      ->type_name("PATH");
+  app.add_option("--rule", f.rules, "Only the rules whose name matches this glob (*, ?, [...]); may repeat")
+      ->allow_extra_args(false)
+      ->type_name("GLOB");
+  app.add_option("-j,--jobs", f.jobs, "Work items verified in parallel (default 0: all cores)")->type_name("N");
+  app.add_option("--budget", f.budget,
+                 "Resource units per solver call; the limit that decides timeouts (default " + f.budget + ")")
+      ->type_name("N");
+  app.add_option("--timeout", f.timeout, "Wall-clock safety net in seconds per solver call (default 120)")->type_name("S");
+  app.add_flag("--check", f.check, "Compare each verdict with the rule's `expect`; exit 1 on any difference");
+  auto* json = app.add_flag("--json", f.json, "Print the report as one JSON object on stdout");
+  app.add_flag("--jsonl", f.jsonl, "Print one JSON object per rule as it is decided, then a summary object")
+      ->excludes(json);
+  app.add_option("--junit", f.junit, "Also write a JUnit XML report to FILE")->type_name("FILE");
+  app.add_option("--sarif", f.sarif, "Also write a SARIF 2.1.0 report to FILE")->type_name("FILE");
+  app.add_option("--dump-smt", f.dump_smt, "Write one SMT-LIB2 file per solver task (and its vacuity query) into DIR")
+      ->type_name("DIR");
+  app.add_option("--shard", f.shard, "Verify only the K-th of N disjoint slices of the rules (1 <= K <= N)")
+      ->type_name("K/N");
+  app.add_flag("--list-rules", f.list, "Print FILE:LINE NAME for each selected rule, verify nothing");
+}
+
+// Loads and selects; fills run.rules and run.batch.failed_files. Returns false (after printing)
+// when a --rule pattern matched nothing.
+bool select(const Flags& f, trverify::Run& run) {
+  tr::LoadedBatch loaded = tr::load_rule_paths(f.paths);
+  for (const auto& fail : loaded.failed) std::cerr << fail.message << "\n";  // each diagnostic once
+  run.batch.failed_files = loaded.failed;
+  std::vector<std::string> unmatched;
+  run.rules = tr::report::match_rules(std::move(loaded.rules), f.rules, unmatched);
+  for (const auto& p : unmatched) cli::usage_error(kTool, "--rule: no rule matches '" + p + "' in the given files");
+  if (!unmatched.empty()) return false;
+  if (!f.shard.empty()) run.rules = tr::report::shard_rules(std::move(run.rules), tr::report::parse_shard(f.shard));
+  return true;
+}
+
+int verify(const Flags& f, trverify::Run& run) {
+  run.verify.jobs = static_cast<int>(whole("--jobs", f.jobs, 0, 4096, "a whole number >= 0 (0: all cores)"));
+  if (run.verify.jobs == 0) run.verify.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  run.verify.budget = whole("--budget", f.budget, 1, 1'000'000'000'000'000LL, "a whole number of resource units >= 1");
+  run.verify.timeout_s = seconds("--timeout", f.timeout);
+  if (!f.shard.empty()) {
+    try {
+      tr::report::parse_shard(f.shard);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--shard: ") + e.what());
+    }
+  }
+  if (!select(f, run)) return cli::kBadInput;
+  if (f.list) {
+    for (const auto& [file, rule] : run.rules) std::cout << file << ":" << rule.loc.line << " " << rule.name << "\n";
+    return run.batch.failed_files.empty() ? cli::kOk : cli::kBadInput;
+  }
+  if (!f.dump_smt.empty()) {
+    std::error_code ec;
+    fs::create_directories(f.dump_smt, ec);
+    if (ec) throw UsageError("--dump-smt: cannot create directory " + f.dump_smt + ": " + ec.message());
+    run.verify.dump_smt_dir = f.dump_smt;
+  }
+  run.check = f.check;
+  run.json = f.json;
+  run.jsonl = f.jsonl;
+  run.junit = f.junit;
+  run.sarif = f.sarif;
+  run.human = {f.check, f.verbosity.quiet, f.verbosity.verbose > 0, cli::use_color(STDOUT_FILENO), 0};
+  for (const auto& [file, rule] : run.rules)
+    run.human.id_width = std::max(run.human.id_width, tr::report::id_width(file, rule.loc.line, rule.name));
+  run.progress = !f.verbosity.quiet && isatty(STDERR_FILENO);
+  run.batch.started = std::time(nullptr);
+  run.batch.budget = run.verify.budget;
+  run.batch.timeout_s = run.verify.timeout_s;
+  run.batch.shard = f.shard;
+  run.batch.version = TRSPLAT_VERSION;
+  spdlog::info("verifying {} rule(s) with {} job(s), budget {} units per call", run.rules.size(), run.verify.jobs,
+               run.verify.budget);
+  return trverify::execute(run);
+}
+
+void setup_logging(const cli::Verbosity& v) {
+  cli::setup_logging(kTool, v);
+  auto logger = spdlog::default_logger();
+  logger->set_pattern(std::string(kTool) + ": %^%l%$: %v");
+  if (!cli::use_color(STDERR_FILENO))
+    for (auto& sink : logger->sinks())
+      if (auto* s = dynamic_cast<spdlog::sinks::stderr_color_sink_mt*>(sink.get()))
+        s->set_color_mode(spdlog::color_mode::never);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  trverify::block_signals();  // before any thread starts: SIGINT/SIGTERM are handled by the run
+  CLI::App app{"trverify: verify tensor-graph rewrite rules for every rank and size"};
+  Flags flags;
+  add_flags(app, flags);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return cli::parse_error(app, e);
+    return cli::parse_error_prefixed(app, kTool, e);
   }
-  cli::setup_logging("trverify", verbosity);
-
+  setup_logging(flags.verbosity);
   try {
-    auto t0 = std::chrono::steady_clock::now();
-    tr::report::Batch batch;
-    tr::LoadedBatch loaded = tr::load_rule_paths(paths, rule_name);
-    for (const auto& f : loaded.failed) std::cerr << f.message << "\n";  // each diagnostic once
-    batch.failed_files = loaded.failed;
-    const auto& files = loaded.files;
-    auto& rules = loaded.rules;
-    if (!rule_name.empty() && rules.empty()) {
-      std::cerr << "trverify: error: no rule named '" << rule_name << "' in the given files\n";
-      return cli::kBadInput;
-    }
-
-    tr::VerifyOptions opts;
-    opts.timeout_s = timeout;
-    opts.jobs = jobs > 0 ? jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    if (!dump_smt.empty()) {
-      fs::create_directories(dump_smt);
-      opts.dump_smt_dir = dump_smt;
-    }
-    spdlog::info("verifying {} rule(s) from {} file(s) with {} job(s)", rules.size(), files.size(), opts.jobs);
-    batch.results = tr::verify_rules(rules, opts);
-    batch.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-    if (json)
-      std::cout << tr::report::to_json(batch, check).dump(2) << "\n";
-    else
-      std::cout << tr::report::human(batch, {check, verbosity.quiet, verbosity.verbose > 0});
-    if (!junit_file.empty()) {
-      std::ofstream out(junit_file);
-      out << tr::report::junit(batch, check);
-      if (!out) {
-        std::cerr << "trverify: error: cannot write " << junit_file << "\n";
-        return cli::kEnvironment;
-      }
-    }
-    return tr::report::exit_code(batch, check);
+    trverify::Run run;
+    return verify(flags, run);
+  } catch (const UsageError& e) {
+    return cli::usage_error(kTool, e.what());
   } catch (const tr::InternalError& e) {
-    std::cerr << "trverify: internal error: " << e.what() << "\n";
+    std::cerr << kTool << ": internal error: " << e.what() << "\n";
     return cli::kEnvironment;
   } catch (const std::exception& e) {
-    std::cerr << "trverify: error: " << e.what() << "\n";
+    std::cerr << kTool << ": error: " << e.what() << "\n";
     return cli::kEnvironment;
   }
 }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
+#include <iterator>
 #include <set>
 #include <system_error>
 
@@ -23,7 +25,9 @@ std::vector<std::string> collect(const std::vector<std::string>& paths, std::vec
   };
   for (const auto& p : paths) {
     std::error_code ec;
-    if (fs::is_directory(p, ec)) {
+    if (p == "-") {
+      add(p);
+    } else if (fs::is_directory(p, ec)) {
       std::vector<std::string> found;
       for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::follow_directory_symlink, ec);
            !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
@@ -44,9 +48,11 @@ std::vector<std::string> collect(const std::vector<std::string>& paths, std::vec
 
 void load_files(LoadedBatch& b, const std::string& rule_filter) {
   for (const auto& path : b.files) {
-    const std::string f = escape_text(path);  // reports name the file in valid UTF-8
+    // Reports name the file in valid UTF-8; "-" is one rule file on standard input.
+    const std::string f = path == "-" ? kStdinName : escape_text(path);
     try {
-      LoadedFile lf = load_rule_file(path);
+      LoadedFile lf = path == "-" ? load_rule_source(std::string(std::istreambuf_iterator<char>(std::cin), {}), f)
+                                  : load_rule_file(path);
       spdlog::debug("{}: {} rule(s)", f, lf.rules.size());
       // An empty file (or one of comments only) is almost always a wrong path or a truncated
       // file: never a silent success.

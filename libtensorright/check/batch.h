@@ -3,7 +3,7 @@
 // found recursively (sorted) under directories. A file that does not exist, parse or type-check, a
 // file without rules (empty, or comments only), and a directory holding no *.tr file, are recorded
 // as failures with their rendered diagnostics; the rest of the batch still loads. Every message is
-// valid UTF-8 (paths pass through escape_text).
+// valid UTF-8 (paths pass through escape_text). The path "-" reads one rule file from standard input.
 #include <cstddef>
 #include <exception>
 #include <functional>
@@ -27,6 +27,9 @@ struct LoadedBatch {
   std::vector<std::pair<std::string, Rule>> rules; // (file as shown, rule) in file order
   std::vector<LoadFailure> failed;
 };
+
+// The file name of the rules read from standard input (the path "-").
+inline const std::string kStdinName = "<stdin>";
 
 // rule_filter: when not empty, only rules of that name are kept. The files are parsed and checked
 // on a StackThread (below).

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -57,14 +59,45 @@ const std::vector<Config>& configs() {
   return cs;
 }
 
-std::unique_ptr<cvc5::Solver> make_solver(double timeout_s, const Config& c) {
+// budget: resource units per check-sat (rlimit-per), the limit that decides verdicts; timeout_s:
+// the wall-clock safety net per check-sat (tlimit-per).
+std::unique_ptr<cvc5::Solver> make_solver(std::int64_t budget, double timeout_s, const Config& c) {
   auto s = std::make_unique<cvc5::Solver>();
   s->setLogic("ALL");
   s->setOption("produce-models", "true");
   s->setOption("incremental", "true");
+  s->setOption("rlimit-per", std::to_string(std::max<std::int64_t>(1, budget)));
   s->setOption("tlimit-per", std::to_string(static_cast<long long>(std::max(1.0, timeout_s * 1000))));
   for (const auto& [k, v] : c.options) s->setOption(k, v);
   return s;
+}
+
+// A solver call stopped by the wall clock: the dtype's verdict is `timeout (wall clock)` at once,
+// since whatever that call would have decided is unknown.
+struct WallClockStop {
+  std::string what;  // which call, for the reason
+};
+
+// Counts the resource units of every solver call of one dtype. Resource counts, unlike times, do
+// not depend on the machine's load.
+struct Meter {
+  std::int64_t units = 0;      // all calls
+  std::int64_t max_units = 0;  // the most a call that answered sat or unsat used
+};
+
+std::int64_t units_used(const cvc5::Solver& s) {
+  return s.getStatistics().get("resource::resourceUnitsUsed").getInt();
+}
+
+// check-sat, metered; throws WallClockStop when the wall-clock safety net ended the call.
+cvc5::Result check(cvc5::Solver& s, Meter& m, const char* what) {
+  std::int64_t before = units_used(s);
+  cvc5::Result r = s.checkSat();
+  std::int64_t used = units_used(s) - before;
+  m.units += used;
+  if (!r.isUnknown()) m.max_units = std::max(m.max_units, used);
+  if (r.isUnknown() && r.getUnknownExplanation() == cvc5::UnknownExplanation::TIMEOUT) throw WallClockStop{what};
+  return r;
 }
 
 // ---- SMT-LIB dump ------------------------------------------------------------------------------
@@ -77,36 +110,62 @@ void collect_symbols(const cvc5::Term& t, std::set<cvc5::Term>& seen, std::vecto
   for (size_t i = 0; i < t.getNumChildren(); ++i) collect_symbols(t[i], seen, out);
 }
 
+void write_smt(const std::string& path, const std::string& header, const cvc5::Term& query) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream o(tmp);
+    if (!o) throw std::runtime_error("cannot write " + path);
+    o << header;
+    o << "(set-logic ALL)\n(set-option :produce-models true)\n";
+    std::set<cvc5::Term> seen;
+    std::vector<cvc5::Term> syms;
+    collect_symbols(query, seen, syms);
+    for (const auto& c : syms) {
+      cvc5::Sort s = c.getSort();
+      o << "(declare-fun " << c.toString() << " (";
+      if (s.isFunction()) {
+        auto dom = s.getFunctionDomainSorts();
+        for (size_t i = 0; i < dom.size(); ++i) o << (i ? " " : "") << sort_str(dom[i]);
+        s = s.getFunctionCodomainSort();
+      }
+      o << ") " << sort_str(s) << ")\n";
+    }
+    o << "(assert " << query.toString() << ")\n(check-sat)\n";
+    if (!o.flush()) throw std::runtime_error("cannot write " + path);
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+// One task's queries as FILESTEM.LINE.RULE.DTYPE.rRANKS[.shape|.vacuity].smt2: the element query,
+// the tensor-level query (when its goals do not fold to true) and the vacuity query.
 void dump_smt(const std::string& dir, const Rule& rule, const std::string& file, DType dt, const std::vector<int>& ranks,
-              const cvc5::Term& query) {
+              const enc::Query& q, std::int64_t budget) {
   std::filesystem::create_directories(dir);
-  std::string rk;
-  std::string header;
+  std::string rk, desc;
   for (size_t r = 0; r < ranks.size(); ++r) {
     rk += (r ? "-" : "") + std::to_string(ranks[r]);
-    header += (r ? ", " : "") + rule.rclasses[r].name + "=" + std::to_string(ranks[r]);
+    desc += (r ? ", " : "") + rule.rclasses[r].name + "=" + std::to_string(ranks[r]);
   }
-  std::string path = dir + "/" + rule.name + "_" + to_string(dt) + "_" + (rk.empty() ? "0" : rk) + ".smt2";
-  std::ofstream o(path);
-  if (!o) throw std::runtime_error("cannot write " + path);
-  o << "; trverify task: rule " << rule.name << " (" << file << ":" << rule.loc.line << "), dtype " << to_string(dt)
-    << ", ranks {" << header << "}\n";
-  o << "; unsat = this task is proved; sat = a counterexample\n";
-  o << "(set-logic ALL)\n(set-option :produce-models true)\n";
-  std::set<cvc5::Term> seen;
-  std::vector<cvc5::Term> syms;
-  collect_symbols(query, seen, syms);
-  for (const auto& c : syms) {
-    cvc5::Sort s = c.getSort();
-    o << "(declare-fun " << c.toString() << " (";
-    if (s.isFunction()) {
-      auto dom = s.getFunctionDomainSorts();
-      for (size_t i = 0; i < dom.size(); ++i) o << (i ? " " : "") << sort_str(dom[i]);
-      s = s.getFunctionCodomainSort();
-    }
-    o << ") " << sort_str(s) << ")\n";
-  }
-  o << "(assert " << query.toString() << ")\n(check-sat)\n";
+  // File stems may hold any bytes (and "<stdin>"): only [A-Za-z0-9._-] go into the name.
+  std::string fstem = std::filesystem::path(file).stem().string();
+  for (char& c : fstem)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  std::string stem = dir + "/" + fstem + "." + std::to_string(rule.loc.line) + "." + rule.name + "." + to_string(dt) +
+                     ".r" + (rk.empty() ? "0" : rk);
+  std::string task = "; trverify task: rule " + rule.name + " (" + file + ":" + std::to_string(rule.loc.line) +
+                     "), dtype " + to_string(dt) + ", ranks {" + desc + "}\n";
+  std::string limit = "; trverify gives each call " + std::to_string(budget) +
+                      " resource units (cvc5 --rlimit-per=" + std::to_string(budget) + ")\n";
+  write_smt(stem + ".smt2", task + "; unsat = this task is proved; sat = a counterexample\n" + limit, q.query);
+  if (!q.shape_query.isNull())
+    write_smt(stem + ".shape.smt2",
+              task + "; tensor-level query (validity and shape, also for empty tensors): unsat = holds at these"
+                     " ranks; sat = a counterexample\n" + limit,
+              q.shape_query);
+  write_smt(stem + ".vacuity.smt2",
+            task + "; vacuity query: unsat = no input satisfies the preconditions with the left side defined"
+                   " at these ranks (the rule is vacuous here); sat = not vacuous\n" + limit,
+            q.vacuity);
 }
 
 // ---- model reading ------------------------------------------------------------------------------
@@ -303,16 +362,16 @@ struct DTypeOutcome {
 
 // Checks the task's tensor-level query, then (if that is unsat) its element query, leaving the
 // deciding one asserted in the current push level (its model is read from there).
-cvc5::Result check_task(cvc5::Solver& s, const enc::Query& q) {
+cvc5::Result check_task(cvc5::Solver& s, const enc::Query& q, const std::function<cvc5::Result()>& solve) {
   if (!q.shape_query.isNull()) {
     s.assertFormula(q.shape_query);
-    cvc5::Result r = s.checkSat();
+    cvc5::Result r = solve();
     if (!r.isUnsat()) return r;
     s.pop();
     s.push();
   }
   s.assertFormula(q.query);
-  return s.checkSat();
+  return solve();
 }
 
 std::vector<std::vector<int>> rank_vectors(const std::vector<int>& k) {
@@ -346,7 +405,7 @@ std::string rank_text(const Rule& rule, const std::vector<int>& ranks) {
 }
 
 // Shrinks the model: bounds the sum of |map values| and |scalars| and re-solves (binary search).
-void minimise(cvc5::Solver& s, enc::Encoder& e, Model& best, const VerifyOptions& opts) {
+void minimise(cvc5::Solver& s, enc::Encoder& e, Model& best, Meter& meter) {
   std::vector<cvc5::Term> parts;
   for (size_t id = 0; id < e.map_consts.size(); ++id)
     for (const auto& c : e.map_consts[id])
@@ -363,7 +422,7 @@ void minimise(cvc5::Solver& s, enc::Encoder& e, Model& best, const VerifyOptions
     BigInt mid = lo + (hi - lo) / 2;
     s.push();
     s.assertFormula(e.b.le(metric, e.b.integer(mid)));
-    cvc5::Result r = s.checkSat();
+    cvc5::Result r = check(s, meter, "minimising a counterexample");
     if (r.isSat()) {
       try {
         best = read_model(s, e);
@@ -377,34 +436,9 @@ void minimise(cvc5::Solver& s, enc::Encoder& e, Model& best, const VerifyOptions
     }
     s.pop();
   }
-  (void)opts;
 }
 
-DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, const VerifyOptions& opts) {
-  auto t0 = Clock::now();
-  DTypeOutcome out;
-  out.res.dtype = dt;
-  auto finish = [&]() -> DTypeOutcome {
-    out.res.seconds = since(t0);
-    return out;
-  };
-  std::unique_ptr<cvc5::Solver> solver = make_solver(opts.timeout_s, configs()[0]);
-  bound::Bounds bounds;
-  try {
-    bounds = bound::infer(rule, dt, *solver);
-  } catch (const enc::Unsupported& u) {
-    out.res.verdict = Verdict::Unsupported;
-    out.res.reason = u.what();
-    return finish();
-  }
-  for (size_t r = 0; r < rule.rclasses.size(); ++r) out.res.bounds[rule.rclasses[r].name] = bounds.k[r];
-  size_t total = 1;
-  for (int k : bounds.k) total = std::min(kMaxTasks + 1, total * static_cast<size_t>(k));
-  if (total > kMaxTasks) {
-    out.res.verdict = Verdict::Unknown;
-    out.res.reason = "the rank bound gives more than " + std::to_string(kMaxTasks) + " tasks";
-    return finish();
-  }
+std::set<int> sum_index_maps(const Rule& rule) {
   std::set<int> si_maps;
   std::set<const Node*> si_seen;  // the rule is a DAG: each node once
   for (const Node* side : {rule.lhs.get(), rule.rhs.get()}) {
@@ -415,201 +449,256 @@ DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, c
     };
     sc(*side);
   }
+  return si_maps;
+}
 
-  bool nonvacuous = false;
-  std::optional<Verdict> inconclusive;
-  std::string inconclusive_reason;
-  // Time bound per dtype: once a task is inconclusive the verdict cannot be `proved` any more, so
-  // the remaining tasks only look for a counterexample (short limit, no portfolio), and they stop
-  // once the dtype has used its budget.
-  const double budget_s = 1.5 * opts.timeout_s;
-  const double short_s = std::min(opts.timeout_s, 1.0);
-  bool degraded = false;
-  std::unique_ptr<cvc5::Solver> short_solver;
-  for (const auto& ranks : rank_vectors(bounds.k)) {
-    if (inconclusive && since(t0) > budget_s) {
-      inconclusive_reason += "; stopped after " + std::to_string(out.res.tasks) + " tasks (time budget " +
-                             std::to_string(static_cast<int>(budget_s)) + " s)";
-      break;
+// One (rule, dtype): the bound, then one task per rank vector until the verdict is known.
+//
+// Limits, all counted in resource units so that they do not depend on the machine's load: every
+// call gets opts.budget; after the default configuration runs out of budget the portfolio gets a
+// fifth of it per configuration (it is for queries the default strategy gets stuck on, and a hard
+// query should not cost 3x). Once a task is inconclusive the verdict cannot be `proved` any more,
+// so the remaining tasks only look for a counterexample (a tenth of the budget per call, no
+// portfolio) until the dtype has used 1.5 budgets.
+class DTypeRun {
+ public:
+  DTypeRun(const Rule& rule, const std::string& file, DType dt, const VerifyOptions& opts)
+      : rule_(rule), file_(file), dt_(dt), opts_(opts), si_maps_(sum_index_maps(rule)) {
+    out_.res.dtype = dt;
+  }
+
+  DTypeOutcome run() {
+    auto t0 = Clock::now();
+    try {
+      run_tasks();
+    } catch (const enc::Unsupported& u) {
+      conclude(Verdict::Unsupported, u.what());
+    } catch (const WallClockStop& w) {
+      conclude(Verdict::Timeout, "stopped by the wall-clock safety net (" + num(opts_.timeout_s) +
+                                     " s per solver call, --timeout) while " + w.what);
+      out_.res.limit = Limit::WallClock;
     }
-    out.res.tasks++;
-    std::optional<cvc5::Result> result;
-    std::unique_ptr<cvc5::Solver> s2;
-    cvc5::Solver* s = solver.get();
-    if (degraded) {
-      if (!short_solver) short_solver = make_solver(short_s, configs()[0]);
-      s = short_solver.get();
+    out_.res.units = meter_.units;
+    out_.res.max_units = meter_.max_units;
+    out_.res.seconds = since(t0);
+    return std::move(out_);
+  }
+
+ private:
+  enum class Step { Next, Done };
+
+  static std::string num(double x) {
+    std::ostringstream o;
+    o << x;
+    return o.str();
+  }
+
+  void conclude(Verdict v, std::string reason) {
+    out_.res.verdict = v;
+    out_.res.reason = std::move(reason);
+  }
+
+  void run_tasks() {
+    solver_ = make_solver(opts_.budget, opts_.timeout_s, configs()[0]);
+    bound::Bounds bounds = bound::infer(rule_, dt_, *solver_);
+    for (size_t r = 0; r < rule_.rclasses.size(); ++r) out_.res.bounds[rule_.rclasses[r].name] = bounds.k[r];
+    size_t total = 1;
+    for (int k : bounds.k) total = std::min(kMaxTasks + 1, total * static_cast<size_t>(k));
+    if (total > kMaxTasks)
+      return conclude(Verdict::Unknown, "the rank bound gives more than " + std::to_string(kMaxTasks) + " tasks");
+    for (const auto& ranks : rank_vectors(bounds.k)) {
+      if (inconclusive_ && meter_.units > opts_.budget * 3 / 2) {
+        inconclusive_reason_ += "; stopped after " + std::to_string(out_.res.tasks) +
+                                " tasks (1.5 budgets of resource units used)";
+        break;
+      }
+      out_.res.tasks++;
+      if (task(ranks) == Step::Done) return;
     }
-    std::unique_ptr<enc::Encoder> e;
-    enc::Query q;
-    bool timed_out = false;
+    if (inconclusive_) {
+      conclude(*inconclusive_, inconclusive_reason_);
+      if (*inconclusive_ == Verdict::Timeout) out_.res.limit = Limit::Budget;
+    } else if (!nonvacuous_) {
+      conclude(Verdict::Vacuous, "the preconditions and the left side's validity are unsatisfiable");
+    } else {
+      conclude(Verdict::Proved, "");
+    }
+  }
+
+  // The portfolio for one rank vector; on return with a result, *s holds the query pushed (sat:
+  // the model is read from it).
+  std::optional<cvc5::Result> solve(const std::vector<int>& ranks, cvc5::Solver*& s, std::unique_ptr<enc::Encoder>& e,
+                                    enc::Query& q, std::unique_ptr<cvc5::Solver>& s2) {
+    s = solver_.get();
+    if (degraded_) {
+      if (!short_solver_) short_solver_ = make_solver(opts_.budget / 10, opts_.timeout_s, configs()[0]);
+      s = short_solver_.get();
+    }
+    bool out_of_budget = false;
     std::optional<Verdict> task_inc;  // this task's inconclusive verdict, if no configuration decides it
     std::string task_reason;
-    for (size_t ci = 0; ci < (opts.portfolio && !degraded ? configs().size() : 1); ++ci) {
+    size_t n_configs = opts_.portfolio && !degraded_ ? configs().size() : 1;
+    for (size_t ci = 0; ci < n_configs; ++ci) {
       if (ci > 0) {
-        // After a timeout the other configurations get a fifth of the limit each: they are for
-        // queries the default strategy gets stuck on, and a hard query should not cost 3x.
-        s2 = make_solver(timed_out ? std::max(1.0, opts.timeout_s / 5) : opts.timeout_s, configs()[ci]);
+        s2 = make_solver(out_of_budget ? std::max<std::int64_t>(1, opts_.budget / 5) : opts_.budget, opts_.timeout_s,
+                         configs()[ci]);
         s = s2.get();
-        spdlog::debug("{}: {} retrying with {}", rule.name, to_string(dt), configs()[ci].name);
+        spdlog::debug("{}: {} retrying with {}", rule_.name, to_string(dt_), configs()[ci].name);
       }
-      try {
-        e = std::make_unique<enc::Encoder>(*s, rule, dt, ranks);
-        q = e->build();
-      } catch (const enc::Unsupported& u) {
-        out.res.verdict = Verdict::Unsupported;
-        out.res.reason = u.what();
-        return finish();
-      }
-      if (ci == 0 && !opts.dump_smt_dir.empty()) dump_smt(opts.dump_smt_dir, rule, file, dt, ranks, q.query);
-      if (ci == 0) {
-        // Transcendental models are out of cvc5's reach, so a query with exp is first tried with
-        // every exp argument 0: then it is algebraic (exp(0) = 1 exactly, also in the evaluator).
-        // A model of that restriction is a model of the query, and it is replayed like any other.
-        cvc5::Term probe = exp_free_probe(e->b, q.query);
-        if (!probe.isNull()) {
-          s->push();
-          s->assertFormula(probe);
-          cvc5::Result r = s->checkSat();
-          if (r.isSat()) {
-            result = r;
-            break;  // keep the push: the model is read below
-          }
-          s->pop();
-        }
-      }
+      e = std::make_unique<enc::Encoder>(*s, rule_, dt_, ranks);
+      q = e->build();
+      if (ci == 0 && !opts_.dump_smt_dir.empty()) dump_smt(opts_.dump_smt_dir, rule_, file_, dt_, ranks, q, opts_.budget);
+      if (ci == 0)
+        if (auto probed = probe_exp(*s, *e, q)) return probed;  // keep the push, as below
       s->push();
-      cvc5::Result r = check_task(*s, q);
-      if (!r.isUnknown()) {
-        result = r;
-        break;  // keep the push: the model is read below
-      }
+      cvc5::Result r = check_task(*s, q, [&] { return check(*s, meter_, "solving a task"); });
+      if (!r.isUnknown()) return r;  // keep the push: the model is read by the caller
       s->pop();
-      std::ostringstream why;
-      why << r.getUnknownExplanation();
-      bool to = r.getUnknownExplanation() == cvc5::UnknownExplanation::TIMEOUT;
-      if (ci == 0) timed_out = to;
-      if (!task_inc || to) {
-        task_inc = to ? Verdict::Timeout : Verdict::Unknown;
+      bool ro = r.getUnknownExplanation() == cvc5::UnknownExplanation::RESOURCEOUT;
+      if (ci == 0) out_of_budget = ro;
+      if (!task_inc || ro) {
+        task_inc = ro ? Verdict::Timeout : Verdict::Unknown;
         std::ostringstream msg;
-        if (to)
-          msg << "solver timeout (" << (degraded ? short_s : opts.timeout_s) << " s per call) at ranks "
-              << rank_text(rule, ranks);
+        if (ro)
+          msg << "solver ran out of its resource budget (" << (degraded_ ? opts_.budget / 10 : opts_.budget)
+              << " units per call) at ranks " << rank_text(rule_, ranks);
         else
-          msg << "solver answered unknown (" << why.str() << ") at ranks " << rank_text(rule, ranks);
+          msg << "solver answered unknown (" << r.getUnknownExplanation() << ") at ranks " << rank_text(rule_, ranks);
         task_reason = msg.str();
       }
     }
-    if (!result) {
-      if (!inconclusive || (*task_inc == Verdict::Timeout && *inconclusive != Verdict::Timeout)) {
-        inconclusive = task_inc;
-        inconclusive_reason = task_reason;
-      }
-      degraded = true;
-      continue;
+    if (!inconclusive_ || (*task_inc == Verdict::Timeout && *inconclusive_ != Verdict::Timeout)) {
+      inconclusive_ = task_inc;
+      inconclusive_reason_ = task_reason;
     }
+    degraded_ = true;
+    return std::nullopt;
+  }
+
+  // Transcendental models are out of cvc5's reach, so a query with exp is first tried with every
+  // exp argument 0: then it is algebraic (exp(0) = 1 exactly, also in the evaluator). A model of
+  // that restriction is a model of the query, and it is replayed like any other. True when it is
+  // satisfiable (the result is returned and the probe left pushed).
+  std::optional<cvc5::Result> probe_exp(cvc5::Solver& s, const enc::Encoder& e, const enc::Query& q) {
+    cvc5::Term probe = exp_free_probe(e.b, q.query);
+    if (probe.isNull()) return std::nullopt;
+    s.push();
+    s.assertFormula(probe);
+    cvc5::Result r = check(s, meter_, "probing exp(0)");
+    if (r.isSat()) return r;
+    s.pop();
+    return std::nullopt;
+  }
+
+  Step task(const std::vector<int>& ranks) {
+    cvc5::Solver* s = nullptr;
+    std::unique_ptr<enc::Encoder> e;
+    std::unique_ptr<cvc5::Solver> s2;
+    enc::Query q;
+    std::optional<cvc5::Result> result = solve(ranks, s, e, q, s2);
+    if (!result) return Step::Next;
     if (result->isUnsat()) {
       s->pop();
-      if (!nonvacuous) {
+      if (!nonvacuous_) {
         s->push();
         s->assertFormula(q.vacuity);
-        cvc5::Result v = s->checkSat();
+        cvc5::Result v = check(*s, meter_, "checking vacuity");
         s->pop();
-        if (!v.isUnsat()) nonvacuous = true;  // sat, or unknown: do not claim vacuity
+        if (!v.isUnsat()) nonvacuous_ = true;  // sat, or unknown: do not claim vacuity
       }
-      continue;
+      return Step::Next;
     }
-    // Satisfiable: read, shrink and replay the model.
-    Model m;
-    try {
-      m = read_model(*s, *e);
-      if (opts.minimise) minimise(*s, *e, m, opts);
-    } catch (const ModelError& me) {
-      s->pop();
-      out.res.verdict = Verdict::Unknown;
-      out.res.reason = std::string("a counterexample exists but its model cannot be read: ") + me.what();
-      return finish();
-    }
-    s->pop();
-    bool pre = false;
-    SideCheck sc;
-    try {
-      pre = preconditions_hold(rule, m.inst);
-      sc = check_at(rule, m.inst, m.index);
-    } catch (const EvalOverflow& ov) {
-      out.res.verdict = Verdict::Unknown;
-      out.res.reason = std::string("a counterexample exists but cannot be replayed: ") + ov.what();
-      return finish();
-    }
-    std::string rk;
-    for (size_t r = 0; r < ranks.size(); ++r) rk += (r ? "," : "") + std::to_string(ranks[r]);
-    if (pre && sc.refutes()) {
-      out.res.verdict = Verdict::Counterexample;
-      out.cex = render(rule, m, sc, si_maps);
-      out.res.reason = sc.reason;
-      return finish();
-    }
-    std::string detail = "ranks (" + rk + "): " + describe(rule, m.inst) + " index " + idx_str(rule, m.index) +
-                         (pre ? "" : " [preconditions/assumptions fail on replay]") +
-                         (sc.holds ? " [refinement holds on replay]" : " [" + sc.reason + "]");
-    if (q.has_sums && !q.cex_hint.isNull()) {
-      // max/min/prod reductions (encode/reduce.cpp): solve once more with the encoder's hint (exact
-      // folds, a dominating difference); only a model that replays becomes a counterexample.
-      s->push();
-      s->assertFormula(q.query);
-      s->assertFormula(q.cex_hint);
-      std::optional<Model> hm;
-      if (s->checkSat().isSat()) {
-        try {
-          hm = read_model(*s, *e);
-          if (opts.minimise) minimise(*s, *e, *hm, opts);
-        } catch (const ModelError&) {
-          hm.reset();
-        }
-      }
-      s->pop();
-      if (hm) {
-        try {
-          SideCheck hc = check_at(rule, hm->inst, hm->index);
-          if (preconditions_hold(rule, hm->inst) && hc.refutes()) {
-            out.res.verdict = Verdict::Counterexample;
-            out.cex = render(rule, *hm, hc, si_maps);
-            out.res.reason = hc.reason;
-            return finish();
-          }
-        } catch (const EvalOverflow&) {
-          // fall through: inconclusive, as without the hint
-        }
-      }
-    }
-    if (q.has_sums) {
-      out.res.verdict = Verdict::Unknown;
-      out.res.reason = "the solver found a model that does not replay because `match` abstracts the sums "
-                       "(the sums may still be equal): " + detail;
-      return finish();
-    }
-    if (!pre && !rule.assume.empty()) {
-      out.res.verdict = Verdict::Unknown;
-      out.res.reason = "the model violates an assumption at an index the query did not read: " + detail;
-      return finish();
-    }
-    if (sc.inexact) {
-      out.res.verdict = Verdict::Unknown;
-      out.res.reason = "the model involves exp, which the evaluator only approximates: " + detail;
-      return finish();
-    }
-    throw InternalError("the solver's counterexample does not replay in the evaluator: " + detail);
+    return on_sat(ranks, *s, *e, q);
   }
-  if (inconclusive) {
-    out.res.verdict = *inconclusive;
-    out.res.reason = inconclusive_reason;
-  } else if (!nonvacuous) {
-    out.res.verdict = Verdict::Vacuous;
-    out.res.reason = "the preconditions and the left side's validity are unsatisfiable";
-  } else {
-    out.res.verdict = Verdict::Proved;
+
+  Step on_sat(const std::vector<int>& ranks, cvc5::Solver& s, enc::Encoder& e, const enc::Query& q);
+
+  const Rule& rule_;
+  const std::string& file_;
+  DType dt_;
+  const VerifyOptions& opts_;
+  std::set<int> si_maps_;
+  DTypeOutcome out_;
+  Meter meter_;
+  std::unique_ptr<cvc5::Solver> solver_, short_solver_;
+  bool nonvacuous_ = false, degraded_ = false;
+  std::optional<Verdict> inconclusive_;
+  std::string inconclusive_reason_;
+};
+
+// Satisfiable: read, shrink and replay the model (s holds the query pushed).
+DTypeRun::Step DTypeRun::on_sat(const std::vector<int>& ranks, cvc5::Solver& s, enc::Encoder& e,
+                                const enc::Query& q) {
+  auto done = [&](Verdict v, std::string reason) {
+    conclude(v, std::move(reason));
+    return Step::Done;
+  };
+  Model m;
+  try {
+    m = read_model(s, e);
+    if (opts_.minimise) minimise(s, e, m, meter_);
+  } catch (const ModelError& me) {
+    s.pop();
+    return done(Verdict::Unknown, std::string("a counterexample exists but its model cannot be read: ") + me.what());
   }
-  return finish();
+  s.pop();
+  bool pre = false;
+  SideCheck sc;
+  try {
+    pre = preconditions_hold(rule_, m.inst);
+    sc = check_at(rule_, m.inst, m.index);
+  } catch (const EvalOverflow& ov) {
+    return done(Verdict::Unknown, std::string("a counterexample exists but cannot be replayed: ") + ov.what());
+  }
+  if (pre && sc.refutes()) {
+    out_.cex = render(rule_, m, sc, si_maps_);
+    return done(Verdict::Counterexample, sc.reason);
+  }
+  std::string rk;
+  for (size_t r = 0; r < ranks.size(); ++r) rk += (r ? "," : "") + std::to_string(ranks[r]);
+  std::string detail = "ranks (" + rk + "): " + describe(rule_, m.inst) + " index " + idx_str(rule_, m.index) +
+                       (pre ? "" : " [preconditions/assumptions fail on replay]") +
+                       (sc.holds ? " [refinement holds on replay]" : " [" + sc.reason + "]");
+  if (q.has_sums && !q.cex_hint.isNull()) {
+    // max/min/prod reductions (encode/reduce.cpp): solve once more with the encoder's hint (exact
+    // folds, a dominating difference); only a model that replays becomes a counterexample.
+    s.push();
+    s.assertFormula(q.query);
+    s.assertFormula(q.cex_hint);
+    std::optional<Model> hm;
+    if (check(s, meter_, "searching a counterexample with the fold hint").isSat()) {
+      try {
+        hm = read_model(s, e);
+        if (opts_.minimise) minimise(s, e, *hm, meter_);
+      } catch (const ModelError&) {
+        hm.reset();
+      }
+    }
+    s.pop();
+    if (hm) {
+      try {
+        SideCheck hc = check_at(rule_, hm->inst, hm->index);
+        if (preconditions_hold(rule_, hm->inst) && hc.refutes()) {
+          out_.cex = render(rule_, *hm, hc, si_maps_);
+          return done(Verdict::Counterexample, hc.reason);
+        }
+      } catch (const EvalOverflow&) {
+        // fall through: inconclusive, as without the hint
+      }
+    }
+  }
+  if (q.has_sums)
+    return done(Verdict::Unknown, "the solver found a model that does not replay because `match` abstracts the sums "
+                                  "(the sums may still be equal): " + detail);
+  if (!pre && !rule_.assume.empty())
+    return done(Verdict::Unknown, "the model violates an assumption at an index the query did not read: " + detail);
+  if (sc.inexact)
+    return done(Verdict::Unknown, "the model involves exp, which the evaluator only approximates: " + detail);
+  throw InternalError("the solver's counterexample does not replay in the evaluator: " + detail);
+}
+
+DTypeOutcome verify_dtype(const Rule& rule, const std::string& file, DType dt, const VerifyOptions& opts) {
+  return DTypeRun(rule, file, dt, opts).run();
 }
 
 // verify_dtype, with the rule and its location added to an internal error's message.
@@ -622,36 +711,62 @@ DTypeOutcome verify_dtype_located(const Rule& rule, const std::string& file, DTy
   }
 }
 
-}  // namespace
-
-Verdict worse(Verdict a, Verdict b) { return severity(b) > severity(a) ? b : a; }
-
-namespace {
-
-RuleResult assemble(const Rule& rule, const std::string& file, std::vector<DTypeOutcome> outs) {
-  RuleResult rr;
-  rr.file = file;
-  rr.line = rule.loc.line;
-  rr.name = rule.name;
-  rr.title = rule.title;
-  rr.expect = rule.expect;
-  rr.verdict = Verdict::Proved;
-  bool first = true;
-  for (auto& o : outs) {
-    rr.seconds += o.res.seconds;
-    if (first || severity(o.res.verdict) > severity(rr.verdict)) {
-      rr.verdict = o.res.verdict;
-      rr.note = o.res.verdict == Verdict::Proved ? "" : std::string(to_string(o.res.dtype)) + ": " + o.res.reason;
-      if (o.cex) rr.cex = o.cex;
-    }
-    first = false;
-    rr.dtypes.push_back(o.res);
+// Runs work(i) for every i < n, at most `jobs` at a time, each in a thread of its own. cvc5 1.0.x
+// keeps its term store and random generator per thread: in a thread that ran other work first,
+// term ids (hence term order and hash order inside the solver) would depend on that history, and
+// with them the resource counts. A fresh thread per item keeps every item's solver runs the same
+// whatever the scheduling and --jobs. Each thread is a StackThread (check/batch.h): the encoder, the
+// rank bound, the evaluator and cvc5 recurse over terms as deep as the rule's expressions. Stops
+// starting items when *stop becomes true or an item
+// throws; the first exception is rethrown once the running items end.
+void run_items(size_t n, int jobs, const std::function<void(size_t)>& work, const std::atomic<bool>* stop) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::unique_ptr<StackThread>> slots(static_cast<size_t>(jobs));
+  std::vector<size_t> idle, ended;  // slots free to use; slots whose thread has ended (to join)
+  for (size_t j = 0; j < slots.size(); ++j) idle.push_back(j);
+  std::exception_ptr failure;
+  for (size_t i = 0; i < n; ++i) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return !idle.empty() || !ended.empty(); });
+    std::vector<size_t> to_join;
+    to_join.swap(ended);
+    lock.unlock();
+    for (size_t j : to_join) slots[j]->join();
+    lock.lock();
+    idle.insert(idle.end(), to_join.begin(), to_join.end());
+    if (failure || (stop && stop->load())) break;
+    size_t j = idle.back();
+    idle.pop_back();
+    lock.unlock();
+    slots[j] = std::make_unique<StackThread>([&, i, j] {
+      std::exception_ptr e;
+      try {
+        work(i);
+      } catch (...) {
+        e = std::current_exception();
+      }
+      std::lock_guard<std::mutex> g(mu);
+      if (e && !failure) failure = e;
+      ended.push_back(j);
+      cv.notify_all();
+    });
   }
-  if (rr.verdict != Verdict::Counterexample) rr.cex.reset();
-  return rr;
+  for (auto& t : slots)
+    if (t) t->join();  // a thread already joined returns at once
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace
+
+const char* to_string(Limit l) {
+  switch (l) {
+    case Limit::None: return "";
+    case Limit::Budget: return "budget";
+    case Limit::WallClock: return "wall clock";
+  }
+  return "";
+}
 
 RuleResult verify_rule(const Rule& rule, const std::string& file, const VerifyOptions& opts) {
   std::vector<DTypeOutcome> outs;
@@ -659,50 +774,40 @@ RuleResult verify_rule(const Rule& rule, const std::string& file, const VerifyOp
   return assemble(rule, file, std::move(outs));
 }
 
-std::vector<RuleResult> verify_rules(const std::vector<std::pair<std::string, Rule>>& rules,
-                                     const VerifyOptions& opts) {
+void verify_rules(const std::vector<std::pair<std::string, Rule>>& rules, const VerifyOptions& opts,
+                  const OnResult& on_result) {
   std::vector<size_t> picked;
   for (size_t i = 0; i < rules.size(); ++i)
     if (opts.rule_filter.empty() || rules[i].second.name == opts.rule_filter) picked.push_back(i);
-  // Work items: (rule, dtype). Results land in fixed slots, so the output order is the input order.
+  // Work items: (rule, dtype), in input order. A rule is reported when its last dtype ends.
   std::vector<std::pair<size_t, size_t>> items;
   std::vector<std::vector<DTypeOutcome>> slots(picked.size());
+  std::vector<size_t> left(picked.size());
   for (size_t p = 0; p < picked.size(); ++p) {
     slots[p].resize(rules[picked[p]].second.dtypes.size());
+    left[p] = slots[p].size();
     for (size_t d = 0; d < slots[p].size(); ++d) items.push_back({p, d});
   }
   int jobs = opts.jobs > 0 ? opts.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   jobs = std::max(1, std::min<int>(jobs, static_cast<int>(items.size())));
-  std::atomic<size_t> next{0};
-  std::exception_ptr failure;
   std::mutex mu;
-  auto worker = [&] {
-    for (;;) {
-      size_t i = next.fetch_add(1);
-      if (i >= items.size()) return;
-      auto [p, d] = items[i];
-      const auto& [file, rule] = rules[picked[p]];
-      try {
-        slots[p][d] = verify_dtype_located(rule, file, rule.dtypes[d], opts);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!failure) failure = std::current_exception();
-        next = items.size();  // stop the others early
-        return;
-      }
-    }
-  };
-  // Workers run on threads with a large stack (StackThread), also for one job: the encoder, the
-  // rank bound, the evaluator and cvc5 recurse over terms as deep as the rule's expressions.
-  {
-    std::vector<std::unique_ptr<StackThread>> ts;
-    for (int j = 0; j < jobs; ++j) ts.push_back(std::make_unique<StackThread>(worker));
-    for (auto& t : ts) t->join();
-  }
-  if (failure) std::rethrow_exception(failure);
+  run_items(items.size(), jobs, [&](size_t i) {
+    auto [p, d] = items[i];
+    const auto& [file, rule] = rules[picked[p]];
+    DTypeOutcome o = verify_dtype_located(rule, file, rule.dtypes[d], opts);
+    std::lock_guard<std::mutex> lock(mu);
+    slots[p][d] = std::move(o);
+    if (--left[p] == 0) on_result(picked[p], assemble(rule, file, std::move(slots[p])));
+  }, opts.stop);
+}
+
+std::vector<RuleResult> verify_rules(const std::vector<std::pair<std::string, Rule>>& rules,
+                                     const VerifyOptions& opts) {
+  std::vector<std::optional<RuleResult>> got(rules.size());
+  verify_rules(rules, opts, [&](size_t i, RuleResult&& r) { got[i] = std::move(r); });
   std::vector<RuleResult> out;
-  for (size_t p = 0; p < picked.size(); ++p)
-    out.push_back(assemble(rules[picked[p]].second, rules[picked[p]].first, std::move(slots[p])));
+  for (auto& r : got)
+    if (r) out.push_back(std::move(*r));
   return out;
 }
 

@@ -344,12 +344,16 @@ rule pad_zero : int {
   CHECK(proved.verdict == Verdict::Proved);
   auto refuted = verify_rule(one_rule(kAddOne), "v.tr", o);
   CHECK(refuted.verdict == Verdict::Counterexample);
-  auto p1 = dir / "pad_zero_int_1.smt2";
-  auto p2 = dir / "add_one_int_1.smt2";
+  // FILESTEM.LINE.RULE.DTYPE.rRANKS.smt2, and the vacuity query beside it.
+  auto p1 = dir / "v.2.pad_zero.int.r1.smt2";
+  auto p2 = dir / "v.2.add_one.int.r1.smt2";
+  auto v1 = dir / "v.2.pad_zero.int.r1.vacuity.smt2";
   REQUIRE(std::filesystem::exists(p1));
   REQUIRE(std::filesystem::exists(p2));
+  REQUIRE(std::filesystem::exists(v1));
   CHECK(run_cvc5(p1.string()).rfind("unsat", 0) == 0);
   CHECK(run_cvc5(p2.string()).rfind("sat", 0) == 0);
+  CHECK(run_cvc5(v1.string()).rfind("sat", 0) == 0);  // pad_zero is not vacuous
   std::filesystem::remove_all(dir);
 }
 
