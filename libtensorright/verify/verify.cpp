@@ -711,6 +711,36 @@ DTypeOutcome verify_dtype_located(const Rule& rule, const std::string& file, DTy
   }
 }
 
+}  // namespace
+
+Verdict worse(Verdict a, Verdict b) { return severity(b) > severity(a) ? b : a; }
+
+namespace {
+
+RuleResult assemble(const Rule& rule, const std::string& file, std::vector<DTypeOutcome> outs) {
+  RuleResult rr;
+  rr.file = file;
+  rr.line = rule.loc.line;
+  rr.name = rule.name;
+  rr.title = rule.title;
+  rr.expect = rule.expect;
+  rr.verdict = Verdict::Proved;
+  bool first = true;
+  for (auto& o : outs) {
+    rr.seconds += o.res.seconds;
+    if (first || severity(o.res.verdict) > severity(rr.verdict)) {
+      rr.verdict = o.res.verdict;
+      rr.limit = o.res.limit;
+      rr.note = o.res.verdict == Verdict::Proved ? "" : std::string(to_string(o.res.dtype)) + ": " + o.res.reason;
+      if (o.cex) rr.cex = o.cex;
+    }
+    first = false;
+    rr.dtypes.push_back(o.res);
+  }
+  if (rr.verdict != Verdict::Counterexample) rr.cex.reset();
+  return rr;
+}
+
 // Runs work(i) for every i < n, at most `jobs` at a time, each in a thread of its own. cvc5 1.0.x
 // keeps its term store and random generator per thread: in a thread that ran other work first,
 // term ids (hence term order and hash order inside the solver) would depend on that history, and
