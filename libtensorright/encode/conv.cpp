@@ -11,20 +11,6 @@
 
 namespace tr::enc {
 
-namespace {
-std::string where(const SourceLoc& l) { return l.line > 0 ? " at " + l.str() : std::string(); }
-}  // namespace
-
-// The same signature as encode.cpp's sums use (keys, then the term ids of the index).
-std::vector<uint64_t> Encoder::signature_of(const Index& idx) {
-  std::vector<uint64_t> sig;
-  for (const auto& [k, v] : idx) {
-    sig.push_back(static_cast<uint64_t>(k.rclass) * 1000003u + std::hash<std::string>{}(k.label));
-    for (const auto& t : v) sig.push_back(t.getId());
-  }
-  return sig;
-}
-
 // The conv attribute `name` of spatial key k on axis j (defaults as in ir.h).
 Term Encoder::conv_attr(const Node& n, const char* name, const AxisKey& k, int j, int64_t dflt) {
   auto it = n.attrs.find(name);

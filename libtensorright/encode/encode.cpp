@@ -11,17 +11,6 @@ using cvc5::Kind;
 
 namespace {
 
-std::string where(const SourceLoc& l) { return l.line > 0 ? " at " + l.str() : std::string(); }
-
-std::vector<uint64_t> signature(const Encoder::Index& idx) {
-  std::vector<uint64_t> sig;
-  for (const auto& [k, v] : idx) {
-    sig.push_back(static_cast<uint64_t>(k.rclass) * 1000003u + std::hash<std::string>{}(k.label));
-    for (const auto& t : v) sig.push_back(t.getId());
-  }
-  return sig;
-}
-
 bool scalar_shape(const Node& n) { return n.shape.empty(); }
 
 // Calls f once on every distinct node of the DAG under n (a let used twice is one node, not a
@@ -40,6 +29,16 @@ void scan(const Node& n, const std::function<void(const Node&)>& f) {
 }
 
 }  // namespace
+
+// Identifies an index: its keys, then the term ids of its entries (at() caches, sum_use_).
+std::vector<uint64_t> Encoder::signature_of(const Index& idx) {
+  std::vector<uint64_t> sig;
+  for (const auto& [k, v] : idx) {
+    sig.push_back(static_cast<uint64_t>(k.rclass) * 1000003u + std::hash<std::string>{}(k.label));
+    for (const auto& t : v) sig.push_back(t.getId());
+  }
+  return sig;
+}
 
 cvc5::Sort sort_of(const Builder& b, DType t) {
   switch (t) {
@@ -509,7 +508,7 @@ Term Encoder::shapes_equal(const Node& x, const Node& y) {
 }
 
 Elem Encoder::at(const Node& n, const Index& idx) {
-  auto key = std::make_pair(&n, signature(idx));
+  auto key = std::make_pair(&n, signature_of(idx));
   if (auto it = at_cache_.find(key); it != at_cache_.end()) return it->second;
   Elem e = at_uncached(n, idx);
   // Numbers take the node's sort (an int literal or iota in a real context).
@@ -697,7 +696,7 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
       std::vector<BoxEntry> box;
       Index full = idx;
       const Node& x = *n.args.at(0);
-      auto sig = signature(idx);
+      auto sig = signature_of(idx);
       for (const auto& [k, mid] : n.sum_index) {
         auto [it, fresh] = sum_use_.emplace(mid, sig);
         if (!fresh && it->second != sig)
@@ -912,7 +911,7 @@ std::vector<Term> Encoder::assumption_instances() {
         }
         ai_idx[k] = ti[k];
       }
-      if (!ok || !done.insert({ai, signature(ai_idx)}).second) continue;
+      if (!ok || !done.insert({ai, signature_of(ai_idx)}).second) continue;
       Elem e = at(a, ai_idx);
       if (e.sum) throw Unsupported("a sum in an assumption" + where(rule.assume[ai].loc));
       if (!e.val.tag.isNull()) throw Unsupported("an assumption over infinities" + where(rule.assume[ai].loc));

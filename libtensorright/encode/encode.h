@@ -28,6 +28,9 @@ namespace tr::enc {
 
 using cvc5::Term;
 
+// " at FILE:LINE:COL" for a message about the IR node at l (empty when l has no line).
+inline std::string where(const SourceLoc& l) { return l.line > 0 ? " at " + l.str() : std::string(); }
+
 // A form this version cannot encode soundly: the verdict becomes `unsupported` with this reason.
 struct Unsupported : std::runtime_error {
   using std::runtime_error::runtime_error;

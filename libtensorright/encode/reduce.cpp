@@ -22,18 +22,6 @@ namespace tr::enc {
 
 namespace {
 
-std::string where(const SourceLoc& l) { return l.line > 0 ? " at " + l.str() : std::string(); }
-
-// The same key as encode.cpp's: the Index's keys and term ids.
-std::vector<uint64_t> index_signature(const Encoder::Index& idx) {
-  std::vector<uint64_t> sig;
-  for (const auto& [k, v] : idx) {
-    sig.push_back(static_cast<uint64_t>(k.rclass) * 1000003u + std::hash<std::string>{}(k.label));
-    for (const auto& t : v) sig.push_back(t.getId());
-  }
-  return sig;
-}
-
 Term tag_or_zero(const Builder& b, const Val& v) { return v.tag.isNull() ? b.zero : v.tag; }
 
 // Whether t mentions one of the constants in cs.
@@ -108,7 +96,7 @@ Elem Encoder::fold_at(const Node& n, const Index& idx) {
   std::vector<BoxEntry> box;
   std::unordered_set<Term> box_consts;
   Index full = idx;
-  auto sig = index_signature(idx);
+  auto sig = signature_of(idx);
   for (const auto& [k, mid] : n.sum_index) {
     // Matched constants are shared: the same reduction read at two indices would share them.
     auto [it, fresh] = sum_use_.emplace(mid, sig);

@@ -16,8 +16,6 @@ namespace tr::enc {
 
 namespace {
 
-std::string where(const SourceLoc& l) { return l.line > 0 ? " at " + l.str() : std::string(); }
-
 // The literal that is neutral for the reduction (an exact check on the IR: no term reasoning).
 bool neutral_literal(const Node& v, Reducer red) {
   if (v.op != Op::Literal) return false;
