@@ -5,6 +5,9 @@
 #include <chrono>
 #include <memory>
 #include <regex>
+#include <vector>
+
+#include "libsplat/device/embedded.h"
 
 namespace splat {
 namespace {
@@ -42,7 +45,15 @@ CompileResult nvrtc_compile(const std::string& source, const std::string& name, 
   parse_arch(arch);
   auto t0 = std::chrono::steady_clock::now();
   Program prog;
-  check(nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
+  // Every device header, by the name the source includes it by (NVRTC cites that name and the line).
+  std::vector<const char*> texts, names;
+  for (const EmbeddedFile& f : device_files()) {
+    texts.push_back(f.text);
+    names.push_back(f.name);
+  }
+  check(nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), static_cast<int>(texts.size()), texts.data(),
+                           names.data()),
+        "nvrtcCreateProgram");
   // PTX for the virtual architecture (JIT-able by newer drivers), CUBIN for the real one.
   std::string arch_opt = "--gpu-architecture=" + (target == CompileTarget::Ptx ? "compute_" + arch.substr(3) : arch);
   const char* opts[] = {arch_opt.c_str(), "--std=c++17", "--extra-device-vectorization"};

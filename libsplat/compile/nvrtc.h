@@ -21,7 +21,8 @@ struct CompileResult {
 };
 
 // arch: "sm_80", "sm_90", "sm_90a", ... (PTX is generated for the matching compute_XX).
-// name: the program name used in diagnostics (e.g. "window-4k.cu").
+// name: the program name used in diagnostics (e.g. "window-4k.cu"). The source may include the device
+// headers as "splat/<file>.cuh" (libsplat/device/embedded.h).
 CompileResult nvrtc_compile(const std::string& source, const std::string& name, const std::string& arch,
                             CompileTarget target);
 

@@ -14,6 +14,7 @@
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/codegen/codegen.h"
 #include "libsplat/codegen/cpu_model.h"
+#include "libsplat/codegen/device_code.h"
 #include "libsplat/compile/nvrtc.h"
 #include "libsplat/pattern/pattern.h"
 
@@ -257,7 +258,7 @@ TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
   CHECK(tf.fused[0].smem_dynamic == 2 * 64 * (80 + 68) * 4);
   CHECK(tf.source.find("MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2>") != std::string::npos);
   CHECK(tf.source.find("__launch_bounds__(128, 2) splat_fused_p0") != std::string::npos);
-  CHECK(tf.source.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos);
+  CHECK(inline_device_headers(tf.source).find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos);
   GeneratedModule t128 = gen(problem(window, 2048, "tf32", 128), parse_tuning("mw=32"));
   CHECK(t128.fused[0].block == 128);  // tf32 keeps 16 rows per warp
   CHECK(t128.source.find("__launch_bounds__(128, 1) splat_fused_p0") != std::string::npos);
