@@ -61,7 +61,7 @@ std::vector<std::string> emit(const Problem& p, const EmitOptions& o, const std:
   // The .cu holds the device headers' texts in place of its #include lines (one self-contained file
   // for nvcc), and it is that text which is compiled here: what is written is known to build.
   const std::string source = o.target == "cuda" ? inline_device_headers(mod.source) : mod.source;
-  CompileResult ptx = nvrtc_compile(source, p.name + ".cu", o.arch, CompileTarget::Ptx);
+  CompileResult ptx = nvrtc_compile(source, p.name + ".cu", o.arch, CompileTarget::Ptx, o.nvrtc_cache);
   if (!ptx.log.empty()) spdlog::warn("NVRTC: {}", ptx.log);
 
   std::vector<std::pair<std::string, std::string>> files;

@@ -1,5 +1,6 @@
 // The device headers as embedded in libsplat (libsplat/device/embedded.h) and the module text built
-// from them (libsplat/codegen/device_code.h). No NVRTC here: tests/device compiles them.
+// from them (libsplat/codegen/device_code.h); the hash of the NVRTC cache. No NVRTC here: tests/device
+// compiles them.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "libsplat/codegen/device_code.h"
+#include "libsplat/compile/sha256.h"
 #include "libsplat/device/embedded.h"
 
 namespace fs = std::filesystem;
@@ -88,4 +90,15 @@ TEST_CASE("inline_device_headers: each header once in place of its #include, oth
   CHECK(count(out, "struct MmaEngine {") == 1);
   CHECK(out.find("// ---- splat/fused_driver.cuh") == std::string::npos);  // only what is included
   CHECK_THROWS_AS(inline_device_headers("#include \"splat/no-such.cuh\"\n"), std::logic_error);
+}
+
+TEST_CASE("SHA-256 of the FIPS 180-4 examples, split anywhere") {
+  const std::string two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  CHECK(Sha256().hex() == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(Sha256().add("abc").hex() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  for (size_t cut = 0; cut <= two_blocks.size(); cut += 7)
+    CHECK(Sha256().add(two_blocks.substr(0, cut)).add(two_blocks.substr(cut)).hex() ==
+          "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  CHECK(Sha256().add(std::string(1000000, 'a')).hex() ==
+        "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
