@@ -347,7 +347,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     s << "#define SPLAT_GLAT_TAB " << plan.global_table << "\n#define SPLAT_GLAT_P " << plan.global_period
       << "\n#define SPLAT_GLAT_C " << plan.global_width << "\n#define SPLAT_GLAT_T0 " << plan.global_first % plan.global_period
       << "\n#define SPLAT_GLAT_B0 " << plan.global_first / plan.global_period << "\n";
-  s << device_code();
+  s << device_includes();
 
   // ---- pattern tables ----
   s << "\n// ------------------------------------------------------------------------------------------------\n"

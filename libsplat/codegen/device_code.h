@@ -1,15 +1,18 @@
 #pragma once
-// Pattern-independent CUDA text shared by every emitted module (types, PTX helpers, kernel bodies).
+// The device code of an emitted module: the headers of libsplat/device/ (embedded in the library,
+// libsplat/device/embedded.h), which the module includes after its SPLAT_* constants and before its
+// pattern tables and entry points.
 #include <string>
 
 namespace splat {
-// The whole text, in order: common helpers, the engines, the fused pass driver and the pipeline.
-const std::string& device_code();
-// The engines (one file each): bf16/fp16 tensor cores (mma.sync; Hopper wgmma), tf32 tensor cores,
-// fp32 on tensor cores as three tf32 products (3xTF32), fp32 CUDA cores.
-const char* engine_mma();
-const char* engine_wgmma();
-const char* engine_tf32();
-const char* engine_tf32x3();
-const char* engine_simt();
+
+// The #include lines of the device headers, one per line, in the order the module includes them.
+const std::string& device_includes();
+
+// source with each #include "splat/..." line replaced by that header's text (recursively, each
+// header once, its #pragma once dropped): a self-contained .cu that nvcc compiles with no include
+// path, to the same code as source with the headers. Throws std::logic_error for a name that is
+// not an embedded header.
+std::string inline_device_headers(const std::string& source);
+
 }  // namespace splat

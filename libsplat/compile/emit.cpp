@@ -8,6 +8,7 @@
 
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/codegen/codegen.h"
+#include "libsplat/codegen/device_code.h"
 #include "libsplat/compile/nvrtc.h"
 
 namespace fs = std::filesystem;
@@ -57,11 +58,14 @@ std::vector<std::string> emit(const Problem& p, const EmitOptions& o, const std:
     throw Error("", "--tune", e.what());
   }
   GeneratedModule mod = generate(p, acsr, co);
-  CompileResult ptx = nvrtc_compile(mod.source, p.name + ".cu", o.arch, CompileTarget::Ptx);
+  // The .cu holds the device headers' texts in place of its #include lines (one self-contained file
+  // for nvcc), and it is that text which is compiled here: what is written is known to build.
+  const std::string source = o.target == "cuda" ? inline_device_headers(mod.source) : mod.source;
+  CompileResult ptx = nvrtc_compile(source, p.name + ".cu", o.arch, CompileTarget::Ptx, o.nvrtc_cache);
   if (!ptx.log.empty()) spdlog::warn("NVRTC: {}", ptx.log);
 
   std::vector<std::pair<std::string, std::string>> files;
-  files.push_back(o.target == "cuda" ? std::pair{p.name + ".cu", mod.source} : std::pair{p.name + ".ptx", ptx.image});
+  files.push_back(o.target == "cuda" ? std::pair{p.name + ".cu", source} : std::pair{p.name + ".ptx", ptx.image});
   if (!mod.table.empty())
     files.push_back({p.name + ".table.bin",
                      std::string(reinterpret_cast<const char*>(mod.table.data()), mod.table.size() * sizeof(int32_t))});

@@ -14,6 +14,7 @@ struct EmitOptions {
   std::string arch = "sm_90";
   bool fused = true, pipeline = true;
   std::string tuning;  // fused-kernel tuning, "key=value,..." as SPLATC_TUNE (docs/splatc-kernels.md); "" = defaults
+  std::string nvrtc_cache;  // NVRTC result cache directory (nvrtc_compile's cache_dir); "" = none
 };
 
 // Writes into out_dir (created if missing) and returns the written paths in order. Throws

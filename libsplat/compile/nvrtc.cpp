@@ -2,9 +2,24 @@
 
 #include <nvrtc.h>
 
+#include <spdlog/spdlog.h>
+
+#include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
+#include <mutex>
+#include <random>
 #include <regex>
+#include <string_view>
+#include <vector>
+
+#include "libsplat/compile/sha256.h"
+#include "libsplat/device/embedded.h"
+
+namespace fs = std::filesystem;
 
 namespace splat {
 namespace {
@@ -37,16 +52,29 @@ std::string nvrtc_version() {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
-CompileResult nvrtc_compile(const std::string& source, const std::string& name, const std::string& arch,
-                            CompileTarget target) {
-  parse_arch(arch);
-  auto t0 = std::chrono::steady_clock::now();
+namespace {
+
+// Options of every compile: PTX for the virtual architecture (JIT-able by newer drivers), CUBIN for
+// the real one.
+std::vector<std::string> compile_options(const std::string& arch, CompileTarget target) {
+  return {"--gpu-architecture=" + (target == CompileTarget::Ptx ? "compute_" + arch.substr(3) : arch), "--std=c++17",
+          "--extra-device-vectorization"};
+}
+
+CompileResult run_nvrtc(const std::string& source, const std::string& name, const std::string& arch,
+                        CompileTarget target, const std::vector<std::string>& options) {
   Program prog;
-  check(nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
-  // PTX for the virtual architecture (JIT-able by newer drivers), CUBIN for the real one.
-  std::string arch_opt = "--gpu-architecture=" + (target == CompileTarget::Ptx ? "compute_" + arch.substr(3) : arch);
-  const char* opts[] = {arch_opt.c_str(), "--std=c++17", "--extra-device-vectorization"};
-  nvrtcResult rc = nvrtcCompileProgram(prog.p, 3, opts);
+  // Every device header, by the name the source includes it by (NVRTC cites that name and the line).
+  std::vector<const char*> texts, names, opts;
+  for (const EmbeddedFile& f : device_files()) {
+    texts.push_back(f.text);
+    names.push_back(f.name);
+  }
+  for (const std::string& o : options) opts.push_back(o.c_str());
+  check(nvrtcCreateProgram(&prog.p, source.c_str(), name.c_str(), static_cast<int>(texts.size()), texts.data(),
+                           names.data()),
+        "nvrtcCreateProgram");
+  nvrtcResult rc = nvrtcCompileProgram(prog.p, static_cast<int>(opts.size()), opts.data());
   size_t log_size = 0;
   nvrtcGetProgramLogSize(prog.p, &log_size);
   std::string log(log_size, '\0');
@@ -66,6 +94,72 @@ CompileResult nvrtc_compile(const std::string& source, const std::string& name, 
     check(nvrtcGetCUBINSize(prog.p, &n), "nvrtcGetCUBINSize");
     out.image.resize(n);
     check(nvrtcGetCUBIN(prog.p, out.image.data()), "nvrtcGetCUBIN");
+  }
+  return out;
+}
+
+// The cache file of a compile: named by a SHA-256 over everything NVRTC's output depends on (each
+// field length-prefixed): the NVRTC version, target, options, source and every device header. The
+// program name is left out: it appears only in the log, and results with a log are not stored.
+fs::path cache_file(const std::string& dir, const std::string& source, CompileTarget target,
+                    const std::vector<std::string>& options) {
+  Sha256 h;
+  auto field = [&h](std::string_view s) { h.add(std::to_string(s.size())).add(":").add(s); };
+  field("splat nvrtc cache 1");
+  field(nvrtc_version());
+  field(target == CompileTarget::Ptx ? "ptx" : "cubin");
+  for (const std::string& o : options) field(o);
+  field(source);
+  for (const EmbeddedFile& f : device_files()) {
+    field(f.name);
+    field(f.text);
+  }
+  return fs::path(dir) / (h.hex() + (target == CompileTarget::Ptx ? ".ptx" : ".cubin"));
+}
+
+bool read_cached(const fs::path& file, std::string& image) {
+  std::ifstream f(file, std::ios::binary);
+  if (!f) return false;
+  image.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  return !f.bad() && !image.empty();
+}
+
+// Written under a name of its own, then renamed into place: readers (other processes sharing the
+// directory) see the whole file or none. A cache that cannot be written only costs time.
+void store_cached(const fs::path& file, const std::string& image) {
+  static std::atomic<unsigned> serial{0};
+  std::error_code ec;
+  fs::create_directories(file.parent_path(), ec);
+  const fs::path tmp = file.parent_path() / ("." + file.filename().string() + "." + std::to_string(std::random_device{}()) +
+                                             "." + std::to_string(serial++) + ".tmp");
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(image.data(), static_cast<std::streamsize>(image.size()));
+    if (!f) {
+      static std::once_flag warned;
+      std::call_once(warned, [&] { spdlog::warn("NVRTC cache: cannot write {}", tmp.string()); });
+      fs::remove(tmp, ec);
+      return;
+    }
+  }
+  fs::rename(tmp, file, ec);
+  if (ec) fs::remove(tmp, ec);
+}
+
+}  // namespace
+
+CompileResult nvrtc_compile(const std::string& source, const std::string& name, const std::string& arch,
+                            CompileTarget target, const std::string& cache_dir) {
+  parse_arch(arch);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<std::string> options = compile_options(arch, target);
+  const fs::path file = cache_dir.empty() ? fs::path() : cache_file(cache_dir, source, target, options);
+  CompileResult out;
+  if (!file.empty() && read_cached(file, out.image)) {
+    out.cached = true;
+  } else {
+    out = run_nvrtc(source, name, arch, target, options);
+    if (!file.empty() && out.log.empty()) store_cached(file, out.image);
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -18,12 +18,18 @@ struct CompileResult {
   std::string image;  // PTX text or CUBIN bytes
   std::string log;    // NVRTC log (warnings)
   double seconds = 0;
+  bool cached = false;  // read from the cache directory, not compiled
 };
 
 // arch: "sm_80", "sm_90", "sm_90a", ... (PTX is generated for the matching compute_XX).
-// name: the program name used in diagnostics (e.g. "window-4k.cu").
+// name: the program name used in diagnostics (e.g. "window-4k.cu"). The source may include the device
+// headers as "splat/<file>.cuh" (libsplat/device/embedded.h).
+// cache_dir: "" for none; else a directory (created when first written) of earlier results, each
+// under a SHA-256 of the NVRTC version, target, options, source and device headers, so that a
+// compile of identical input is read back instead of run (processes may share it). Results with a
+// log (warnings) are not stored.
 CompileResult nvrtc_compile(const std::string& source, const std::string& name, const std::string& arch,
-                            CompileTarget target);
+                            CompileTarget target, const std::string& cache_dir = "");
 
 // Checks an "sm_XY" string (throws std::invalid_argument otherwise); returns XY.
 int parse_arch(const std::string& arch);

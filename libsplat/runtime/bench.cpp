@@ -36,7 +36,7 @@ const char* elt(DType t) {
 // float64 with a two-sweep softmax: a plain masked attention with no tiling.
 std::string support_source(DType t, int64_t hd) {
   std::string s = "#define SPLAT_HD " + std::to_string(hd) + "\n";
-  s += device_code();
+  s += device_includes();
   s += "typedef " + std::string(elt(t)) + " T;\n";
   s += R"CUDA(
 __device__ __forceinline__ unsigned long long splitmix(unsigned long long x) {

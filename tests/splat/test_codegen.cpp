@@ -14,7 +14,9 @@
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/codegen/codegen.h"
 #include "libsplat/codegen/cpu_model.h"
+#include "libsplat/codegen/device_code.h"
 #include "libsplat/compile/nvrtc.h"
+#include "nvrtc_cache.h"
 #include "libsplat/pattern/pattern.h"
 
 namespace fs = std::filesystem;
@@ -79,7 +81,7 @@ TEST_CASE("generated module compiles with NVRTC for sm_80 and sm_90") {
   CHECK(m.fused.size() >= 1);
   CHECK(m.pipeline.size() == 3);
   for (const char* arch : {"sm_80", "sm_90"}) {
-    CompileResult r = nvrtc_compile(m.source, "test.cu", arch, CompileTarget::Ptx);
+    CompileResult r = test_compile(m.source, "test.cu", arch, CompileTarget::Ptx);
     CHECK(r.image.find(".entry splat_fused_p0") != std::string::npos);
     CHECK(r.image.find(".entry splat_spmm") != std::string::npos);
   }
@@ -107,11 +109,11 @@ TEST_CASE("every pattern in patterns/ compiles: PTX for sm_90, CUBIN for sm_80 (
     CAPTURE(f.string());
     Problem p = load_problem(f.string());
     GeneratedModule m = generate(p, analyze(p));
-    CompileResult ptx = nvrtc_compile(m.source, p.name + ".cu", "sm_90", CompileTarget::Ptx);
+    CompileResult ptx = test_compile(m.source, p.name + ".cu", "sm_90", CompileTarget::Ptx);
     for (const KernelDesc& k : m.fused) CHECK(ptx.image.find(".entry " + k.name) != std::string::npos);
     for (const KernelDesc& k : m.pipeline) CHECK(ptx.image.find(".entry " + k.name) != std::string::npos);
     if (f.filename().string().find("-4k-") != std::string::npos) {
-      CompileResult cubin = nvrtc_compile(m.source, p.name + ".cu", "sm_80", CompileTarget::Cubin);
+      CompileResult cubin = test_compile(m.source, p.name + ".cu", "sm_80", CompileTarget::Cubin);
       CHECK(cubin.image.size() > 1000);
     }
   }
@@ -257,7 +259,7 @@ TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
   CHECK(tf.fused[0].smem_dynamic == 2 * 64 * (80 + 68) * 4);
   CHECK(tf.source.find("MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2>") != std::string::npos);
   CHECK(tf.source.find("__launch_bounds__(128, 2) splat_fused_p0") != std::string::npos);
-  CHECK(tf.source.find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos);
+  CHECK(inline_device_headers(tf.source).find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos);
   GeneratedModule t128 = gen(problem(window, 2048, "tf32", 128), parse_tuning("mw=32"));
   CHECK(t128.fused[0].block == 128);  // tf32 keeps 16 rows per warp
   CHECK(t128.source.find("__launch_bounds__(128, 1) splat_fused_p0") != std::string::npos);
@@ -287,7 +289,7 @@ TEST_CASE("every kernel tuning variant compiles to CUBIN for sm_80") {
     co.pipeline = false;
     co.tuning = parse_tuning(v.tuning);
     GeneratedModule m = generate(p, analyze(p), co);
-    CompileResult r = nvrtc_compile(m.source, "t.cu", "sm_80", CompileTarget::Cubin);
+    CompileResult r = test_compile(m.source, "t.cu", "sm_80", CompileTarget::Cubin);
     CHECK(r.image.size() > 1000);
   }
 }
@@ -317,7 +319,7 @@ TEST_CASE("key-tile and lazy-rescale variants compile to CUBIN for sm_80 and sm_
     GeneratedModule m = generate(p, analyze(p), co);
     for (const char* arch : {"sm_80", "sm_90"}) {
       CAPTURE(arch);
-      CompileResult r = nvrtc_compile(m.source, "t.cu", arch, CompileTarget::Cubin);
+      CompileResult r = test_compile(m.source, "t.cu", arch, CompileTarget::Cubin);
       CHECK(r.image.size() > 1000);
     }
   }
@@ -428,7 +430,7 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
     const std::string dilated = R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})";
     for (const std::string* pat : {&window, &longformer, &dilated}) {
       GeneratedModule m = gen(problem(*pat, 1024, "fp16"), "sm_90a", tuning);
-      CompileResult c = nvrtc_compile(m.source, "t.cu", "sm_90a", CompileTarget::Cubin);
+      CompileResult c = test_compile(m.source, "t.cu", "sm_90a", CompileTarget::Cubin);
       CHECK(c.image.size() > 1000);
     }
   }
@@ -482,7 +484,7 @@ TEST_CASE("wgmma engine at head_dim 128: launch configuration, tensor maps, ever
       CAPTURE(*pat);
       GeneratedModule m = gen(problem(*pat, 1024, "bf16", 128), tuning);
       CHECK(m.engine == "wgmma");
-      CompileResult c = nvrtc_compile(m.source, "t.cu", "sm_90a", CompileTarget::Cubin);
+      CompileResult c = test_compile(m.source, "t.cu", "sm_90a", CompileTarget::Cubin);
       CHECK(c.image.size() > 1000);
     }
   }
@@ -515,7 +517,7 @@ TEST_CASE("the GPU edge-case problems in tests/gpu compile to CUBIN for sm_80 an
       co.arch = arch;
       co.pipeline = false;
       GeneratedModule m = generate(p, analyze(p), co);
-      CompileResult c = nvrtc_compile(m.source, p.name + ".cu", arch, CompileTarget::Cubin);
+      CompileResult c = test_compile(m.source, p.name + ".cu", arch, CompileTarget::Cubin);
       CHECK(c.image.size() > 1000);
     }
     ++n;
@@ -535,7 +537,7 @@ TEST_CASE("every bf16/fp16 pattern in patterns/ compiles for sm_90a with the wgm
     GeneratedModule m = generate(p, analyze(p), co);
     CHECK(m.engine == "wgmma");
     // CUBIN: ptxas checks the wgmma operands; the pipeline kernels are arch-independent.
-    CompileResult cubin = nvrtc_compile(m.source, p.name + ".cu", "sm_90a", CompileTarget::Cubin);
+    CompileResult cubin = test_compile(m.source, p.name + ".cu", "sm_90a", CompileTarget::Cubin);
     CHECK(cubin.image.size() > 1000);
     ++n;
   }
@@ -667,7 +669,7 @@ TEST_CASE("band patterns get the table-free band kernel on sm_90a (TMA), tables 
   // The band kernels compile (ptxas checks the wgmma operands and the TMA copies).
   GeneratedModule m0 = gen(w, "sm_90a", "dpv=0");
   for (const GeneratedModule* g : {&m, &md, &m0, &me, &md0}) {
-    CompileResult c = nvrtc_compile(g->source, "band.cu", "sm_90a", CompileTarget::Cubin);
+    CompileResult c = test_compile(g->source, "band.cu", "sm_90a", CompileTarget::Cubin);
     CHECK(c.image.size() > 1000);
   }
 }
@@ -717,7 +719,7 @@ TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass o
   GeneratedModule mw = gen(wide, "sm_90a", "");
   CHECK(mw.source.find("SPLAT_SEQ, SPLAT_HD, 48, -2, 0, true, true>(") != std::string::npos);
   for (const GeneratedModule* g : {&m, &m0, &mq, &mw}) {
-    CompileResult c = nvrtc_compile(g->source, "lattice.cu", "sm_90a", CompileTarget::Cubin);
+    CompileResult c = test_compile(g->source, "lattice.cu", "sm_90a", CompileTarget::Cubin);
     CHECK(c.image.size() > 1000);
   }
 }
@@ -980,7 +982,7 @@ TEST_CASE("unmasked passes get the NOMASK table kernel") {
   {
     GeneratedModule mo = gen(b, "sm_90a", "order=1");
     CHECK(mo.source.find("ws, table, tmaps, tix, bhx);") != std::string::npos);
-    CompileResult c = nvrtc_compile(mo.source, "order.cu", "sm_90a", CompileTarget::Cubin);
+    CompileResult c = test_compile(mo.source, "order.cu", "sm_90a", CompileTarget::Cubin);
     CHECK(c.image.size() > 1000);
   }
   GeneratedModule m0 = gen(b, "sm_90a", "nomask=0");
@@ -1003,7 +1005,7 @@ TEST_CASE("unmasked passes get the NOMASK table kernel") {
     CAPTURE(dtype);
     GeneratedModule x = gen(problem(bigbird, 2048, dtype), arch, tune);
     CHECK(x.source.find(kNoMask) != std::string::npos);
-    CompileResult c = nvrtc_compile(x.source, "nomask.cu", arch, CompileTarget::Cubin);
+    CompileResult c = test_compile(x.source, "nomask.cu", arch, CompileTarget::Cubin);
     CHECK(c.image.size() > 1000);
   }
 }
@@ -1102,7 +1104,7 @@ TEST_CASE("bands with global tokens get the table pass for row tile 0 and the ba
   CHECK(ms.fused[0].role.find("global tokens") != std::string::npos);
   CHECK(ms.fused[0].grid_x == 1 + 6);  // row tile 0, then row tiles 1..5 of the band (blocks of t = 0 return)
   for (const GeneratedModule* g : {&m, &ms}) {
-    CompileResult c = nvrtc_compile(g->source, "bandg.cu", "sm_90a", CompileTarget::Cubin);
+    CompileResult c = test_compile(g->source, "bandg.cu", "sm_90a", CompileTarget::Cubin);
     CHECK(c.image.size() > 1000);
   }
 }

@@ -14,6 +14,7 @@
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/codegen/codegen.h"
 #include "libsplat/compile/nvrtc.h"
+#include "nvrtc_cache.h"
 #include "libsplat/pattern/pattern.h"
 
 namespace fs = std::filesystem;
@@ -221,7 +222,7 @@ TEST_CASE("3xTF32 and CUDA-core fp32 engines compile to CUBIN for sm_80 and sm_9
         CAPTURE(name);
         CAPTURE(tu);
         CAPTURE(arch);
-        CompileResult r = nvrtc_compile(m.source, p.name + ".cu", arch, CompileTarget::Cubin);
+        CompileResult r = test_compile(m.source, p.name + ".cu", arch, CompileTarget::Cubin);
         CHECK(r.image.size() > 1000);
       }
     }
@@ -231,7 +232,7 @@ TEST_CASE("3xTF32 and CUDA-core fp32 engines compile to CUBIN for sm_80 and sm_9
     GeneratedModule m = gen(problem(R"({"union": [{"window": {"left": 40, "right": 40}}, {"strided": {"stride": 64}}]})",
                                     512, "fp32", d),
                             "x3=1");
-    CompileResult r = nvrtc_compile(m.source, "t.cu", "sm_80", CompileTarget::Cubin);
+    CompileResult r = test_compile(m.source, "t.cu", "sm_80", CompileTarget::Cubin);
     CHECK(r.image.size() > 1000);
   }
 }

@@ -1,11 +1,8 @@
-// CUDA-core engine for fp32 (FMA, shared-memory tiles). Part of the device text every
-// emitted module holds (see device_code.h); compiled by NVRTC, not by the host compiler.
-#include "libsplat/codegen/device_code.h"
+// CUDA-core engine for fp32 (FMA, shared-memory tiles).
+#pragma once
+#include "splat/common.cuh"
+#include "splat/plan.cuh"
 
-namespace splat {
-
-const char* engine_simt() {
-  return R"CUDA(
 // ================================================================================================
 // Engine: CUDA cores (fp32 storage; any dtype with head_dim % 8 == 0). 128 threads as
 // 16 x 8: a thread owns 4 rows x 8 keys of S and 4 rows x HD/8 columns of O. Q^T, K^T, V and P^T
@@ -244,7 +241,3 @@ struct SimtEngine {
   }
 };
 
-)CUDA";
-}
-
-}  // namespace splat

@@ -1,11 +1,7 @@
-// Tensor-core engine for bf16/fp16 on Hopper (wgmma, sm_90a). Part of the device text every
-// emitted module holds (see device_code.h); compiled by NVRTC, not by the host compiler.
-#include "libsplat/codegen/device_code.h"
+// Tensor-core engine for bf16/fp16 on Hopper (wgmma, sm_90a).
+#pragma once
+#include "splat/engine_mma.cuh"
 
-namespace splat {
-
-const char* engine_wgmma() {
-  return R"CUDA(
 // ================================================================================================
 // Hopper tensor-core engine for bf16/fp16: the MmaEngine's 64-row tile (4 warps x 16 rows, one
 // warpgroup) with both contractions on wgmma (sm_90a only: wgmma is an arch-specific feature, so
@@ -634,7 +630,3 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   }
 };
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL
-)CUDA";
-}
-
-}  // namespace splat

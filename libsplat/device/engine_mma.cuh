@@ -1,11 +1,8 @@
-// Tensor-core engine for bf16/fp16 (mma.sync m16n8k16, ldmatrix, cp.async). Part of the device text every
-// emitted module holds (see device_code.h); compiled by NVRTC, not by the host compiler.
-#include "libsplat/codegen/device_code.h"
+// Tensor-core engine for bf16/fp16 (mma.sync m16n8k16, ldmatrix, cp.async).
+#pragma once
+#include "splat/common.cuh"
+#include "splat/plan.cuh"
 
-namespace splat {
-
-const char* engine_mma() {
-  return R"CUDA(
 // ================================================================================================
 // Engine: tensor cores (bf16 / fp16, head_dim % 16 == 0). 64-row tiles as 4 warps x 16 rows
 // (MW = 1) or 2 warps x 32 rows (MW = 2: each K/V fragment read from shared memory feeds two
@@ -355,7 +352,3 @@ struct MmaEngine {
   }
 };
 
-)CUDA";
-}
-
-}  // namespace splat

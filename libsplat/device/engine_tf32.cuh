@@ -1,11 +1,8 @@
-// Tensor-core engine for tf32 (mma.sync m16n8k8, fp32 storage). Part of the device text every
-// emitted module holds (see device_code.h); compiled by NVRTC, not by the host compiler.
-#include "libsplat/codegen/device_code.h"
+// Tensor-core engine for tf32 (mma.sync m16n8k8, fp32 storage).
+#pragma once
+#include "splat/common.cuh"
+#include "splat/plan.cuh"
 
-namespace splat {
-
-const char* engine_tf32() {
-  return R"CUDA(
 // ================================================================================================
 // Engine: tensor cores, tf32 (fp32 storage, head_dim % 32 == 0). 64-row tiles as 4 warps x 16
 // rows; key tiles of 64 fp32 keys gathered by cp.async into STAGES shared-memory stages;
@@ -236,7 +233,3 @@ struct MmaTf32Engine {
   }
 };
 
-)CUDA";
-}
-
-}  // namespace splat

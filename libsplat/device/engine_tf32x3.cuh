@@ -1,11 +1,7 @@
-// Tensor-core engine for fp32 as three tf32 products (3xTF32). Part of the device text every
-// emitted module holds (see device_code.h); compiled by NVRTC, not by the host compiler.
-#include "libsplat/codegen/device_code.h"
+// Tensor-core engine for fp32 as three tf32 products (3xTF32).
+#pragma once
+#include "splat/engine_tf32.cuh"
 
-namespace splat {
-
-const char* engine_tf32x3() {
-  return R"CUDA(
 // ================================================================================================
 // Engine: fp32 on tensor cores as three tf32 products (3xTF32; fp32 storage, head_dim % 32 == 0).
 // Every operand x is split into hi = rna_tf32(x) and lo = rna_tf32(x - hi) (x - hi is exact in
@@ -167,7 +163,3 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES> {
   }
 };
 
-)CUDA";
-}
-
-}  // namespace splat

@@ -1,0 +1,145 @@
+// Element types, conversions, PTX wrappers (cp.async, ldmatrix, mma.sync), the softmax state's
+// workspace layout and programmatic dependent launch: what every kernel of an emitted module uses.
+#pragma once
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef long long i64;
+
+struct bf16_t { u16 x; };
+struct f16_t { u16 x; };
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(bf16_t v) { return __uint_as_float(((u32)v.x) << 16); }
+__device__ __forceinline__ float to_f(f16_t v) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v.x));
+  return f;
+}
+template <class T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ bf16_t from_f<bf16_t>(float x) {
+  bf16_t r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.x) : "f"(x));
+  return r;
+}
+template <> __device__ __forceinline__ f16_t from_f<f16_t>(float x) {
+  f16_t r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r.x) : "f"(x));
+  return r;
+}
+// Two floats into one 32-bit register of the 16-bit type, lo in the low half (mma operand order).
+template <class T> __device__ __forceinline__ u32 pack2(float lo, float hi);
+template <> __device__ __forceinline__ u32 pack2<bf16_t>(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+template <> __device__ __forceinline__ u32 pack2<f16_t>(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// 2^x on the special function unit (max rel. error ~2^-22; ex2(-inf) = 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+// 1/x on the special function unit (max error 1 ulp; the IEEE division's range checks and slow
+// path are not needed for a row sum of exponentials, which is >= 1).
+__device__ __forceinline__ float fast_rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+// A key-tile mask that masks a whole tile itself (tile(s), e.g. BandMask) rather than per score.
+template <class K, class = void> struct TileMask { static constexpr bool value = false; };
+template <class K> struct TileMask<K, decltype(void(K::TILE_MASK))> { static constexpr bool value = K::TILE_MASK; };
+
+// Softmax state in the fused workspaces: every row's unnormalised O (rows of hd floats per head,
+// heads gridDim.y), then every row's (m, l). The pass hand-over holds seq_len rows per head, the
+// split-KV slots slots * 64 (fused_combine and end_partial index those directly, by slot row).
+// Returns row r of head bh's (m, l).
+template <class F> __device__ __forceinline__ F* state_ml(F* ws, i64 rows, int hd, i64 bh, i64 r) {
+  return ws + (i64)gridDim.y * rows * hd + (bh * rows + r) * 2;
+}
+// Sum over the W lanes (1, 2, 4, 8...) that share a row: xor shuffles, lane distance 1 first.
+template <int W> __device__ __forceinline__ float lane_sum(float x) {
+#pragma unroll
+  for (int o = 1; o < W; o <<= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// Programmatic dependent launch (sm_90; no-ops elsewhere): a kernel lets the next one (launched with
+// programmatic stream serialization) start once all its blocks have called launch_dependents; that
+// one's wait returns when this grid has completed and its writes are visible (at once for a plain
+// launch).
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+  return static_cast<u32>(__cvta_generic_to_shared(p));
+}
+// 16-byte asynchronous copy global -> shared; src_bytes 0 fills zeros (rows past the walk).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldmatrix_x4(u32& r0, u32& r1, u32& r2, u32& r3, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(u32& r0, u32& r1, u32& r2, u32& r3, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(smem_addr(p)));
+}
+// D += A*B, m16n8k16, fp32 accumulation.
+template <class T> __device__ __forceinline__ void mma16816(float* d, const u32* a, u32 b0, u32 b1);
+template <> __device__ __forceinline__ void mma16816<bf16_t>(float* d, const u32* a, u32 b0, u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <> __device__ __forceinline__ void mma16816<f16_t>(float* d, const u32* a, u32 b0, u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// D += A*B, m16n8k8 tf32 (operands are fp32 bit patterns rounded to tf32).
+__device__ __forceinline__ u32 to_tf32(float x) {
+  u32 r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ void mma1688_tf32(float* d, const u32* a, u32 b0, u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four consecutive elements as floats (16-byte or 8-byte load).
+__device__ __forceinline__ void load4(const float* p, float* out) {
+  float4 v = *reinterpret_cast<const float4*>(p);
+  out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
+}
+template <class T> __device__ __forceinline__ void load4(const T* p, float* out) {
+  uint2 v = *reinterpret_cast<const uint2*>(p);
+  T e[4];
+  e[0].x = (u16)(v.x & 0xffff); e[1].x = (u16)(v.x >> 16); e[2].x = (u16)(v.y & 0xffff); e[3].x = (u16)(v.y >> 16);
+  for (int k = 0; k < 4; ++k) out[k] = to_f(e[k]);
+}
+

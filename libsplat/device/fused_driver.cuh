@@ -1,0 +1,257 @@
+// The fused pass driver on the plan's tables (row tiles, groups, walks).
+#pragma once
+#include "splat/common.cuh"
+#include "splat/plan.cuh"
+#include "splat/engine_traits.cuh"
+
+// ================================================================================================
+// Fused pass driver: one block per row tile; for each group of the tile, each row's runs in that
+// group (closed forms) in registers, then each walk of the group in key tiles of 64 keys. A key
+// tile is "full" (no mask) when every row keeps all of its keys (the plan's full_begin/end).
+// R: most runs a row has in one group (from the plan).
+// ================================================================================================
+
+// NOMASK: every key tile of the pass is full (Plan: pass_unmasked, e.g. BigBird's 64-key blocks):
+// no run bounds in registers and no mask code (BigBird-16k's kernel: 168 registers, 200 bytes of
+// spills and 3 blocks per SM with its five runs per row, for masks it never applies).
+// GTAB >= 0: the pass walks the plan's global keys (a group with tabulated == 2), at table word
+// GTAB; GROWS >= 0: row i keeps only the first table[GROWS + i] of them (else all).
+template <class E, class T, int SEQ, int HD, int PERIOD, int R, int NSLOTS, bool FIRST, bool LAST, bool NOMASK = false,
+          int GTAB = -1, int GROWS = -1>
+__device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles, const GroupD* groups, const WalkD* walks,
+                                           const int* group_items, const int* group_rbeg, const int* group_pmax,
+                                           float scale_log2, const T* q, const T* k, const T* v,
+                                           T* o, float* ws, const int* table, const void* tmaps, int tix = -1,
+                                           i64 bhx = -1) {
+  constexpr int BC = E::BC;
+  constexpr bool GKEYS = GTAB >= 0;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // The block's tile and head: (tix, bhx) where the entry orders blocks itself (chunks first), else
+  // (blockIdx.x, blockIdx.y).
+  const TileD tile = tiles[tix >= 0 ? tix : (int)blockIdx.x];
+  const i64 bh = bhx >= 0 ? bhx : (i64)blockIdx.y;
+  i64 row[E::ROWS];
+#pragma unroll
+  for (int h = 0; h < E::ROWS; ++h) {
+    const i64 m = tile.m_begin + E::slot(h);
+    row[h] = m < tile.m_end ? tile.phase + (i64)PERIOD * m : -1;
+  }
+  // The tile's affine items, staged in shared memory by the whole block at once (all loads in
+  // flight together): each thread reading them from global memory itself, through the group's
+  // binary search, was a chain of up to ten dependent loads before the first key tile (ncu: a fifth
+  // of the window kernel's stall samples in the start-up). Tiles with more items search as before.
+  constexpr int kStaged = 32, kItemWords = sizeof(Item) / sizeof(i64);
+  __shared__ i64 staged_words[kStaged * kItemWords];
+  const Item* staged = reinterpret_cast<const Item*>(staged_words);
+  const bool use_staged = tile.item_total <= kStaged;
+  if (use_staged)
+    for (int x = threadIdx.x; x < tile.item_total * kItemWords; x += blockDim.x) {
+      const int n = x / kItemWords;
+      const int idx = n == 0 ? tile.item0 : n == 1 ? tile.item1 : n == 2 ? tile.item2 : n == 3 ? tile.item3
+                                                                                    : group_items[tile.item_begin + n];
+      staged_words[x] = reinterpret_cast<const i64*>(items + idx)[x % kItemWords];
+    }
+  E e;
+  // Split chunks other than the lead start from an empty state; the lead continues the state
+  // handed over by earlier passes.
+  e.begin(smem_raw, q, k, v, row, bh, FIRST || (tile.split_slot >= 0 && !tile.split_lead), ws);
+  if constexpr (UsesTma<E>::value) e.tma_setup(tmaps, bh);
+  (void)tmaps;
+  // cp.async pipeline of S stages: the tile's key tiles, over all its walks and groups, form one
+  // stream; loads run LA tiles (S - 1, or fewer: Lookahead) ahead of the computation, across walk
+  // and group boundaries (so short walks, e.g. one lattice tile each, do not each wait for a load). The c-th computed tile
+  // is the c-th loaded one, in stage c % S. One commit group per tile slot (empty past the end)
+  // keeps the wait count uniform. The first loads are issued before the group and item tables are
+  // read (a chain of dependent loads), so that their latency overlaps the run look-up.
+  constexpr int S = E::STAGES, LA = Lookahead<E>::value;
+  int lw = -1, lu = 0, issued = 0, computed = 0;  // load cursor: walk lw of the tile, key offset lu
+  WalkD lwalk = {0, 1, 0, 0, 0, 0};
+  auto next_walk = [&]() {  // the next walk with keys (the compute loop skips empty ones too)
+    lu = 0;
+    do {
+      if (++lw >= tile.walk_total) return;
+      lwalk = walks[tile.first_walk + lw];
+    } while (lwalk.count <= 0);
+  };
+  auto load_next = [&]() {
+    if (lw < tile.walk_total) {
+      e.load(issued % S, lwalk, lu, GKEYS ? table : nullptr);
+      lu += BC;
+      if (lu >= lwalk.count) next_walk();
+    }
+    cp_async_commit();
+    ++issued;
+  };
+  if (S > 1) {
+    next_walk();
+#pragma unroll
+    for (int p = 0; p < LA; ++p) load_next();
+  }
+  // The staged items are visible; with TMA stages also the stage barriers thread 0 initialised
+  // (before its first copies), which no other thread waits on before this.
+  if (use_staged || UsesTma<E>::value) __syncthreads();
+  for (int gi = 0; gi < tile.group_count; ++gi) {
+    // From global memory, not staged: the compiler reloads its fields (read-only data) instead of
+    // keeping them in registers through the walks (staged in shared memory, the window kernel
+    // spilled 492 bytes).
+    const GroupD g = groups[tile.group_begin + gi];
+    // The rows' runs in this group.
+    int rs[E::ROWS][R], rst[E::ROWS][R], rc[E::ROWS][R];
+    int nr[E::ROWS];
+    const Item* tab = nullptr;
+    // Tabulated group: each row's runs [tb, te) in the table's runs at truns, looked up once here
+    // (per score, a row search and 64-bit divisions made global-strided's first pass take 739 us).
+    const int* truns = nullptr;
+    int tb[E::ROWS], te[E::ROWS];
+#pragma unroll
+    for (int h = 0; h < E::ROWS; ++h) nr[h] = tb[h] = te[h] = 0;
+    if (NOMASK) {
+    } else if (GKEYS && g.tabulated == 2) {
+      // Each row's prefix of the global keys (in tb: no run table here).
+      if (GROWS >= 0)
+#pragma unroll
+        for (int h = 0; h < E::ROWS; ++h) tb[h] = row[h] >= 0 ? table[GROWS + row[h]] : 0;
+    } else if (g.tabulated) {
+      tab = &items[group_items[g.item_begin]];
+      truns = table + tab->tab_runs;
+#pragma unroll
+      for (int h = 0; h < E::ROWS; ++h)
+        if (row[h] >= 0 && item_has_row(*tab, row[h])) {
+          const i64 m = (row[h] - tab->row_begin) / tab->row_stride;
+          tb[h] = table[tab->tab_row_ptr + m];
+          te[h] = table[tab->tab_row_ptr + m + 1];
+        }
+    } else {
+      // Staged: every item of the group, from shared memory. Otherwise the group's items are
+      // sorted by first row, pmax is the running max of their row ends: only items from the first
+      // whose running end passes my lowest row, up to my highest row. One loop body for both
+      // (generic addressing), so that the engines' register budgets see it once.
+      i64 imin = 0x7fffffffffffffffll, imax = -1;
+#pragma unroll
+      for (int h = 0; h < E::ROWS; ++h)
+        if (row[h] >= 0) { imin = row[h] < imin ? row[h] : imin; imax = row[h] > imax ? row[h] : imax; }
+      int lo = 0, hi = g.item_count;
+      while (!use_staged && lo < hi) {
+        const int mid = (lo + hi) >> 1;
+        if (group_pmax[g.item_begin + mid] > imin) hi = mid; else lo = mid + 1;
+      }
+      const Item* gstaged = staged + (g.item_begin - tile.item_begin);
+      for (int x = lo; x < g.item_count && (use_staged || group_rbeg[g.item_begin + x] <= imax); ++x) {
+        const Item it = use_staged ? gstaged[x] : items[group_items[g.item_begin + x]];
+#pragma unroll
+        for (int h = 0; h < E::ROWS; ++h) {
+          i64 st, cn;
+          if (item_run(it, row[h], st, cn)) {
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+              if (r == nr[h]) { rs[h][r] = (int)st; rst[h][r] = (int)it.stride; rc[h][r] = (int)cn; }
+            ++nr[h];
+          }
+        }
+      }
+    }
+    for (int wi = 0; wi < g.walk_count; ++wi) {
+      const WalkD w = walks[g.walk_begin + wi];
+      // Runs in walk units: [lo, hi) with every mod-th unit kept.
+      int lo[E::ROWS][R], hi[E::ROWS][R], md[E::ROWS][R];
+#pragma unroll
+      for (int h = 0; h < E::ROWS; ++h)
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          lo[h][r] = 0; hi[h][r] = 0; md[h][r] = 1;
+          if (!NOMASK && r < nr[h]) {
+            if (w.step > 1) {  // lattice walk: the run shares the walk's lattice
+              lo[h][r] = (rs[h][r] - w.base) / w.step;
+              hi[h][r] = lo[h][r] + rc[h][r];
+            } else {
+              lo[h][r] = rs[h][r] - w.base;
+              hi[h][r] = lo[h][r] + (rc[h][r] - 1) * rst[h][r] + 1;
+              md[h][r] = rst[h][r];
+            }
+            // Only keys of this walk: a run the plan covers by another walk may start past its end,
+            // inside the last tile's zero-filled padding (a 128-key tile's padding reaches further
+            // than a 64-key one's: bc=128 counted those zeros as kept keys).
+            hi[h][r] = min(hi[h][r], w.count);
+          }
+        }
+      // Modular masks (runs of stride > 1 walked with step 1) only where the plan says a row needs one.
+      const bool modular = w.modular != 0;
+      const int ntiles = (w.count + BC - 1) / BC;
+      for (int kt = 0; kt < ntiles; ++kt) {
+        const int buf = S > 1 ? computed % S : 0;
+        const int u0 = kt * BC;
+        if constexpr (UsesTma<E>::value) {
+          e.wait_stage(buf, (u32)(computed / S) & 1u, computed == 0);
+          load_next();
+        } else if (S > 1 && EarlyWait<E>::value) {
+          // This tile has landed (this thread's copies; the barrier below: all), then the next load.
+          cp_async_wait<LA - 1>();
+          if constexpr (HasLanded<E>::value) e.landed();
+          load_next();
+        } else if (S > 1) {
+          load_next();  // into the stage freed S - LA tiles ago (all threads are past it)
+          // This tile has landed (this thread's copies; the barrier below: all).
+          cp_async_wait<LA>();
+          if constexpr (HasLanded<E>::value) e.landed();
+        } else {
+          __syncthreads();
+          e.load(0, w, u0, GKEYS ? table : nullptr);
+        }
+        // Full key tiles come from the plan (every row keeps every key): no per-tile vote. The
+        // plan counts 64-key tiles; an engine tile of BC = 128 keys is full when both of its are.
+        constexpr int R64 = BC / 64;
+        const bool full = kt * R64 >= w.full_begin && (kt + 1) * R64 <= w.full_end;
+        (void)full;  // unused with NOMASK
+        if constexpr (!UsesTma<E>::value) __syncthreads();  // the stage is complete for every thread (landed, or stored when S == 1)
+        if constexpr (NOMASK) {
+          e.compute(buf, true, scale_log2, [](int, int) { return true; });
+        } else if (GKEYS && g.tabulated == 2) {  // global keys: every key of the walk, or the row's prefix
+          if (GROWS >= 0)
+            e.compute(buf, full, scale_log2, [&](int h, int c) { return w.base - GTAB + u0 + c < tb[h]; });
+          else
+            e.compute(buf, full, scale_log2, [&](int, int c) { return u0 + c < w.count; });
+        } else if (tab == nullptr && !modular) {
+          e.compute(buf, full, scale_log2, [&](int h, int c) {
+            const int u = u0 + c;
+            bool kp = false;
+#pragma unroll
+            for (int r = 0; r < R; ++r) kp = kp || (u >= lo[h][r] && u < hi[h][r]);
+            return kp;
+          });
+        } else if (tab == nullptr) {
+          e.compute(buf, full, scale_log2, [&](int h, int c) {
+            const int u = u0 + c;
+            bool kp = false;
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+              kp = kp || (u >= lo[h][r] && u < hi[h][r] && (md[h][r] == 1 || (u - lo[h][r]) % md[h][r] == 0));
+            return kp;
+          });
+        } else {
+          e.compute(buf, full, scale_log2, [&](int h, int c) {
+            const int u = u0 + c;
+            if (u >= w.count) return false;
+            const int j = w.base + u * w.step;  // keys and runs are int32 (plan: check_int32)
+            bool kp = false;
+            for (int r = tb[h]; r < te[h] && !kp; ++r) {
+              const int d = j - truns[3 * r], st = truns[3 * r + 1];
+              kp = d >= 0 && d <= (truns[3 * r + 2] - 1) * st && (st == 1 || d % st == 0);
+            }
+            return kp;
+          });
+        }
+        if (S > 1 && RefillBarrier<E>::value) __syncthreads();  // no thread still reads the stage the next load refills
+        ++computed;
+      }
+    }
+  }
+  if (NSLOTS > 0 && tile.split_slot >= 0) {
+    e.end_partial(bh, NSLOTS, tile.split_slot, ws + (i64)gridDim.y * SEQ * (HD + 2));
+  } else {
+    // The tile's rows are phase + PERIOD * m, m in [m_begin, m_end); every copy has landed.
+    if constexpr (StagedEnd<E>::value && LAST)
+      e.end_band((int)(tile.phase + (i64)PERIOD * tile.m_begin), PERIOD, (int)(tile.m_end - tile.m_begin), bh, o);
+    else
+      e.end(row, bh, LAST, o, ws);
+  }
+}

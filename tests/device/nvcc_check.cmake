@@ -1,0 +1,16 @@
+# cmake -DSPLATC=... -DNVCC=... -DPATTERN=... -DWORK=... -P nvcc_check.cmake: `splatc emit --target cuda`
+# for sm_90a, then nvcc compiles the .cu to PTX for sm_90a with no include path.
+file(REMOVE_RECURSE "${WORK}")
+execute_process(COMMAND "${SPLATC}" emit --target cuda --arch sm_90a -o "${WORK}" "${PATTERN}" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "splatc emit failed (${rc})")
+endif()
+file(GLOB cu "${WORK}/*.cu")
+execute_process(COMMAND "${NVCC}" -arch=sm_90a -ptx "${cu}" -o "${WORK}/nvcc.ptx" WORKING_DIRECTORY "${WORK}" RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "nvcc failed on ${cu} (${rc})")
+endif()
+file(READ "${WORK}/nvcc.ptx" ptx)
+if(NOT ptx MATCHES "\\.entry splat_fused_p0")
+  message(FATAL_ERROR "nvcc's PTX has no splat_fused_p0")
+endif()
