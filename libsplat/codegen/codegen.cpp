@@ -264,20 +264,37 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   mod.engine = wg ? "wgmma" : tf32_tc ? "mma.sync tf32" : x3 ? "mma.sync 3xtf32" : mod.tensor_cores ? "mma.sync" : "cuda cores";
   // Row tiles of 64 rows: 4 warps x 16 rows on tensor cores, 16 x 8 threads x 4 rows on CUDA cores
   // (128-row tiles measured slower: heavier global-row tiles, fewer blocks per SM).
-  mod.plan = make_plan(acsr, opt.tile, opt.tuning.global_keys != 0);
+  Structure structure = analyze_structure(acsr, opt.tile.br);
+  if (opt.tuning.global_keys == 0) structure.global_keys.clear();
+  mod.plan = make_plan(acsr, structure, opt.tile);
   // wgmma with two warpgroups per block (128-row tiles) where the tuning asks for it and no pass
   // splits tiles (split-KV state slots are laid out for 64-row tiles).
   int wgs = 1;
   if (wg && opt.tuning.wg_rows == 128 && opt.tile.br == 64) {
     TileShape t2 = opt.tile;
     t2.br = 128;
-    Plan p2 = make_plan(acsr, t2, opt.tuning.global_keys != 0);
+    Structure s2 = analyze_structure(acsr, t2.br);
+    if (opt.tuning.global_keys == 0) s2.global_keys.clear();
+    Plan p2 = make_plan(acsr, s2, t2);
     if (std::all_of(p2.passes.begin(), p2.passes.end(), [](const PlanPass& ps) { return ps.splits.empty(); })) {
       mod.plan = std::move(p2);
       wgs = 2;
     }
   }
   const Plan& plan = mod.plan;
+  // The structure's closed-form kernels (no global keys factored: analysis gives candidates only
+  // for unstructured ACSRs).
+  const Band* sband = std::get_if<Band>(&structure.kind);
+  const BandWithGlobals* sbg = std::get_if<BandWithGlobals>(&structure.kind);
+  const WindowLattice* swl = std::get_if<WindowLattice>(&structure.kind);
+  const bool has_band = sband || sbg, has_lattice = swl != nullptr;
+  const Band band_shape = sband ? *sband : sbg ? sbg->band : swl ? swl->window : Band{};
+  const int64_t band_globals = sbg ? sbg->globals : 0;
+  const Lattice lattice_shape = swl ? swl->lattice : Lattice{};
+  const PlanGlobalKeys no_gkeys;
+  const PlanGlobalKeys& gkeys = plan.global_keys ? *plan.global_keys : no_gkeys;
+  const int64_t global_period = gkeys.blocks ? gkeys.blocks->period : 0, global_width = gkeys.blocks ? gkeys.blocks->width : 0,
+                global_first = gkeys.blocks ? gkeys.blocks->first : 0;
   mod.nnz = plan.nnz;
   mod.table = plan.table;
   const bool fused_ok = mod.tensor_cores || (HD % 32 == 0 && HD <= 128);
@@ -333,7 +350,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     << "//\n// Fused kernel plan (" << (wg ? "tensor cores, sm_90a wgmma m64n64k16" + std::string(HD == 128 ? " (two per 64-key step of P.V)" : "") : tf32_tc ? "tensor cores, mma.sync m16n8k8 tf32" : x3 ? "tensor cores, fp32 as 3xTF32 (hi*hi + hi*lo + lo*hi), mma.sync m16n8k8" : mod.tensor_cores ? "tensor cores, mma.sync m16n8k16" : "CUDA cores, fp32 FMA")
     << ", fp32 accumulation and online softmax):\n";
   {
-    std::istringstream d(describe(plan));
+    std::istringstream d(describe(plan, structure.kind));
     std::string line;
     while (std::getline(d, line)) s << "//   " << line << "\n";
   }
@@ -343,10 +360,10 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     << "//   (const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table,\n"
         "//    const void* tmaps)\n\n";
   s << "#define SPLAT_SEQ " << p.seq_len << "\n#define SPLAT_KV " << p.kv_len << "\n#define SPLAT_HD " << HD << "\n";
-  if (plan.global_period > 0)  // global keys in blocks (Plan::global_period): WgmmaEngine::tma_load's 3D boxes
-    s << "#define SPLAT_GLAT_TAB " << plan.global_table << "\n#define SPLAT_GLAT_P " << plan.global_period
-      << "\n#define SPLAT_GLAT_C " << plan.global_width << "\n#define SPLAT_GLAT_T0 " << plan.global_first % plan.global_period
-      << "\n#define SPLAT_GLAT_B0 " << plan.global_first / plan.global_period << "\n";
+  if (global_period > 0)  // global keys in blocks (PlanGlobalKeys::blocks): WgmmaEngine::tma_load's 3D boxes
+    s << "#define SPLAT_GLAT_TAB " << gkeys.table << "\n#define SPLAT_GLAT_P " << global_period
+      << "\n#define SPLAT_GLAT_C " << global_width << "\n#define SPLAT_GLAT_T0 " << global_first % global_period
+      << "\n#define SPLAT_GLAT_B0 " << global_first / global_period << "\n";
   s << device_includes();
 
   // ---- pattern tables ----
@@ -379,7 +396,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   // 133 us in all.) The loop takes the band (the extra pass) first and emits both in the table
   // pass's kernel.
   const bool band_global =
-      opt.fused && wg && wgs == 1 && plan.has_band && plan.band.globals > 0 && plan.band.dilation == 1 &&
+      opt.fused && wg && wgs == 1 && has_band && band_globals > 0 && band_shape.dilation == 1 &&
       plan.passes.size() == 1 && plan.passes[0].period == 1 && opt.tuning.wg_band != 0 && opt.tuning.wg_tma != 0 &&
       opt.tuning.wg_refill_barrier <= 0 && p.batch * p.heads * p.kv_len < (int64_t{1} << 31) &&
       std::all_of(plan.passes[0].splits.begin(), plan.passes[0].splits.end(), [](const PlanSplit& sp) { return sp.m_begin < 64; });
@@ -387,8 +404,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   // stages: pass 0 (the window) as the band kernel handing its softmax state over, pass 1 (the
   // lattice) as lattice_pass, both without tables. (H200, strided-16k: the table kernels took 61
   // and 149 us for the two passes.)
-  const bool lattice_plan = opt.fused && wg && wgs == 1 && plan.has_lattice && plan.passes.size() == 2 &&
-                            plan.passes[0].period == 1 && plan.passes[1].period == plan.lattice.period &&
+  const bool lattice_plan = opt.fused && wg && wgs == 1 && has_lattice && plan.passes.size() == 2 &&
+                            plan.passes[0].period == 1 && plan.passes[1].period == lattice_shape.period &&
                             opt.tuning.wg_band != 0 && opt.tuning.wg_tma != 0 && opt.tuning.wg_refill_barrier <= 0 &&
                             p.batch * p.heads * p.kv_len < (int64_t{1} << 31);
   // Programmatic dependent launch (sm_90): an entry that only reads the previous one's output at its
@@ -527,7 +544,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
           for (const KeyWalk& w : g.walks) {
             if (w.count <= 0) continue;
             // Indexed walks (global keys) by TMA when they are blocks a 3D box can load.
-            walks_ok = walks_ok && (w.indexed ? plan.global_period > 0 : (w.step == 1 || w.step == 2));
+            walks_ok = walks_ok && (w.indexed ? global_period > 0 : (w.step == 1 || w.step == 2));
             step2 = step2 || w.step == 2;
           }
       // Key rows of the whole tensor: TMA coordinates are 32-bit.
@@ -541,8 +558,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     // Band patterns (Plan::band) on TMA stages: the table-free band kernel (band_pass), one row tile
     // per block in closed form (dilation 1 or 2: the tensor maps' two views).
     const bool band = gband || (lattice_plan && pi == 0) ||
-                      (wg && tu.tma && plan.has_band && plan.band.globals == 0 && plan.passes.size() == 1 &&
-                       pass.splits.empty() && (plan.band.dilation == 1 || plan.band.dilation == 2) &&
+                      (wg && tu.tma && has_band && band_globals == 0 && plan.passes.size() == 1 &&
+                       pass.splits.empty() && (band_shape.dilation == 1 || band_shape.dilation == 2) &&
                        opt.tuning.wg_band != 0);
     const bool lat = lattice_plan && pi == 1;  // lattice_pass
     // A third stage there (loads two key tiles ahead): 1.6% faster on window-16k, 6% on the causal
@@ -580,31 +597,31 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     // One-sided masks on a band's edge tiles (BandMask): by default for dilated bands only, where
     // they measured faster (H200: dilated-16k 93.4 -> 92.45 us; on, unit-step windows spilled and
     // ran 2-8% slower; off, they are unchanged).
-    const bool edge_masks = opt.tuning.band_edge_masks >= 0 ? opt.tuning.band_edge_masks != 0 : plan.band.dilation > 1;
+    const bool edge_masks = opt.tuning.band_edge_masks >= 0 ? opt.tuning.band_edge_masks != 0 : band_shape.dilation > 1;
     if (band) {
-      kd.grid_x = plan.band.dilation * plan.band.tiles_per_phase();
-      kd.role = "fused band kernel (" + std::to_string(plan.band.dilation) + " phase(s), no tables)";
+      kd.grid_x = band_shape.dilation * band_shape.tiles_per_phase();
+      kd.role = "fused band kernel (" + std::to_string(band_shape.dilation) + " phase(s), no tables)";
       mod.fused.back().grid_x = kd.grid_x;
       mod.fused.back().role = kd.role;
       if (lattice_plan)
         s << "\n// Pass 0, the window of a window plus a key lattice: the band kernel; row i keeps keys i + k, "
-          << plan.band.k_lo << " <= k <= " << plan.band.k_hi << ", within [0, " << p.seq_len
-          << ") (with the lattice: checked on every row of the ACSR); " << plan.band.tiles_per_phase()
+          << band_shape.k_lo << " <= k <= " << band_shape.k_hi << ", within [0, " << p.seq_len
+          << ") (with the lattice: checked on every row of the ACSR); " << band_shape.tiles_per_phase()
           << " row tiles, no tables. It hands its softmax state over (ws) to pass 1.\n";
       else if (gband)
-        s << "\n// Band kernel with global tokens: row i >= " << plan.band.globals << " keeps keys i + k, " << plan.band.k_lo
-          << " <= k <= " << plan.band.k_hi << ", within [0, " << p.seq_len << "), and the global keys [0, "
-          << plan.band.globals << "); rows [0, " << plan.band.globals
-          << ") keep every key (checked on every row of the ACSR). Row tiles 1.. of " << plan.band.tiles_per_phase()
+        s << "\n// Band kernel with global tokens: row i >= " << band_globals << " keeps keys i + k, " << band_shape.k_lo
+          << " <= k <= " << band_shape.k_hi << ", within [0, " << p.seq_len << "), and the global keys [0, "
+          << band_globals << "); rows [0, " << band_globals
+          << ") keep every key (checked on every row of the ACSR). Row tiles 1.. of " << band_shape.tiles_per_phase()
           << ": the band's key tiles, then one tile of the global keys outside the rows' windows; row tile 0 (the\n"
           << "// global rows) is the table pass's below, in the same kernel.\n";
       else
-        s << "\n// Band kernel: row i keeps keys i + " << plan.band.dilation << "*k, " << plan.band.k_lo << " <= k <= "
-          << plan.band.k_hi << ", within [0, " << p.seq_len << ") (checked on every row of the ACSR); "
-          << plan.band.dilation << " phase(s) of " << plan.band.tiles_per_phase()
+        s << "\n// Band kernel: row i keeps keys i + " << band_shape.dilation << "*k, " << band_shape.k_lo << " <= k <= "
+          << band_shape.k_hi << ", within [0, " << p.seq_len << ") (checked on every row of the ACSR); "
+          << band_shape.dilation << " phase(s) of " << band_shape.tiles_per_phase()
           << " row tiles, no tables.\n";
     } else if (lat) {
-      const Lattice& L = plan.lattice;
+      const Lattice& L = lattice_shape;
       kd.grid_x = L.period * L.tiles_per_phase();
       kd.role = "fused lattice kernel (" + std::to_string(L.period) + " phases, no tables)";
       kd.programmatic = pdl;
@@ -656,8 +673,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       << "\n";
     // The band kernel's call: extra = its globals, B0 and BX (band with globals), or none.
     const auto band_pass_call = [&](const std::string& extra) {
-      return "band_pass<" + engine + ", " + T + ", SPLAT_SEQ, SPLAT_HD, " + std::to_string(plan.band.dilation) + ", " +
-             std::to_string(plan.band.k_lo) + ", " + std::to_string(plan.band.k_hi) +
+      return "band_pass<" + engine + ", " + T + ", SPLAT_SEQ, SPLAT_HD, " + std::to_string(band_shape.dilation) + ", " +
+             std::to_string(band_shape.k_lo) + ", " + std::to_string(band_shape.k_hi) +
              (opt.tuning.wg_deferred_pv != 0 ? ", true" : ", false") + ", " + (edge_masks ? "true" : "false") + extra +
              ">(" + f32_literal(scale_log2) + ", static_cast<const " + T + "*>(q), static_cast<const " + T +
              "*>(k), static_cast<const " + T + "*>(v), static_cast<" + T + "*>(o), ws, tmaps" +
@@ -668,7 +685,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
       mod.fused.pop_back();
       band_grid = kd.grid_x;
       band_smem = kd.smem_dynamic;
-      band_call = band_pass_call(", " + std::to_string(plan.band.globals) + ", " + std::to_string(head.tiles.size()) +
+      band_call = band_pass_call(", " + std::to_string(band_globals) + ", " + std::to_string(head.tiles.size()) +
                                  ", " + std::to_string(band_grid));
       continue;
     }
@@ -706,15 +723,15 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     if (band)
       s << "  (void)table;\n  " << band_pass_call(lattice_plan ? ", 0, 0, 0, false" : "") << "}\n";
     else if (lat)
-      s << "  (void)table;\n  lattice_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << plan.lattice.period
-        << ", " << plan.lattice.hole_lo << ", " << plan.lattice.hole_hi << (opt.tuning.wg_deferred_pv != 0 ? ", true" : ", false")
+      s << "  (void)table;\n  lattice_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << lattice_shape.period
+        << ", " << lattice_shape.hole_lo << ", " << lattice_shape.hole_hi << (opt.tuning.wg_deferred_pv != 0 ? ", true" : ", false")
         << (pdl ? ", true" : ", false") << ">(" << f32_literal(scale_log2) << ", static_cast<const " << T << "*>(q), static_cast<const " << T
         << "*>(k), static_cast<const " << T << "*>(v), static_cast<" << T << "*>(o), ws, tmaps);\n}\n";
     else
       s << "  fused_pass<" << engine << ", " << T << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << (nomask ? 1 : pass.max_runs) << ", "
       << pass.slots << ", " << (first ? "true" : "false") << ", " << (last ? "true" : "false") << ", " << (nomask ? "true" : "false")
-      << (pi == 0 && plan.global_count > 0
-              ? ", " + std::to_string(plan.global_table) + (plan.global_rows >= 0 ? ", " + std::to_string(plan.global_rows) : "")
+      << (pi == 0 && gkeys.count > 0
+              ? ", " + std::to_string(gkeys.table) + (gkeys.prefix_table >= 0 ? ", " + std::to_string(gkeys.prefix_table) : "")
               : std::string())
       << ">(kItems, kTiles" << pi << ", kGroups"
       << pi << ", kWalks" << pi << ", kGroupItems" << pi << ", kGroupRowBegin" << pi << ", kGroupRowEndMax" << pi
@@ -745,7 +762,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     int64_t first_block = 0, nruns = 0, nseg = 0, npitems = 0;
     // With global keys factored out, the plan's items describe the rows without them: the
     // pipeline's tabulated segments then get their own items and table words.
-    const bool own_items = plan.global_count > 0;
+    const bool own_items = gkeys.count > 0;
     for (size_t si = 0; si < acsr.segments.size(); ++si) {
       const Segment& sg = acsr.segments[si];
       if (sg.rows() == 0) continue;
@@ -807,8 +824,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
     }
   }
   if (any_tma)
-    mod.tensor_maps = make_tensor_maps(p, lattice_plan ? plan.lattice.period : plan.global_period,
-                                       lattice_plan ? 1 : plan.global_width);
+    mod.tensor_maps = make_tensor_maps(p, lattice_plan ? lattice_shape.period : global_period,
+                                       lattice_plan ? 1 : global_width);
   mod.source = s.str();
   return mod;
 }

@@ -16,15 +16,15 @@ bool in_run(const Run& r, int64_t j) {
 // Calls key_tile(tile, rows, keys, kept) for every key tile of BC keys in the kernel's order
 // (pass, tile, group, walk, key tile), end(tile, rows, pass) after each row tile and
 // pass_end(pass) after each pass.
-// band: the band kernel's walk instead (band_pass): blocks phase by phase, key tiles from
+// kernels a Band: the band kernel's walk instead (band_pass): blocks phase by phase, key tiles from
 // band_tile, rows masked to their band (one pass). A band with globals: first the plan's tiles of
 // the first row tile (tables, split-KV), then the band from row tile 1 on, each row tile's band
 // key tiles followed by its key tile of global keys outside the rows' windows (band_global_tile).
-// A window plus a lattice (Plan::lattice): the window's band walk, then the lattice walk
+// A window plus a lattice (WindowLattice): the window's band walk, then the lattice walk
 // (lattice_pass): phase by phase, every key tile of the phase for each row tile, masked at the
 // rows' holes, on a fresh state (its tiles name split slot 0) merged with the window's at the end.
 template <class KeyTile, class End, class PassEnd>
-void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& pass_end) {
+void walk(const Plan& plan, const StructureKind& kernels, KeyTile&& key_tile, End&& end, PassEnd&& pass_end) {
   const int br = plan.shape.br, bc = plan.shape.bc;
   std::vector<int64_t> keys(static_cast<size_t>(bc));
   std::vector<char> kept(static_cast<size_t>(br) * static_cast<size_t>(bc));
@@ -62,10 +62,11 @@ void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& 
     }
     end(tile, rows, p);
   };
-  if (band) {
-    if (!plan.has_band && !plan.has_lattice) throw std::invalid_argument("cpu model: the plan has no band");
+  if (!std::holds_alternative<Unstructured>(kernels)) {
     if (br != 64 || bc != 64) throw std::invalid_argument("cpu model: the band walk has 64x64 tiles");
-    const Band& b = plan.band;
+    const BandWithGlobals* bg = std::get_if<BandWithGlobals>(&kernels);
+    const WindowLattice* wl = std::get_if<WindowLattice>(&kernels);
+    const Band& b = bg ? bg->band : wl ? wl->window : std::get<Band>(kernels);
     const PlanTile none;
     std::vector<int64_t> rows(64);
     // Key tile kt (keys u0 + c of phase ph: ph + step * u, u < n) of row tile t, kept(m, u) for row
@@ -90,14 +91,14 @@ void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& 
       }
       key_tile(tile, rows, keys, kept);
     };
-    if (b.globals > 0) {
+    if (bg) {
       if (plan.passes.size() != 1) throw std::invalid_argument("cpu model: a band with globals has one pass");
       for (const PlanTile& tile : plan.passes[0].tiles)
         if (tile.m_begin < 64) table_tile(plan.passes[0], tile, 0);
     }
     for (int64_t ph = 0; ph < b.dilation; ++ph)
       for (int64_t t = 0; t < b.tiles_per_phase(); ++t) {
-        if (band_head_tile(b, t)) continue;
+        if (bg && band_head_tile(*bg, t)) continue;
         const BandTile bt = band_tile(b, t);
         for (int r = 0; r < 64; ++r) {
           const int64_t m = 64 * t + r;
@@ -107,21 +108,21 @@ void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& 
           phase_tile(none, "band", ph, b.dilation, b.rows, t, kt, bt.u_start + 64 * kt,
                      kt >= bt.full_begin && kt < bt.full_end,
                      [&](int64_t m, int64_t u) { return u - m >= b.k_lo && u - m <= b.k_hi; });
-        if (band_global_tile(b, t)) {
+        if (bg && band_global_tile(*bg, t)) {
           // Keys [0, 64) (one TMA box), each row keeping the global keys outside its window.
           for (int c = 0; c < 64; ++c) keys[static_cast<size_t>(c)] = c < b.rows ? c : -1;
           for (int r = 0; r < 64; ++r) {
             const int64_t m = 64 * t + r;
             for (int c = 0; c < 64; ++c)
               kept[static_cast<size_t>(r) * 64 + static_cast<size_t>(c)] =
-                  m < b.rows && c < b.globals && (c < m + b.k_lo || c > m + b.k_hi);
+                  m < b.rows && c < bg->globals && (c < m + b.k_lo || c > m + b.k_hi);
           }
           key_tile(none, rows, keys, kept);
         }
         end(none, rows, 0);
       }
-    if (plan.has_lattice) {
-      const Lattice& L = plan.lattice;
+    if (wl) {
+      const Lattice& L = wl->lattice;
       PlanTile lat;
       lat.split_slot = 0;
       for (int64_t ph = 0; ph < L.period; ++ph)
@@ -149,7 +150,7 @@ void walk(const Plan& plan, bool band, KeyTile&& key_tile, End&& end, PassEnd&& 
 
 std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scale, const std::vector<double>& q,
                                         const std::vector<double>& k, const std::vector<double>& v, double headroom,
-                                        bool checked_sums, bool band) {
+                                        bool checked_sums, const StructureKind& kernels) {
   const size_t L = static_cast<size_t>(plan.seq_len), D = static_cast<size_t>(d);
   const int br = plan.shape.br, bc = plan.shape.bc;
   const double ninf = -std::numeric_limits<double>::infinity();
@@ -176,11 +177,13 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
     }
     return st;
   };
-  const bool band_tables = band && plan.band.globals > 0;  // the first row tile's split chunks
+  const bool band = !std::holds_alternative<Unstructured>(kernels);
+  const bool band_tables = std::holds_alternative<BandWithGlobals>(kernels);  // the first row tile's split chunks
+  const bool lattice = std::holds_alternative<WindowLattice>(kernels);
   if (!plan.passes.empty() && (!band || band_tables)) slots.resize(static_cast<size_t>(plan.passes[0].slots));
-  if (band && plan.has_lattice) slots.resize(1);  // the lattice's own state
+  if (lattice) slots.resize(1);  // the lattice's own state
   walk(
-      plan, band,
+      plan, kernels,
       [&](const PlanTile& tile, const std::vector<int64_t>& rows, const std::vector<int64_t>& keys,
           const std::vector<char>& kept) {
         State& st = tile.split_slot >= 0 ? slot_state(tile) : main;
@@ -231,7 +234,7 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
       [&](const PlanTile&, const std::vector<int64_t>&, size_t) {},
       [&](size_t p) {
         if (band && !band_tables) {
-          if (plan.has_lattice && !slots[0].m.empty()) {
+          if (lattice && !slots[0].m.empty()) {
             // lattice_pass's end (WgmmaEngine::merge_state): its state merged with the window's.
             const State& st = slots[0];
             for (size_t ri = 0; ri < L; ++ri) {
@@ -278,11 +281,11 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
   return o;
 }
 
-std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, bool band) {
+std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, const StructureKind& kernels) {
   std::vector<std::vector<int64_t>> visits(static_cast<size_t>(plan.seq_len));
   const int br = plan.shape.br, bc = plan.shape.bc;
   walk(
-      plan, band,
+      plan, kernels,
       [&](const PlanTile&, const std::vector<int64_t>& rows, const std::vector<int64_t>& keys,
           const std::vector<char>& kept) {
         for (int r = 0; r < br; ++r)

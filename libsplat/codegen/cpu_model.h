@@ -15,17 +15,18 @@ namespace splat {
 // 8 in log2 is 8 ln 2): a row's exponent reference moves only when a key tile's max exceeds it by
 // more than headroom, and every exponentiated score must stay <= e^headroom (checked: throws
 // std::logic_error). The kernels decide per warp (16 rows), which only moves more references.
-// band: walk as the band kernel does (plan.has_band; WgmmaEngine with TMA stages) instead of the
-// plan's passes, or (plan.has_lattice) as the band kernel and then lattice_pass do.
+// kernels: the structure (analysis/structure.h) whose closed-form kernels to walk instead of the
+// plan's passes: a Band as band_pass does; a BandWithGlobals as the plan's tiles of the first row
+// tile, then band_pass; a WindowLattice as band_pass and then lattice_pass; Unstructured: the plan.
 // checked_sums models the wgmma engine's checked row sums (WgmmaEngine, CHK): the reference stays
 // while each thread's share of the row's exponentials (16 of 64 keys) sums to <= e^headroom, and
 // otherwise moves to the row max.
 std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scale,
                                         const std::vector<double>& q, const std::vector<double>& k,
                                         const std::vector<double>& v, double headroom = 0.0,
-                                        bool checked_sums = false, bool band = false);
+                                        bool checked_sums = false, const StructureKind& kernels = Unstructured{});
 
 // The per-row kept keys the plan visits, in visiting order (for coverage tests).
-std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, bool band = false);
+std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, const StructureKind& kernels = Unstructured{});
 
 }  // namespace splat

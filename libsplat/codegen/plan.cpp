@@ -312,8 +312,9 @@ std::vector<Run> tab_row_runs(const Plan& plan, const PlanItem& it, int64_t i) {
 }
 
 int64_t global_prefix(const Plan& plan, int64_t i) {
-  if (plan.global_count == 0 || i < 0) return 0;
-  return plan.global_rows < 0 ? plan.global_count : plan.table.at(static_cast<size_t>(plan.global_rows + i));
+  if (!plan.global_keys || i < 0) return 0;
+  const PlanGlobalKeys& g = *plan.global_keys;
+  return g.prefix_table < 0 ? g.count : plan.table.at(static_cast<size_t>(g.prefix_table + i));
 }
 
 int64_t walk_key(const Plan& plan, const KeyWalk& w, int64_t u) {
@@ -324,9 +325,9 @@ std::vector<Run> group_row_runs(const Plan& plan, const PlanGroup& g, int64_t i)
   std::vector<Run> out;
   if (i < 0) return out;
   if (g.all_rows) {
-    if (plan.global_rows < 0) return plan.globals;
-    std::vector<int64_t> keys(plan.table.begin() + plan.global_table,
-                              plan.table.begin() + plan.global_table + global_prefix(plan, i));
+    const PlanGlobalKeys& gk = *plan.global_keys;
+    if (gk.prefix_table < 0) return gk.runs;
+    std::vector<int64_t> keys(plan.table.begin() + gk.table, plan.table.begin() + gk.table + global_prefix(plan, i));
     runs_from_points(keys, out);
     return out;
   }
@@ -371,7 +372,7 @@ void mark_full_tiles(const Plan& plan, const PlanPass& pass, PlanTile& tile) {
       for (int64_t i : rows)
         if (i >= 0) lo = std::min(lo, global_prefix(plan, i));
       for (KeyWalk& w : g.walks) {
-        const int64_t u0 = w.base - plan.global_table;  // a split chunk's first key
+        const int64_t u0 = w.base - plan.global_keys->table;  // a split chunk's first key
         w.modular = false;
         w.full_begin = 0;
         w.full_end = std::clamp<int64_t>((lo - u0) / bc, 0, w.count / bc);
@@ -416,13 +417,6 @@ bool pass_unmasked(const PlanPass& pass, int64_t bc) {
 
 namespace {
 
-// Global keys of a pattern: sorted keys of which every row keeps a prefix (prefix[i] keys; empty:
-// every row keeps all of them).
-struct GlobalKeys {
-  std::vector<int64_t> keys;
-  std::vector<int32_t> prefix;
-};
-
 // The plan of an ACSR; with global keys (acsr's rows are the pattern's without them), one more
 // group in every tile of the first pass walks them from the table.
 Plan build_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys* gkeys) {
@@ -439,14 +433,16 @@ Plan build_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys* gkey
       append_table_rows(acsr.segments[static_cast<size_t>(it.segment)], plan.table, it.tab_row_ptr, it.tab_runs);
   }
   if (gkeys) {
-    plan.global_table = static_cast<int64_t>(plan.table.size());
-    plan.global_count = static_cast<int64_t>(gkeys->keys.size());
+    PlanGlobalKeys& g = plan.global_keys.emplace();
+    g.table = static_cast<int64_t>(plan.table.size());
+    g.count = static_cast<int64_t>(gkeys->keys.size());
     for (int64_t j : gkeys->keys) plan.table.push_back(static_cast<int32_t>(j));  // j < kv_len (int32)
     if (!gkeys->prefix.empty()) {
-      plan.global_rows = static_cast<int64_t>(plan.table.size());
+      g.prefix_table = static_cast<int64_t>(plan.table.size());
       plan.table.insert(plan.table.end(), gkeys->prefix.begin(), gkeys->prefix.end());
     }
-    runs_from_points(gkeys->keys, plan.globals);
+    runs_from_points(gkeys->keys, g.runs);
+    g.blocks = gkeys->blocks;
   }
   // Passes: one per distinct period; too many periods fall back to one natural-order pass.
   std::vector<int64_t> periods;
@@ -534,7 +530,7 @@ Plan build_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys* gkey
           PlanGroup g;
           g.all_rows = true;
           KeyWalk w;
-          w.base = plan.global_table;
+          w.base = plan.global_keys->table;
           w.count = gcount;
           w.indexed = true;
           g.walks.push_back(w);
@@ -556,143 +552,12 @@ Plan build_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys* gkey
   }
   check_int32(static_cast<int64_t>(plan.table.size()), "table size");
   plan.nnz = acsr.nnz();
-  if (gkeys) return plan;  // the band kernels know nothing of global keys
-  plan.has_band = find_band(acsr, plan.band) || find_band_global(acsr, plan.band);
-  if (!plan.has_band) {
-    Band b;
-    Lattice lat;
-    if (find_band_lattice(acsr, b, lat)) {
-      plan.has_lattice = true;
-      plan.band = b;
-      plan.lattice = lat;
-    }
-  }
   return plan;
 }
 
-// How many rows keep each key: difference arrays per run stride (the first 8 strides met), the
-// points of runs of other strides one by one. Empty when those points exceed 2^26.
-std::vector<int64_t> key_counts(const Acsr& acsr) {
-  const size_t kv = static_cast<size_t>(acsr.kv_len);
-  std::map<int64_t, std::vector<int64_t>> diff;  // stride -> difference array (step stride)
-  std::vector<int64_t> count(kv, 0);
-  int64_t points = 0;
-  for (int64_t i = 0; i < acsr.seq_len; ++i)
-    for (const Run& r : acsr.row(i)) {
-      const int64_t st = r.count > 1 ? r.stride : 1;
-      auto it = diff.find(st);
-      if (it == diff.end() && diff.size() < 8) it = diff.emplace(st, std::vector<int64_t>(kv + static_cast<size_t>(st), 0)).first;
-      if (it == diff.end()) {
-        if ((points += r.count) > (int64_t{1} << 26)) return {};
-        for (int64_t k = 0; k < r.count; ++k) ++count[static_cast<size_t>(r.start + k * st)];
-        continue;
-      }
-      it->second[static_cast<size_t>(r.start)] += 1;
-      it->second[static_cast<size_t>(r.start + r.count * st)] -= 1;
-    }
-  for (auto& [st, d] : diff)
-    for (size_t j = 0; j < kv; ++j) {
-      if (j >= static_cast<size_t>(st)) d[j] += d[j - static_cast<size_t>(st)];
-      count[j] += d[j];
-    }
-  return count;
-}
-
-// A sorted key set with, per run stride s of the ACSR, the number of its keys on each lattice up
-// to j (j, j - s, ...) and the last of them: a run's keys of the set counted in O(1).
-struct KeyLattices {
-  std::map<int64_t, std::pair<std::vector<int32_t>, std::vector<int32_t>>> by_stride;  // stride -> (count, last)
-  KeyLattices(const Acsr& acsr, const std::vector<int64_t>& keys) {
-    const size_t kv = static_cast<size_t>(acsr.kv_len);
-    std::vector<char> in(kv, 0);
-    for (int64_t j : keys) in[static_cast<size_t>(j)] = 1;
-    std::vector<int64_t> strides = {1};
-    for (const Segment& sg : acsr.segments) {
-      for (const AffineRun& a : sg.runs) strides.push_back(a.stride);
-      for (const Run& r : sg.table) strides.push_back(r.stride);
-    }
-    std::sort(strides.begin(), strides.end());
-    strides.erase(std::unique(strides.begin(), strides.end()), strides.end());
-    for (int64_t st : strides) {
-      auto& [cnt, last] = by_stride[st];
-      cnt.assign(kv, 0);
-      last.assign(kv, -1);
-      const size_t s = static_cast<size_t>(st);
-      for (size_t j = 0; j < kv; ++j) {
-        cnt[j] = (in[j] ? 1 : 0) + (j >= s ? cnt[j - s] : 0);
-        last[j] = in[j] ? static_cast<int32_t>(j) : j >= s ? last[j - s] : -1;
-      }
-    }
-  }
-  const std::pair<std::vector<int32_t>, std::vector<int32_t>>& of(const Run& r) const {
-    return by_stride.at(r.count > 1 ? r.stride : 1);
-  }
-  // Keys of the set in run r, and the last of them (-1 if none).
-  std::pair<int64_t, int64_t> in_run(const Run& r) const {
-    const auto& [cnt, last] = of(r);
-    const int64_t st = r.count > 1 ? r.stride : 1, e = r.start + (r.count - 1) * st;
-    const int64_t n = cnt[static_cast<size_t>(e)] - (r.start >= st ? cnt[static_cast<size_t>(r.start - st)] : 0);
-    return {n, n > 0 ? last[static_cast<size_t>(e)] : -1};
-  }
-};
-
-// Whether every row keeps a prefix of the keys (sorted); the prefix lengths in out.
-bool prefix_rows(const Acsr& acsr, const KeyLattices& kl, const std::vector<int64_t>& keys, std::vector<int32_t>& out) {
-  out.assign(static_cast<size_t>(acsr.seq_len), 0);
-  for (int64_t i = 0; i < acsr.seq_len; ++i) {
-    int64_t n = 0, top = -1;
-    for (const Run& r : acsr.row(i)) {
-      const auto [c, t] = kl.in_run(r);
-      n += c;
-      top = std::max(top, t);
-    }
-    // The kept global keys are a prefix exactly when the last of them is the n-th key.
-    if (n > 0 && keys[static_cast<size_t>(n - 1)] != top) return false;
-    out[static_cast<size_t>(i)] = static_cast<int32_t>(n);
-  }
-  return true;
-}
-
-// The complement of the sorted keys within [lo, hi], as unit runs.
-void complement_in(const std::vector<int64_t>& keys, int64_t lo, int64_t hi, std::vector<Run>& out) {
-  out.clear();
-  int64_t at = lo;
-  for (auto it = std::lower_bound(keys.begin(), keys.end(), lo); it != keys.end() && *it <= hi; ++it) {
-    if (*it > at) out.push_back({at, 1, *it - at});
-    at = *it + 1;
-  }
-  if (at <= hi) out.push_back({at, 1, hi - at + 1});
-}
-
-// The plan with global keys factored out of the ACSR's rows.
-Plan factored_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys& gk, const KeyLattices& kl) {
-  // Each row without the global keys: intersected with their complement (rows.h: canonical runs,
-  // lattices stay lattices). Where that complement has many pieces (fixed at 131k keys: 8k, 100 s
-  // in all), only the runs holding global keys are intersected with the complement over their
-  // own span, and the pieces joined (the same keys; the runs may be cut differently).
-  std::vector<Run> buf, comp, all;
-  const bool few = gk.keys.size() <= 256;
-  if (few) complement_in(gk.keys, 0, acsr.kv_len - 1, all);
-  const RowSource rows = [&](int64_t i) -> const std::vector<Run>& {
-    buf.clear();
-    const std::vector<Run> row = acsr.row(i);
-    if (few) {
-      runs_intersect(row, all, buf);
-      return buf;
-    }
-    std::vector<Run> cut;
-    for (const Run& r : row) {
-      const int64_t n = kl.in_run(r).first;
-      if (n == 0) buf.push_back(r);
-      if (n == 0 || n == r.count) continue;
-      complement_in(gk.keys, r.start, r.start + (r.count - 1) * r.stride, comp);
-      runs_intersect({r}, comp, cut);
-      buf.insert(buf.end(), cut.begin(), cut.end());
-    }
-    runs_join(buf);  // pieces of different runs that continue each other
-    return buf;
-  };
-  Plan plan = build_plan(analyze_rows(acsr.seq_len, acsr.kv_len, rows), shape, &gk);
+// The plan with the global keys gk factored out of the ACSR's rows.
+Plan factored_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys& gk) {
+  Plan plan = build_plan(gk.rest, shape, &gk);
   plan.nnz = acsr.nnz();
   return plan;
 }
@@ -705,129 +570,19 @@ int most_runs(const Plan& x) {
 
 }  // namespace
 
-Plan make_plan(const Acsr& acsr, const TileShape& shape, bool global_keys) {
+Plan make_plan(const Acsr& acsr, const Structure& structure, const TileShape& shape) {
   if ((shape.br != 64 && shape.br != 128) || shape.bc != 64) throw std::invalid_argument("tile shape must be 64x64 or 128x64");
-  Plan plan = build_plan(acsr, shape, nullptr);
-  if (!global_keys) return plan;
-  // Band kernels (table-free) stay. Global keys in one interval are walked as well by each tile
-  // (TMA stages on sm_90a: unit-step walks); scattered ones (the `fixed` pattern's 8 of every 128
-  // keys) cost each row a run per piece or lattice and each tile a walk per lattice.
-  if (plan.has_band || plan.has_lattice || acsr.seq_len < 2) return plan;
-  auto scattered = [](const std::vector<int64_t>& k) {
-    return !k.empty() && k.back() - k.front() + 1 != static_cast<int64_t>(k.size());
-  };
-  // Candidates: the keys every row keeps; the keys more than two row tiles keep, where each row
-  // keeps a prefix of them (causal `fixed`: row i keeps the summary columns before it).
-  const std::vector<int64_t> count = key_counts(acsr);
-  std::vector<GlobalKeys> cands;
-  GlobalKeys common, popular;
-  for (size_t j = 0; j < count.size(); ++j) {
-    if (count[j] == acsr.seq_len) common.keys.push_back(static_cast<int64_t>(j));
-    if (count[j] > 2 * int64_t{shape.br}) popular.keys.push_back(static_cast<int64_t>(j));
-  }
-  if (scattered(common.keys)) cands.push_back(std::move(common));
-  if (scattered(popular.keys) && (cands.empty() || popular.keys != cands[0].keys) &&
-      prefix_rows(acsr, KeyLattices(acsr, popular.keys), popular.keys, popular.prefix)) {
-    if (std::all_of(popular.prefix.begin(), popular.prefix.end(),
-                    [&](int32_t n) { return n == static_cast<int32_t>(popular.keys.size()); }))
-      popular.prefix.clear();
-    cands.push_back(std::move(popular));
-  }
+  Plan best = build_plan(acsr, shape, nullptr);
   // Kept where it visits a fifth fewer keys, or no more keys (5% slack) with at most half the runs
   // per row (fixed-16k: 8 -> 1). A walk of a few global keys costs each row tile a key tile, an
   // indexed load and a mask: H200, a window 200/200 with 2 global tokens (tests/gpu/window-d96-*,
   // 5% fewer keys, 3 -> 2 runs) ran 13-20% slower factored.
-  Plan best = std::move(plan);
-  for (const GlobalKeys& gk : cands) {
-    Plan f = factored_plan(acsr, shape, gk, KeyLattices(acsr, gk.keys));
+  for (const GlobalKeys& gk : structure.global_keys) {
+    Plan f = factored_plan(acsr, shape, gk);
     const bool fewer_runs = 2 * most_runs(f) <= most_runs(best) && f.key_slots * 20 <= best.key_slots * 21;
     if (fewer_runs || f.key_slots * 5 <= best.key_slots * 4) best = std::move(f);
   }
-  if (best.global_count > 0) {
-    // Blocks of c keys every P keys: c from the first block, P from the first two.
-    const auto key = [&](int64_t u) { return static_cast<int64_t>(best.table[static_cast<size_t>(best.global_table + u)]); };
-    int64_t c = 1;
-    while (c < best.global_count && key(c) == key(0) + c) ++c;
-    const int64_t P = c < best.global_count ? key(c) - key(0) : 0, g0 = key(0);
-    bool ok = P > c && 64 % c == 0 && acsr.kv_len % P == 0 && g0 % P + c <= P;
-    for (int64_t u = 0; ok && u < best.global_count; ++u) ok = key(u) == g0 + P * (u / c) + u % c;
-    if (ok) {
-      best.global_first = g0;
-      best.global_period = P;
-      best.global_width = c;
-    }
-  }
   return best;
-}
-
-namespace {
-int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0); }
-}  // namespace
-
-bool find_band_lattice(const Acsr& acsr, Band& band, Lattice& lattice) {
-  const int64_t L = acsr.seq_len;
-  if (L < 4 || acsr.kv_len != L) return false;
-  // The candidate from the middle row: its run holding key i is the window (unit step), its other
-  // runs' stride the period; then every row is checked against it.
-  const int64_t mid = L / 2;
-  int64_t k_lo = 1, k_hi = 0, P = 0;
-  for (const Run& r : acsr.row(mid)) {
-    if (r.count <= 0) continue;
-    const int64_t last = r.start + (r.count - 1) * r.stride;
-    if (r.start <= mid && mid <= last) {
-      if (r.count > 1 && r.stride != 1) return false;
-      k_lo = r.start - mid;
-      k_hi = last - mid;
-    } else if (r.count > 1) {
-      if (P != 0 && r.stride != P) return false;
-      P = r.stride;
-    }
-  }
-  if (k_hi < k_lo || P < 2 || L % P != 0) return false;
-  // A lattice key joined to the window's run at either end: the union is the same with it on the
-  // lattice (the window's pass is then no wider than the rows' own window).
-  if (k_lo < 0 && k_lo % P == 0) ++k_lo;
-  if (k_hi > 0 && k_hi % P == 0) --k_hi;
-  Lattice lat;
-  lat.period = P;
-  lat.rows = L / P;
-  lat.hole_lo = -floor_div(-k_lo, P);  // ceil(k_lo / P)
-  lat.hole_hi = floor_div(k_hi, P);
-  const int64_t M = lat.rows;
-  for (int64_t i = 0; i < L; ++i) {
-    const int64_t c = i % P, m = i / P;
-    const int64_t wlo = std::max<int64_t>(0, i + k_lo), whi = std::min(L - 1, i + k_hi);
-    const int64_t hlo = std::max<int64_t>(0, m + lat.hole_lo), hhi = std::min(M - 1, m + lat.hole_hi);
-    // The window W and the lattice outside it are disjoint (the lattice points inside W are the
-    // hole's), so disjoint runs whose points lie in W or in the phase's lattice, with their total
-    // count, are exactly both. A run may reach past W (the analysis can join an adjacent lattice
-    // key to the window's run): its points outside W must be lattice points.
-    const int64_t expect = (whi - wlo + 1) + M - std::max<int64_t>(0, hhi - hlo + 1);
-    int64_t total = 0;
-    const auto on_lattice = [&](int64_t a, int64_t st, int64_t j0, int64_t j1) {  // points j in [j0, j1)
-      if (j1 <= j0) return true;
-      const int64_t x = a + st * j0;
-      return (x - c) % P == 0 && (j1 - j0 == 1 || st % P == 0);
-    };
-    for (const Run& r : acsr.row(i)) {
-      if (r.count <= 0) continue;
-      if (r.stride <= 0) return false;
-      total += r.count;
-      // Points j in [ja, jb] lie in W (contiguous: the points increase).
-      const int64_t ja = std::min(r.count, r.start >= wlo ? 0 : (wlo - r.start + r.stride - 1) / r.stride);
-      const int64_t jb = r.start > whi ? -1 : std::min(r.count - 1, (whi - r.start) / r.stride);
-      if (!on_lattice(r.start, r.stride, 0, ja) || !on_lattice(r.start, r.stride, std::max(jb + 1, ja), r.count))
-        return false;
-    }
-    if (total != expect) return false;
-  }
-  band = Band{};
-  band.dilation = 1;
-  band.k_lo = k_lo;
-  band.k_hi = k_hi;
-  band.rows = L;
-  lattice = lat;
-  return true;
 }
 
 bool lattice_tile_full(const Lattice& lat, int64_t t, int64_t k) {
@@ -837,72 +592,11 @@ bool lattice_tile_full(const Lattice& lat, int64_t t, int64_t k) {
   return lat.hole_lo > lat.hole_hi || u0 - m_last > lat.hole_hi || u0 + 63 - m_first < lat.hole_lo;
 }
 
-bool band_global_tile(const Band& band, int64_t t) {
-  if (band.globals <= 0) return false;
+bool band_global_tile(const BandWithGlobals& bg, int64_t t) {
+  const Band& band = bg.band;
   const int64_t m_first = 64 * t, m_last = std::min(64 * t + 63, band.rows - 1);
   // Some row m of the tile and global key j < globals with j < m + k_lo or j > m + k_hi.
-  return m_last + band.k_lo > 0 || band.globals - 1 > m_first + band.k_hi;
-}
-
-bool find_band_global(const Acsr& acsr, Band& out) {
-  const int64_t L = acsr.seq_len;
-  if (L <= 1 || acsr.kv_len != L) return false;
-  // Each row's keys as sorted disjoint intervals (unit-stride runs only).
-  auto intervals = [&](int64_t i, std::vector<std::pair<int64_t, int64_t>>& iv) {
-    iv.clear();
-    for (const Run& r : acsr.row(i)) {
-      if (r.count <= 0) continue;
-      if (r.count > 1 && r.stride != 1) return false;
-      iv.emplace_back(r.start, r.start + r.count - 1);
-    }
-    std::sort(iv.begin(), iv.end());
-    std::vector<std::pair<int64_t, int64_t>> merged;
-    for (const auto& x : iv)
-      if (!merged.empty() && x.first <= merged.back().second + 1) merged.back().second = std::max(merged.back().second, x.second);
-      else merged.push_back(x);
-    iv = merged;
-    return true;
-  };
-  std::vector<std::pair<int64_t, int64_t>> iv;
-  int64_t G = 0;
-  while (G < L && G <= 64 && intervals(G, iv) && iv.size() == 1 && iv[0] == std::make_pair(int64_t{0}, L - 1)) ++G;
-  if (G == 0 || G > 64 || G >= L) return false;
-  // Rows i >= G: the global keys [0, G) and one interval [a, b] beyond them (or none).
-  std::vector<std::pair<int64_t, int64_t>> win(static_cast<size_t>(L), {1, 0});
-  int64_t k_lo = L, k_hi = -L;
-  bool lo_seen = false, hi_seen = false;
-  for (int64_t i = G; i < L; ++i) {
-    if (!intervals(i, iv) || iv.empty() || iv[0].first != 0 || iv[0].second < G - 1) return false;
-    std::pair<int64_t, int64_t> w{1, 0};
-    if (iv[0].second >= G) w = {G, iv[0].second};
-    if (iv.size() == 2) {
-      if (w.first <= w.second) return false;
-      w = iv[1];
-    } else if (iv.size() > 2) {
-      return false;
-    }
-    win[static_cast<size_t>(i)] = w;
-    // Offsets from the rows whose window is not clipped by the globals or the sequence ends.
-    if (w.first <= w.second && w.first > G) k_lo = std::min(k_lo, w.first - i), lo_seen = true;
-    if (w.first <= w.second && w.second < L - 1) k_hi = std::max(k_hi, w.second - i), hi_seen = true;
-  }
-  if (!lo_seen || !hi_seen || k_hi < k_lo) return false;
-  for (int64_t i = G; i < L; ++i) {
-    // The band [i + k_lo, i + k_hi] within [0, L), less the global keys.
-    const int64_t a = std::max({int64_t{0}, G, i + k_lo}), b = std::min(L - 1, i + k_hi);
-    const std::pair<int64_t, int64_t> want = a <= b ? std::make_pair(a, b) : std::make_pair(int64_t{1}, int64_t{0});
-    const std::pair<int64_t, int64_t>& got = win[static_cast<size_t>(i)];
-    const bool empty_got = got.first > got.second, empty_want = want.first > want.second;
-    if (empty_got != empty_want || (!empty_got && got != want)) return false;
-  }
-  Band b;
-  b.dilation = 1;
-  b.k_lo = k_lo;
-  b.k_hi = k_hi;
-  b.rows = L;
-  b.globals = G;
-  out = b;
-  return true;
+  return m_last + band.k_lo > 0 || bg.globals - 1 > m_first + band.k_hi;
 }
 
 BandTile band_tile(const Band& band, int64_t t) {
@@ -924,73 +618,29 @@ BandTile band_tile(const Band& band, int64_t t) {
   return bt;
 }
 
-bool find_band(const Acsr& acsr, Band& out) {
-  const int64_t L = acsr.seq_len;
-  if (L <= 0 || acsr.kv_len != L) return false;
-  // The band's dilation and widest offsets over all rows (a row's range may be clipped at either
-  // end, or be the whole phase), then every row checked against it.
-  Band b;
-  b.dilation = 0;
-  b.k_lo = L;
-  b.k_hi = -L;
-  std::vector<Run> runs(static_cast<size_t>(L));
-  for (int64_t i = 0; i < L; ++i) {
-    const std::vector<Run> r = acsr.row(i);
-    if (r.size() > 1) return false;
-    if (r.empty()) continue;
-    runs[static_cast<size_t>(i)] = r[0];
-    if (r[0].count > 1) {
-      if (b.dilation == 0) b.dilation = r[0].stride;
-      if (r[0].stride != b.dilation) return false;
-    }
-  }
-  if (b.dilation == 0) b.dilation = 1;
-  if (L % b.dilation != 0) return false;
-  for (int64_t i = 0; i < L; ++i) {
-    const Run& r = runs[static_cast<size_t>(i)];
-    if (r.count == 0) continue;
-    const int64_t first = r.start - i, last = r.start + (r.count - 1) * r.stride - i;
-    if (first % b.dilation != 0) return false;
-    b.k_lo = std::min(b.k_lo, first / b.dilation);
-    b.k_hi = std::max(b.k_hi, last / b.dilation);
-  }
-  if (b.k_hi < b.k_lo) return false;
-  b.rows = L / b.dilation;
-  for (int64_t i = 0; i < L; ++i) {
-    // k with 0 <= i + d*k < L: k in [-(i / d), (L - 1 - i) / d].
-    const int64_t klo = std::max(b.k_lo, -(i / b.dilation)), khi = std::min(b.k_hi, (L - 1 - i) / b.dilation);
-    const Run& r = runs[static_cast<size_t>(i)];
-    if (khi < klo) {
-      if (r.count != 0) return false;
-      continue;
-    }
-    const int64_t n = khi - klo + 1;
-    if (!(r == Run{i + b.dilation * klo, n > 1 ? b.dilation : 1, n})) return false;
-  }
-  out = b;
-  return true;
-}
-
-std::string describe(const Plan& plan) {
+std::string describe(const Plan& plan, const StructureKind& structure) {
   std::ostringstream o;
   o << "tile " << plan.shape.br << "x" << plan.shape.bc << ", " << plan.items.size() << " items, "
     << plan.passes.size() << " pass(es), tile fill " << plan.tile_fill() << "\n";
-  if (plan.has_band)
-    o << "  band: keys i + " << plan.band.dilation << "*k, " << plan.band.k_lo << " <= k <= " << plan.band.k_hi
-      << (plan.band.globals > 0 ? ", and " + std::to_string(plan.band.globals) + " global tokens (rows and keys)" : std::string())
-      << "\n";
-  if (plan.has_lattice)
-    o << "  window plus lattice: keys i + k, " << plan.band.k_lo << " <= k <= " << plan.band.k_hi << ", and i mod "
-      << plan.lattice.period << " + " << plan.lattice.period << "*u outside them (lattice points u - i / "
-      << plan.lattice.period << " in [" << plan.lattice.hole_lo << ", " << plan.lattice.hole_hi << "] are the window's)\n";
-  if (plan.global_count > 0)
-    o << "  global keys: " << plan.global_count << (plan.global_rows < 0 ? " keys every row keeps (" : " keys of which each row keeps a prefix (")
-      << plan.globals.size()
-      << " runs), factored out of the items and walked by every tile of pass 0 from the table (word "
-      << plan.global_table << ")"
-      << (plan.global_period > 0 ? "; blocks of " + std::to_string(plan.global_width) + " keys every " +
-                                       std::to_string(plan.global_period) + " from key " + std::to_string(plan.global_first)
-                                 : std::string())
+  const auto band_line = [&](const Band& b, int64_t globals) {
+    o << "  band: keys i + " << b.dilation << "*k, " << b.k_lo << " <= k <= " << b.k_hi
+      << (globals > 0 ? ", and " + std::to_string(globals) + " global tokens (rows and keys)" : std::string()) << "\n";
+  };
+  if (const Band* b = std::get_if<Band>(&structure)) band_line(*b, 0);
+  if (const BandWithGlobals* bg = std::get_if<BandWithGlobals>(&structure)) band_line(bg->band, bg->globals);
+  if (const WindowLattice* wl = std::get_if<WindowLattice>(&structure)) {
+    const Lattice& L = wl->lattice;
+    o << "  window plus lattice: keys i + k, " << wl->window.k_lo << " <= k <= " << wl->window.k_hi << ", and i mod "
+      << L.period << " + " << L.period << "*u outside them (lattice points u - i / " << L.period << " in [" << L.hole_lo
+      << ", " << L.hole_hi << "] are the window's)\n";
+  }
+  if (const PlanGlobalKeys* g = plan.global_keys ? &*plan.global_keys : nullptr)
+    o << "  global keys: " << g->count << (g->prefix_table < 0 ? " keys every row keeps (" : " keys of which each row keeps a prefix (")
+      << g->runs.size() << " runs), factored out of the items and walked by every tile of pass 0 from the table (word "
+      << g->table << ")"
+      << (g->blocks ? "; blocks of " + std::to_string(g->blocks->width) + " keys every " + std::to_string(g->blocks->period) +
+                          " from key " + std::to_string(g->blocks->first)
+                    : std::string())
       << "\n";
   const size_t shown = 24;
   for (size_t k = 0; k < plan.items.size() && k < shown; ++k) {

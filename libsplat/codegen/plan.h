@@ -19,10 +19,12 @@
 // lattice) hand the softmax state (m, l, unnormalised O) over through a workspace; the last pass
 // writes O. Walks and groups are computed at generation time and baked into the source.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "libsplat/analysis/acsr.h"
+#include "libsplat/analysis/structure.h"
 
 namespace splat {
 
@@ -59,7 +61,7 @@ struct KeyWalk {
 
 struct PlanGroup {
   bool tabulated = false;
-  // The plan's global keys (Plan::globals): no items; every row keeps every key of its walks.
+  // The plan's global keys (Plan::global_keys): no items; every row keeps every key of its walks.
   bool all_rows = false;
   std::vector<int> items;        // plan-wide item indices
   std::vector<KeyWalk> walks;    // disjoint key ranges
@@ -89,24 +91,11 @@ struct PlanPass {
   int max_runs = 1;              // most runs a row has in one affine group (kernel register arrays)
 };
 
-// A band: every row i keeps exactly the keys {i + dilation*k : k_lo <= k <= k_hi} that lie in
-// [0, kv_len) (windows, one-sided and causal windows, dilated windows), with kv_len == seq_len a
-// multiple of the dilation. The fused kernel for a band needs no tables: rows of phase c are
-// c + dilation*m, keys of phase c are c + dilation*u (m, u < seq_len / dilation), row tile t holds
-// m in [64t, 64t + 64) and walks u from 64t + k_lo in key tiles of 64 (band_tile), each row
-// masked to u in [m + k_lo, m + k_hi] (clipped to the phase's keys).
+// The band kernel's tiles (band_pass, device code): row tile t of a phase holds m in [64t, 64t + 64)
+// and walks u from 64t + k_lo in key tiles of 64. A band with global tokens: the plan's tiles of the
+// first row tile (the global rows, split-KV) run as tables, every later row tile as the band plus
+// one key tile of the global keys outside its rows' windows.
 //
-// A band with global tokens (Longformer): globals > 0 tokens [0, globals) (at most 64, dilation 1)
-// are kept by every row as keys, and rows [0, globals) keep every key; every other row keeps
-// exactly its band and the global keys. The kernels then split the work: the plan's tiles of
-// the first row tile (the global rows, split-KV) run as tables, every later row tile runs as the
-// band plus one key tile of the global keys outside its rows' windows (band_pass, G).
-struct Band {
-  int64_t dilation = 1, k_lo = 0, k_hi = 0;
-  int64_t rows = 0;  // rows (and keys) per phase: seq_len / dilation
-  int64_t globals = 0;
-  int64_t tiles_per_phase() const { return (rows + 63) / 64; }
-};
 // Key tiles of band row tile t of a phase: tile k (first <= k < first + count) covers u in
 // [u_start + 64k, u_start + 64k + 64); tiles [full_begin, full_end) keep every key of every real
 // row (no mask). Mirrors band_pass (device code).
@@ -114,65 +103,50 @@ struct BandTile {
   int64_t u_start = 0, first = 0, count = 0, full_begin = 0, full_end = 0;
 };
 BandTile band_tile(const Band& band, int64_t t);
-// The band the ACSR describes, if any (checked row by row).
-bool find_band(const Acsr& acsr, Band& out);
-// The band with global tokens the ACSR describes, if any (globals > 0; checked row by row).
-bool find_band_global(const Acsr& acsr, Band& out);
 // Band with globals: whether band row tile t has a key tile of global keys (keys [0, globals)
 // that some row of the tile keeps outside its window), and whether row tile t is one of the
 // plan's (the first, holding the global rows). Mirrors band_pass (device code).
-bool band_global_tile(const Band& band, int64_t t);
-inline bool band_head_tile(const Band& band, int64_t t) { return band.globals > 0 && 64 * t < band.globals; }
+bool band_global_tile(const BandWithGlobals& band, int64_t t);
+inline bool band_head_tile(const BandWithGlobals& band, int64_t t) { return 64 * t < band.globals; }
 
-// A window plus a key lattice (strided patterns): every row i keeps its window, the unit-step band
-// {i + k : k_lo <= k <= k_hi} within [0, kv_len) (Plan::band, dilation 1), and every key of its
-// phase's lattice {i mod period + period*u : u < rows} outside that window, kv_len == seq_len a
-// multiple of period. Row i = c + period*m meets the window at the lattice points u - m in
-// [hole_lo, hole_hi] (ceil(k_lo / period), floor(k_hi / period); empty when hole_lo > hole_hi),
-// which the window's pass keeps. The kernels run the window as the band kernel handing its
-// softmax state over, then the lattice in closed form (lattice_pass): phase c's row tile t holds
-// m in [64t, 64t + 64) and walks every key tile u0 = 64k, k < ceil(rows / 64), masked at the hole
-// and past the last key.
-struct Lattice {
-  int64_t period = 0, rows = 0;  // rows (and keys) per phase: seq_len / period
-  int64_t hole_lo = 0, hole_hi = -1;
-  int64_t tiles_per_phase() const { return (rows + 63) / 64; }
-};
-// The window and lattice the ACSR describes, if any (checked row by row).
-bool find_band_lattice(const Acsr& acsr, Band& band, Lattice& lattice);
-// Lattice key tile k of a row tile t: whether every real row keeps every key there (no mask).
+// A window plus a lattice (WindowLattice): the window runs as the band kernel handing its softmax
+// state over, then the lattice in closed form (lattice_pass): phase c's row tile t holds m in
+// [64t, 64t + 64) and walks every key tile u0 = 64k, k < ceil(rows / 64), masked at the hole and
+// past the last key. Lattice key tile k of a row tile t: whether every real row keeps every key
+// there (no mask).
 bool lattice_tile_full(const Lattice& lat, int64_t t, int64_t k);
+
+// Global keys factored out of the ACSR (analysis: GlobalKeys). The items then describe the rows
+// without them, and every tile of the first pass has one more group (all_rows) walking them,
+// gathered from the table.
+struct PlanGlobalKeys {
+  std::vector<Run> runs;        // canonical runs of the keys
+  int64_t table = -1;           // word offset of the count sorted keys in Plan::table
+  int64_t count = 0;
+  // Each row keeps all of them (-1), or a prefix of them: row i keeps the first
+  // table[prefix_table + i] (the causal `fixed` pattern's summary columns before row i).
+  int64_t prefix_table = -1;
+  std::optional<KeyBlocks> blocks;  // blocks a TMA box can load
+};
 
 struct Plan {
   int64_t seq_len = 0, kv_len = 0;
-  bool has_band = false;         // the ACSR is a band (find_band; or with globals, find_band_global): codegen
-  Band band;                     // may emit the band kernel (wgmma with TMA stages, dilation 1 or 2)
-  bool has_lattice = false;      // the ACSR is a window plus a lattice (find_band_lattice; band holds the
-  Lattice lattice;               // window): codegen may emit the band kernel and lattice_pass
   TileShape shape;
   std::vector<PlanItem> items;
   std::vector<PlanPass> passes;
   std::vector<int32_t> table;    // tabulated items' row_ptr and runs, global keys (int32 words)
-  // Global keys: keys every row keeps (or a prefix of), factored out of the ACSR where that pays (the
-  // `fixed` pattern's summary columns: 8 of every 128 keys). The items then describe the rows
-  // without them, and every tile of the first pass has one more group (all_rows) walking them,
-  // gathered from the table (global_table: word offset of their global_count sorted keys).
-  // Each row keeps all of them, or (causal: global_rows >= 0) a prefix of them: row i keeps the
-  // first table[global_rows + i] (the causal `fixed` pattern's summary columns before row i).
-  std::vector<Run> globals;      // canonical runs of the global keys (empty: none factored)
-  int64_t global_table = -1, global_count = 0, global_rows = -1;
-  // When the global keys are blocks of global_width keys every global_period keys from
-  // global_first (key u: first + period*(u / width) + u % width; `fixed`: 120 + 128*b + t, t < 8),
-  // width divides 64 and period divides kv_len: the wgmma kernel loads 64 of them by one TMA box.
-  int64_t global_first = 0, global_period = 0, global_width = 0;
+  // Keys every row keeps (or a prefix of), factored out where that pays (the `fixed` pattern's
+  // summary columns: 8 of every 128 keys).
+  std::optional<PlanGlobalKeys> global_keys;
   int64_t key_slots = 0;         // (row, key) pairs visited, tile padding included, one head
   int64_t nnz = 0;
   double tile_fill() const { return key_slots ? double(nnz) / double(key_slots) : 1.0; }
 };
 
-// Throws std::invalid_argument on an ACSR that breaks the contract. global_keys: factor out the
-// keys every row keeps where that pays (Plan::globals).
-Plan make_plan(const Acsr& acsr, const TileShape& shape = {}, bool global_keys = true);
+// Tiles the ACSR. Of the structure's global-key candidates (Structure::global_keys) the one that
+// saves the most key tiles is factored out where that pays. Throws std::invalid_argument on an
+// ACSR that breaks the contract.
+Plan make_plan(const Acsr& acsr, const Structure& structure, const TileShape& shape = {});
 
 // Global keys row i keeps (a prefix of them; 0 for padding rows).
 int64_t global_prefix(const Plan& plan, int64_t i);
@@ -198,7 +172,8 @@ std::vector<int64_t> tile_rows(const Plan& plan, const PlanPass& pass, const Pla
 // fused kernel then needs neither run bounds nor masks (NOMASK).
 bool pass_unmasked(const PlanPass& pass, int64_t bc);
 
-// One line per item and pass, for logs and the emitted source's header comment.
-std::string describe(const Plan& plan);
+// One line per item and pass (and the structure's kernels walk, if any), for logs and the emitted
+// source's header comment.
+std::string describe(const Plan& plan, const StructureKind& structure = Unstructured{});
 
 }  // namespace splat

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "libsplat/analysis/analysis.h"
+#include "libsplat/analysis/structure.h"
 #include "libsplat/codegen/codegen.h"
 #include "libsplat/codegen/cpu_model.h"
 #include "libsplat/codegen/device_code.h"
@@ -30,9 +31,12 @@ Problem problem(const std::string& pattern, int64_t L, const std::string& dtype 
   return parse_problem_text(doc, "test");
 }
 
+// The plan of an ACSR, its structure analysed here.
+Plan plan_of(const Acsr& a, const TileShape& shape = {}) { return make_plan(a, analyze_structure(a, shape.br), shape); }
+
 // Every kept key of every row is visited exactly once by the plan.
 void check_coverage(const Problem& p, const Acsr& a, const TileShape& shape = {}) {
-  Plan plan = make_plan(a, shape);
+  Plan plan = plan_of(a, shape);
   auto visits = cpu_model_visits(plan);
   for (int64_t i = 0; i < p.seq_len; ++i) {
     std::vector<int64_t> v = visits[static_cast<size_t>(i)];
@@ -163,12 +167,12 @@ TEST_CASE("manifests are complete") {
 
 TEST_CASE("plan uses phase regrouping for strided and dilated patterns") {
   Problem d = problem(R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})", 1024);
-  Plan pd = make_plan(analyze(d));
+  Plan pd = plan_of(analyze(d));
   REQUIRE(pd.passes.size() == 1);
   CHECK(pd.passes[0].period == 2);
   CHECK(pd.tile_fill() > 0.6);
   Problem s = problem(R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64}}]})", 4096);
-  Plan ps = make_plan(analyze(s));
+  Plan ps = plan_of(analyze(s));
   REQUIRE(ps.passes.size() == 2);
   CHECK(ps.passes[1].period == 64);
   for (const PlanTile& t : ps.passes[1].tiles)
@@ -566,9 +570,10 @@ TEST_CASE("find_band recognises windows and dilated windows, and nothing else") 
     const std::string pat = c.pat;
     CAPTURE(pat);
     CAPTURE(c.L);
-    Band b;
-    REQUIRE(find_band(analyze(problem(c.pat, c.L)), b) == c.band);
+    const std::optional<Band> found = find_band(analyze(problem(c.pat, c.L)));
+    REQUIRE(found.has_value() == c.band);
     if (!c.band) continue;
+    const Band& b = *found;
     CHECK(b.dilation == c.d);
     CHECK(b.k_lo == c.lo);
     CHECK(b.k_hi == c.hi);
@@ -577,8 +582,7 @@ TEST_CASE("find_band recognises windows and dilated windows, and nothing else") 
   // kv_len != seq_len: no band kernel (keys and rows share the phase lattice).
   Problem p = problem(R"({"window": {"left": 16, "right": 16}})", 512);
   p.kv_len = 600;
-  Band b;
-  CHECK_FALSE(find_band(analyze(p), b));
+  CHECK_FALSE(find_band(analyze(p)).has_value());
 }
 
 TEST_CASE("band_tile: the key tiles of a window's row tiles (interior, edges, ragged end)") {
@@ -730,9 +734,12 @@ TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass o
 TEST_CASE("plan gives each key lattice of a stride its own group (causal fixed pattern)") {
   Problem p = parse_problem_text(
       R"({"seq_len": 4096, "head_dim": 64, "causal": true, "pattern": {"fixed": {"block": 128, "summary": 8}}})", "test");
-  Plan plan = make_plan(analyze(p), {}, false);
+  Acsr pa = analyze(p);
+  Structure no_keys = analyze_structure(pa);
+  no_keys.global_keys.clear();
+  Plan plan = make_plan(pa, no_keys);
   REQUIRE(plan.passes.size() == 1);
-  CHECK(plan.global_count == 0);
+  CHECK_FALSE(plan.global_keys.has_value());
   int64_t lattice_walks = 0, modular = 0, key_tiles = 0;
   for (const PlanTile& t : plan.passes[0].tiles) {
     key_tiles += t.key_tiles;
@@ -744,11 +751,12 @@ TEST_CASE("plan gives each key lattice of a stride its own group (causal fixed p
   }
   // 588 key tiles where one stride-1 walk per tile would visit every summary column's span.
   CHECK(lattice_walks > 64 * 4);
-  // Global keys (Plan::global_rows: each row keeps the summary columns before it, a prefix of
-  // them) were left out here; with them the plan walks 252 key tiles.
-  Plan g = make_plan(analyze(p));
-  CHECK(g.global_count == 248);
-  CHECK(g.global_rows >= 0);
+  // Global keys (PlanGlobalKeys::prefix_table: each row keeps the summary columns before it, a
+  // prefix of them) were left out here; with them the plan walks 252 key tiles.
+  Plan g = plan_of(analyze(p));
+  REQUIRE(g.global_keys.has_value());
+  CHECK(g.global_keys->count == 248);
+  CHECK(g.global_keys->prefix_table >= 0);
   CHECK(global_prefix(g, 119) == 0);
   CHECK(global_prefix(g, 123) == 4);  // its block's summary columns 120..123
   CHECK(global_prefix(g, 128) == 8);
@@ -759,7 +767,7 @@ TEST_CASE("plan gives each key lattice of a stride its own group (causal fixed p
   CHECK(g_tiles < 260);
   check_coverage(p, analyze(p));
   GeneratedModule m = fused_module(p, "sm_90a", "");
-  CHECK(m.source.find(", " + std::to_string(g.global_table) + ", " + std::to_string(g.global_rows) + ">(kItems, kTiles0") !=
+  CHECK(m.source.find(", " + std::to_string(g.global_keys->table) + ", " + std::to_string(g.global_keys->prefix_table) + ">(kItems, kTiles0") !=
         std::string::npos);
   CHECK(modular == 0);
   CHECK(key_tiles < 600);
@@ -771,11 +779,13 @@ TEST_CASE("plan gives each key lattice of a stride its own group (causal fixed p
 // and every row tile walks the 256 global keys from the table as 4 full key tiles.
 TEST_CASE("plan factors out scattered global keys (fixed pattern)") {
   Problem p = problem(R"({"fixed": {"block": 128, "summary": 8}})", 4096);
-  Plan plan = make_plan(analyze(p));
+  Plan plan = plan_of(analyze(p));
   REQUIRE(plan.passes.size() == 1);
-  REQUIRE(plan.global_count == 256);
-  CHECK(plan.globals.size() >= 8);
-  for (const Run& r : plan.globals)
+  REQUIRE(plan.global_keys.has_value());
+  const PlanGlobalKeys& gk = *plan.global_keys;
+  REQUIRE(gk.count == 256);
+  CHECK(gk.runs.size() >= 8);
+  for (const Run& r : gk.runs)
     for (int64_t k = 0; k < r.count; ++k) CHECK((r.start + k * r.stride) % 128 >= 120);
   CHECK(plan.passes[0].max_runs == 1);
   int64_t key_tiles = 0;
@@ -803,37 +813,39 @@ TEST_CASE("plan factors out scattered global keys (fixed pattern)") {
   // The kernels: an indexed walk (step 0) on cp.async stages, pass 0 with GKEYS.
   check_coverage(p, analyze(p));
   GeneratedModule m = fused_module(p, "sm_90a", "");
-  CHECK(plan.global_rows < 0);  // every row keeps all of them
-  CHECK(m.source.find(", " + std::to_string(plan.global_table) + ">(kItems, kTiles0") != std::string::npos);
-  CHECK(m.source.find("{" + std::to_string(plan.global_table) + ", 0, 256, 0, 4, 0}") != std::string::npos);
+  CHECK(gk.prefix_table < 0);  // every row keeps all of them
+  CHECK(m.source.find(", " + std::to_string(gk.table) + ">(kItems, kTiles0") != std::string::npos);
+  CHECK(m.source.find("{" + std::to_string(gk.table) + ", 0, 256, 0, 4, 0}") != std::string::npos);
   // Blocks of 8 keys every 128: the wgmma kernel loads them by TMA, 8 blocks per 3D box.
-  CHECK(plan.global_first == 120);
-  CHECK(plan.global_period == 128);
-  CHECK(plan.global_width == 8);
+  REQUIRE(gk.blocks.has_value());
+  CHECK(gk.blocks->first == 120);
+  CHECK(gk.blocks->period == 128);
+  CHECK(gk.blocks->width == 8);
   CHECK(m.source.find("#define SPLAT_GLAT_C 8\n") != std::string::npos);
   REQUIRE(m.tensor_maps.size() == 6);
   CHECK(m.tensor_maps[4].dims == std::vector<uint64_t>{64, 128, 4096 / 128});
   CHECK(m.tensor_maps[5].box == std::vector<uint32_t>{64, 8, 8});
   // Blocks of 6 keys (not a divisor of 64) are gathered by cp.async.
   Problem r = problem(R"({"fixed": {"block": 100, "summary": 6}})", 2000);
-  Plan rp = make_plan(analyze(r));
-  CHECK(rp.global_count > 0);
-  CHECK(rp.global_period == 0);
+  Plan rp = plan_of(analyze(r));
+  REQUIRE(rp.global_keys.has_value());
+  CHECK_FALSE(rp.global_keys->blocks.has_value());
   CHECK(fused_module(r, "sm_90a", "").tensor_maps.empty());
   // More than 256 global keys: rows are cut run by run (a different path in the plan).
   for (bool causal : {false, true}) {
     Problem b = parse_problem_text(std::string(R"({"seq_len": 1100, "head_dim": 16, "causal": )") + (causal ? "true" : "false") +
                                        R"(, "pattern": {"fixed": {"block": 16, "summary": 5}}})",
                                    "test");
-    Plan bp = make_plan(analyze(b));
-    CHECK(bp.global_count > 256);
+    Plan bp = plan_of(analyze(b));
+    REQUIRE(bp.global_keys.has_value());
+    CHECK(bp.global_keys->count > 256);
     // Causal: the last 128 rows' summary columns are kept by too few rows to be global keys.
     CHECK(bp.passes.at(0).max_runs <= (causal ? 5 : 1));
     check_coverage(b, analyze(b));
   }
   // A contiguous block of global keys stays in the walks (no factoring).
   Problem c = problem(R"({"union": [{"blocked": {"block": 128}}, {"global": {"tokens": [0, 1, 2, 3]}}]})", 2048);
-  CHECK(make_plan(analyze(c)).global_count == 0);
+  CHECK_FALSE(plan_of(analyze(c)).global_keys.has_value());
 }
 
 // With global keys factored out, the fused plan's items hold the rows without them; the pipeline
@@ -845,7 +857,7 @@ TEST_CASE("pipeline's tabulated segments keep their own table when the plan has 
   CodegenOptions co;
   co.arch = "sm_90a";
   GeneratedModule m = generate(p, a, co);
-  REQUIRE(m.plan.global_count > 0);
+  REQUIRE(m.plan.global_keys.has_value());
   const size_t at = m.source.find("__device__ const Item kPipeItems[] = {");
   REQUIRE(at != std::string::npos);
   std::istringstream lines(m.source.substr(at));
@@ -886,7 +898,7 @@ TEST_CASE("plan marks full key tiles (window, blocked, dilated)") {
     return plan.passes[0].tiles[0].groups[0].walks[0];
   };
   {
-    Plan plan = make_plan(analyze(problem(R"({"window": {"left": 256, "right": 256}})", 2048)));
+    Plan plan = plan_of(analyze(problem(R"({"window": {"left": 256, "right": 256}})", 2048)));
     // The first tile (rows 0..63) is masked only where rows start their runs.
     const KeyWalk& w = interior(plan);
     CHECK(w.count == 576);
@@ -894,7 +906,7 @@ TEST_CASE("plan marks full key tiles (window, blocked, dilated)") {
     CHECK(w.full_end == 8);
   }
   {
-    Plan plan = make_plan(analyze(problem(R"({"blocked": {"block": 128}})", 2048)));
+    Plan plan = plan_of(analyze(problem(R"({"blocked": {"block": 128}})", 2048)));
     for (const PlanTile& t : plan.passes[0].tiles)
       for (const PlanGroup& g : t.groups)
         for (const KeyWalk& w : g.walks) {
@@ -905,7 +917,7 @@ TEST_CASE("plan marks full key tiles (window, blocked, dilated)") {
   {
     // j = i + 2k, |k| <= 256: rows i0 + 2a (a < 64) of one parity walk keys i0 - 512 + 2u, and
     // row a keeps u in [a, a + 512]: 576 keys, tiles 1 .. 7 full as for the window.
-    Plan plan = make_plan(analyze(problem(R"({"dilated": {"left": 256, "right": 256, "dilation": 2}})", 4096)));
+    Plan plan = plan_of(analyze(problem(R"({"dilated": {"left": 256, "right": 256, "dilation": 2}})", 4096)));
     REQUIRE(plan.passes[0].period == 2);
     const KeyWalk& w = interior(plan);
     CHECK(w.step == 2);
@@ -939,7 +951,7 @@ TEST_CASE("pass_unmasked: every key tile full, against brute force") {
                                                {"random_blocks": {"block": 64, "per_row": 3, "seed": 5}}]})", 2000, false, false}}) {
     CAPTURE(c.pattern);
     Problem p = problem(c.pattern, c.L);
-    Plan plan = make_plan(analyze(p));
+    Plan plan = plan_of(analyze(p));
     REQUIRE(plan.passes.size() == 1);
     const PlanPass& pass = plan.passes[0];
     bool brute = true;
@@ -969,7 +981,7 @@ TEST_CASE("unmasked passes get the NOMASK table kernel") {
        53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]}},
       {"random_blocks": {"block": 64, "per_row": 4, "seed": 0}}]})";
   Problem b = problem(bigbird, 4096);
-  Plan plan = make_plan(analyze(b));
+  Plan plan = plan_of(analyze(b));
   REQUIRE(plan.passes[0].max_runs >= 3);
   GeneratedModule m = gen(b, "sm_90a", "");
   CHECK(m.source.find(kNoMask) != std::string::npos);
@@ -1041,19 +1053,20 @@ TEST_CASE("find_band_global recognises windows with leading global tokens, and n
                                          {R"({"union": [{"blocked": {"block": 64}}, {"global": {"tokens": [0, 1]}}]})", 512, false, 0, 0, 0}}) {
     CAPTURE(c.pat);
     CAPTURE(c.L);
-    Band b;
-    REQUIRE(find_band_global(analyze(problem(c.pat, c.L)), b) == c.band);
-    Plan plan = make_plan(analyze(problem(c.pat, c.L)));
+    const std::optional<BandWithGlobals> found = find_band_with_globals(analyze(problem(c.pat, c.L)));
+    REQUIRE(found.has_value() == c.band);
+    const StructureKind kind = analyze_structure(analyze(problem(c.pat, c.L))).kind;
     if (!c.band) {
-      CHECK((!plan.has_band || plan.band.globals == 0));
+      CHECK_FALSE(std::holds_alternative<BandWithGlobals>(kind));
       continue;
     }
-    CHECK(plan.has_band);
+    REQUIRE(std::holds_alternative<BandWithGlobals>(kind));
+    const Band& b = found->band;
     CHECK(b.dilation == 1);
     CHECK(b.k_lo == c.lo);
     CHECK(b.k_hi == c.hi);
-    CHECK(b.globals == c.g);
-    CHECK(plan.band.globals == c.g);
+    CHECK(found->globals == c.g);
+    CHECK(std::get<BandWithGlobals>(kind).globals == c.g);
   }
 }
 

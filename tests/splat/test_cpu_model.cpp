@@ -9,6 +9,7 @@
 #include <random>
 
 #include "libsplat/analysis/analysis.h"
+#include "libsplat/analysis/structure.h"
 #include "libsplat/codegen/cpu_model.h"
 #include "libsplat/codegen/plan.h"
 #include "libsplat/pattern/pattern.h"
@@ -46,11 +47,16 @@ std::vector<double> brute(const Problem& p, const std::vector<double>& q, const 
   return o;
 }
 
+// The plan of an ACSR, its structure analysed here.
+Plan plan_of(const Acsr& a, const TileShape& shape = {}) { return make_plan(a, analyze_structure(a, shape.br), shape); }
+
 // headroom: the lazy rescale of the bf16/fp16 kernels (8 in log2 units), or 0 (exact maxima).
+// band: walk as the structure's closed-form kernels do (band_pass, lattice_pass).
 double max_diff(const Problem& p, const TileShape& shape, double headroom = 0.0, bool checked = false,
                 bool band = false) {
   Acsr a = analyze(p);
-  Plan plan = make_plan(a, shape);
+  Plan plan = plan_of(a, shape);
+  const StructureKind kernels = band ? analyze_structure(a).kind : StructureKind{};
   std::mt19937_64 rng(7);
   std::normal_distribution<double> n;
   auto fill = [&](int64_t rows) {
@@ -59,7 +65,7 @@ double max_diff(const Problem& p, const TileShape& shape, double headroom = 0.0,
     return x;
   };
   auto q = fill(p.seq_len), k = fill(p.kv_len), v = fill(p.kv_len);
-  auto got = cpu_model_attention(plan, p.head_dim, p.scale, q, k, v, headroom, checked, band);
+  auto got = cpu_model_attention(plan, p.head_dim, p.scale, q, k, v, headroom, checked, kernels);
   auto want = brute(p, q, k, v);
   double d = 0;
   for (size_t x = 0; x < got.size(); ++x) d = std::max(d, std::fabs(got[x] - want[x]));
@@ -81,8 +87,8 @@ int for_each_gpu_problem(F f) {
 }
 
 // Every kept (row, key) visited exactly once by the band kernel's walk, as the plan's walk does.
-void check_band_visits(const Problem& p, const Plan& plan) {
-  auto visits = cpu_model_visits(plan, true);
+void check_band_visits(const Problem& p, const Plan& plan, const StructureKind& kernels) {
+  auto visits = cpu_model_visits(plan, kernels);
   for (int64_t i = 0; i < p.seq_len; ++i) {
     std::vector<int64_t> got = visits[static_cast<size_t>(i)], want;
     std::sort(got.begin(), got.end());
@@ -118,12 +124,13 @@ TEST_CASE("cpu model matches brute force: band walk (windows, causal, one-sided,
     CAPTURE(c.pat);
     CAPTURE(c.L);
     Problem p = small(c.pat, c.L, 16);
-    Plan plan = make_plan(analyze(p));
-    REQUIRE(plan.has_band);
+    Plan plan = plan_of(analyze(p));
+    const StructureKind kind = analyze_structure(analyze(p)).kind;
+    REQUIRE(std::holds_alternative<Band>(kind));
     CHECK(max_diff(p, {}, 0.0, false, true) < 1e-12);
     // The lazy rescale and checked sums take the same path as with the plan's walk.
     CHECK(max_diff(p, {}, 8.0 * std::log(2.0), true, true) < 1e-12);
-    check_band_visits(p, plan);
+    check_band_visits(p, plan, kind);
   }
 }
 
@@ -145,14 +152,14 @@ TEST_CASE("cpu model matches brute force: band walk with global tokens") {
     CAPTURE(c.pat);
     CAPTURE(c.L);
     Problem p = small(c.pat, c.L, 16);
-    Plan plan = make_plan(analyze(p));
-    REQUIRE(plan.has_band);
-    REQUIRE(plan.band.globals > 0);
+    Plan plan = plan_of(analyze(p));
+    const StructureKind kind = analyze_structure(analyze(p)).kind;
+    REQUIRE(std::holds_alternative<BandWithGlobals>(kind));
     CHECK(max_diff(p, {}, 0.0, false, true) < 1e-12);
     CHECK(max_diff(p, {}, 8.0 * std::log(2.0), true, true) < 1e-12);
     p.scale *= 6;  // references move after the band's tiles (the global tile last): checks fail
     CHECK(max_diff(p, {}, 8.0 * std::log(2.0), true, true) < 1e-12);
-    check_band_visits(p, plan);
+    check_band_visits(p, plan, kind);
   }
 }
 
@@ -172,23 +179,26 @@ TEST_CASE("cpu model matches brute force: window, then lattice (strided)") {
     CAPTURE(c.pat);
     CAPTURE(c.L);
     Problem p = small(c.pat, c.L, 16);
-    Plan plan = make_plan(analyze(p));
-    REQUIRE(plan.has_lattice);
-    CHECK_FALSE(plan.has_band);
-    CHECK(plan.lattice.period == c.period);
-    CHECK(plan.lattice.rows == c.L / c.period);
-    CHECK(plan.lattice.hole_lo == c.hole_lo);
-    CHECK(plan.lattice.hole_hi == c.hole_hi);
+    Plan plan = plan_of(analyze(p));
+    const StructureKind kind = analyze_structure(analyze(p)).kind;
+    REQUIRE(std::holds_alternative<WindowLattice>(kind));
+    const Lattice& lat = std::get<WindowLattice>(kind).lattice;
+    CHECK(lat.period == c.period);
+    CHECK(lat.rows == c.L / c.period);
+    CHECK(lat.hole_lo == c.hole_lo);
+    CHECK(lat.hole_hi == c.hole_hi);
     CHECK(max_diff(p, {}, 0.0, false, true) < 1e-12);
     CHECK(max_diff(p, {}, 8.0 * std::log(2.0), true, true) < 1e-12);
     p.scale *= 6;  // the lattice's references move (checks fail), then the merge rescales both
     CHECK(max_diff(p, {}, 8.0 * std::log(2.0), true, true) < 1e-12);
-    check_band_visits(p, plan);
+    check_band_visits(p, plan, kind);
   }
 }
 
 TEST_CASE("find_band_lattice: only a window plus its phase's whole lattice") {
-  auto has = [](const char* pat, int64_t L) { return make_plan(analyze(small(pat, L, 16))).has_lattice; };
+  auto has = [](const char* pat, int64_t L) {
+    return std::holds_alternative<WindowLattice>(analyze_structure(analyze(small(pat, L, 16))).kind);
+  };
   CHECK(has(R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64, "offset": 0}}]})", 4096));
   // Rows per phase not whole (kv_len not a multiple of the stride), a shifted lattice, the lattice
   // alone, an extra global token, a dilated window: tables.
@@ -201,22 +211,24 @@ TEST_CASE("find_band_lattice: only a window plus its phase's whole lattice") {
 }
 
 TEST_CASE("cpu model: the band walk needs a band") {
+  // No band recognised: the kernels' walk is the plan's.
   Problem p = small(R"({"blocked": {"block": 50}})", 200, 16);
-  Plan plan = make_plan(analyze(p));
-  CHECK_FALSE(plan.has_band);
-  CHECK_THROWS_AS(cpu_model_visits(plan, true), std::invalid_argument);
+  const Structure st = analyze_structure(analyze(p));
+  CHECK(std::holds_alternative<Unstructured>(st.kind));
+  Plan plan = plan_of(analyze(p));
+  CHECK(cpu_model_visits(plan, st.kind) == cpu_model_visits(plan));
 }
 
 TEST_CASE("cpu model matches brute force: strided lattice (two passes, state hand-over)") {
   Problem p = small(R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})", 400, 16);
-  Plan plan = make_plan(analyze(p));
+  Plan plan = plan_of(analyze(p));
   CHECK(plan.passes.size() == 2);
   CHECK(max_diff(p, {}) < 1e-12);
 }
 
 TEST_CASE("cpu model matches brute force: global rows split into chunks (split-KV + combine)") {
   Problem p = small(R"({"union": [{"window": {"left": 20, "right": 20}}, {"global": {"tokens": [0, 1, 2, 3]}}]})", 1024, 16);
-  Plan plan = make_plan(analyze(p));
+  Plan plan = plan_of(analyze(p));
   int slots = 0;
   for (const PlanPass& pass : plan.passes) slots += pass.slots;
   CHECK(slots > 1);
@@ -242,8 +254,8 @@ TEST_CASE("cpu model matches brute force: global keys factored out of the plan")
                              false}}) {
     CAPTURE(c.pattern);
     Problem p = small(c.pattern, 520, 16);
-    const Plan plan = make_plan(analyze(p));
-    CHECK((plan.global_count > 0) == c.factored);
+    const Plan plan = plan_of(analyze(p));
+    CHECK(plan.global_keys.has_value() == c.factored);
     CHECK(max_diff(p, {}) < 1e-12);
     CHECK(max_diff(p, {128, 64}) < 1e-12);
   }
@@ -251,9 +263,9 @@ TEST_CASE("cpu model matches brute force: global keys factored out of the plan")
   // rows, so that a 64-row tile's rows keep prefixes of different lengths.
   Problem c = parse_problem_text(
       R"({"seq_len": 700, "head_dim": 16, "causal": true, "pattern": {"fixed": {"block": 48, "summary": 5}}})", "c");
-  const Plan plan = make_plan(analyze(c));
-  REQUIRE(plan.global_count > 0);
-  CHECK(plan.global_rows >= 0);
+  const Plan plan = plan_of(analyze(c));
+  REQUIRE(plan.global_keys.has_value());
+  CHECK(plan.global_keys->prefix_table >= 0);
   CHECK(global_prefix(plan, 0) == 0);
   CHECK(global_prefix(plan, 699) > global_prefix(plan, 300));
   CHECK(max_diff(c, {}) < 1e-12);
@@ -278,9 +290,9 @@ TEST_CASE("cpu model matches brute force on the GPU edge-case problems (tests/gp
           CHECK(max_diff(p, {}) < 1e-11);
           // Bands (the band kernel's walk too): ragged, causal, one-sided, wider than the sequence, dilated;
           // windows plus lattices (the band kernel's, then lattice_pass's walk).
-          const Plan plan = make_plan(analyze(p));
-          if (plan.has_lattice) ++lattices;
-          if (plan.has_band || plan.has_lattice) {
+          const StructureKind kind = analyze_structure(analyze(p)).kind;
+          if (std::holds_alternative<WindowLattice>(kind)) ++lattices;
+          if (!std::holds_alternative<Unstructured>(kind)) {
             ++bands;
             CHECK(max_diff(p, {}, 8 * std::log(2.0), true, true) < 1e-11);
           }
