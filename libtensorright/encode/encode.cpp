@@ -1,4 +1,7 @@
 // Symbolic evaluation of a rule at one rank vector (see encode.h and docs/verifier.md).
+// Lambdas that use a structured binding of an enclosing loop capture it by an init-capture
+// (`[&, &k = k]`): clang before 16 cannot capture a structured binding, and the fuzz build
+// (tests/fuzz, Debian's clang 14) compiles this file.
 #include "libtensorright/encode/encode.h"
 
 #include <algorithm>
@@ -244,7 +247,7 @@ Term Encoder::size(const Node& n, const AxisKey& k, int j) {
 Term Encoder::same_sizes(const Node& x, const Node& n) {
   std::vector<Term> cs;
   for (const auto& [k, sz] : x.shape)
-    cs.push_back(agg(k.rclass, true, [&](int j) { return b.eq(size(x, k, j), size(n, k, j)); }));
+    cs.push_back(agg(k.rclass, true, [&, &k = k](int j) { return b.eq(size(x, k, j), size(n, k, j)); }));
   return b.and_(cs);
 }
 
@@ -261,13 +264,13 @@ Term Encoder::valid(const Node& n) {
   };
   auto nonneg_sizes = [&](const Node& x) {
     for (const auto& [k, sz] : x.shape)
-      cs.push_back(agg(k.rclass, true, [&](int j) { return b.le(b.zero, size(x, k, j)); }));
+      cs.push_back(agg(k.rclass, true, [&, &k = k](int j) { return b.le(b.zero, size(x, k, j)); }));
   };
   switch (n.op) {
     case Op::Input: {
       const auto& td = rule.tensors.at(n.input);
       for (const auto& [k, sz] : td.shape)
-        cs.push_back(agg(k.rclass, true, [&](int j) { return b.le(b.zero, iexpr(*sz, j)); }));
+        cs.push_back(agg(k.rclass, true, [&, &sz = sz](int j) { return b.le(b.zero, iexpr(*sz, j)); }));
       break;
     }
     case Op::Literal:
@@ -285,14 +288,14 @@ Term Encoder::valid(const Node& n) {
       const Node& x = *n.args.at(0);
       for (const auto& [k, sz] : n.shape)
         if (!x.shape.count(k))
-          cs.push_back(agg(k.rclass, true, [&](int j) { return b.le(b.zero, size(n, k, j)); }));
+          cs.push_back(agg(k.rclass, true, [&, &k = k](int j) { return b.le(b.zero, size(n, k, j)); }));
       break;
     }
     case Op::Sum: break;
     case Op::Slice: {
       const Node& x = *n.args.at(0);
       for (const auto& [k, sz] : x.shape)
-        cs.push_back(agg(k.rclass, true, [&](int j) {
+        cs.push_back(agg(k.rclass, true, [&, &k = k](int j) {
           Term st = attr("start", k, j).value_or(b.zero);
           Term en = attr("end", k, j).value_or(size(x, k, j));
           Term sd = attr("stride", k, j).value_or(b.integer(1));
@@ -303,7 +306,7 @@ Term Encoder::valid(const Node& n) {
     case Op::Pad: {
       const Node& x = *n.args.at(0);
       for (const auto& [k, sz] : x.shape)
-        cs.push_back(agg(k.rclass, true, [&](int j) {
+        cs.push_back(agg(k.rclass, true, [&, &k = k](int j) {
           Term in = attr("interior", k, j).value_or(b.zero);
           return b.and_({b.le(b.zero, in), b.le(b.zero, size(n, k, j))});
         }));
@@ -314,7 +317,7 @@ Term Encoder::valid(const Node& n) {
       auto it = n.attrs.find("start");
       if (it != n.attrs.end())
         for (const auto& [k, e] : it->second)
-          cs.push_back(agg(k.rclass, true, [&](int j) {
+          cs.push_back(agg(k.rclass, true, [&, &e = e, &k = k](int j) {
             Term st = iexpr(*e, j);
             Term len = attr("size", k, j).value_or(size(n, k, j));
             return b.and_({b.le(b.zero, st), b.lt(b.zero, len), b.le(b.add(st, len), size(x, k, j))});
@@ -325,7 +328,7 @@ Term Encoder::valid(const Node& n) {
       const Node& x = *n.args.at(0);
       const Node& u = *n.args.at(1);
       for (const auto& [k, sz] : x.shape)
-        cs.push_back(agg(k.rclass, true, [&](int j) {
+        cs.push_back(agg(k.rclass, true, [&, &k = k](int j) {
           Term st = attr("start", k, j).value_or(b.zero);
           Term us = size(u, k, j);
           return b.and_({b.le(b.zero, st), b.lt(b.zero, us), b.le(b.add(st, us), size(x, k, j))});
@@ -337,7 +340,7 @@ Term Encoder::valid(const Node& n) {
       for (const auto& a : n.args)
         for (const auto& [k, sz] : a->shape)
           if (!(k == ck))
-            cs.push_back(agg(k.rclass, true, [&](int j) { return b.eq(size(*a, k, j), size(n, k, j)); }));
+            cs.push_back(agg(k.rclass, true, [&, &k = k](int j) { return b.eq(size(*a, k, j), size(n, k, j)); }));
       break;
     }
     case Op::Relabel:
@@ -347,7 +350,7 @@ Term Encoder::valid(const Node& n) {
       const Node& y = *n.args.at(1);
       for (const auto& [k, sz] : x.shape)
         if (y.shape.count(k))
-          cs.push_back(agg(k.rclass, true, [&](int j) { return b.eq(size(x, k, j), size(y, k, j)); }));
+          cs.push_back(agg(k.rclass, true, [&, &k = k](int j) { return b.eq(size(x, k, j), size(y, k, j)); }));
       break;
     }
     case Op::Degenerate: {
@@ -493,7 +496,7 @@ Term Encoder::in_range(const Node& n, const Index& idx) {
   std::vector<Term> cs;
   for (const auto& [k, sz] : n.shape) {
     const auto& iv = idx.at(k);
-    cs.push_back(agg(k.rclass, true, [&](int j) {
+    cs.push_back(agg(k.rclass, true, [&, &k = k](int j) {
       return b.and_({b.le(b.zero, iv.at(j)), b.lt(iv.at(j), size(n, k, j))});
     }));
   }
@@ -503,7 +506,7 @@ Term Encoder::in_range(const Node& n, const Index& idx) {
 Term Encoder::shapes_equal(const Node& x, const Node& y) {
   std::vector<Term> cs;
   for (const auto& [k, sz] : x.shape)
-    cs.push_back(agg(k.rclass, true, [&](int j) { return b.eq(size(x, k, j), size(y, k, j)); }));
+    cs.push_back(agg(k.rclass, true, [&, &k = k](int j) { return b.eq(size(x, k, j), size(y, k, j)); }));
   return b.and_(cs);
 }
 
@@ -527,7 +530,7 @@ Term Encoder::box_agg(const std::vector<BoxEntry>& box, bool all, const std::fun
   std::vector<Term> cs;
   for (const auto& [m, es] : by) {
     int rc = es.front()->rclass;
-    cs.push_back(agg(rc, all, [&](int j) {
+    cs.push_back(agg(rc, all, [&, &es = es](int j) {
       for (auto* e : es)
         if (e->j == j) return entry(*e);
       return all ? b.T : b.F;
@@ -762,7 +765,7 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
           // interior >= 0 is part of validity, so the divisor is positive wherever it matters.
           ci[k].push_back(b.ediv(rel.back(), step.back()));
         }
-        padded.push_back(agg(k.rclass, false, [&](int j) {
+        padded.push_back(agg(k.rclass, false, [&, &k = k](int j) {
           Term s = size(x, k, j);
           Term in = attr("interior", k, j, b.zero);
           Term inner = b.add(s, b.mul(b.max(b.zero, b.sub(s, b.integer(1))), in));
@@ -788,7 +791,7 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
       std::vector<Term> win;
       for (const auto& [k, sz] : x.shape) {
         for (int j = 0; j < ranks[k.rclass]; ++j) ui[k].push_back(b.sub(idx.at(k).at(j), attr("start", k, j, b.zero)));
-        win.push_back(agg(k.rclass, true, [&](int j) {
+        win.push_back(agg(k.rclass, true, [&, &k = k](int j) {
           Term st = attr("start", k, j, b.zero);
           Term i = idx.at(k).at(j);
           return b.and_({b.le(st, i), b.lt(i, b.add(st, size(u, k, j)))});

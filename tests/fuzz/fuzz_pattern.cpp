@@ -1,0 +1,95 @@
+// Target 2: the pattern front end (JSON parser + validator, libsplat/pattern) on arbitrary bytes.
+//
+// Any input may be refused with a splat::Error (bad input: a JSON path and what was expected);
+// nothing else may happen. An accepted problem must satisfy what the validator promises
+// (pattern.h, docs/splatc-patterns.md): sizes in range, parameters in range, tokens and points
+// sorted, unique and in bounds. When it is small (at most kMaxCells positions), the analysis runs
+// on it with validation on, which compares every row of the ACSR with kept().
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "libsplat/analysis/analysis.h"
+#include "libsplat/pattern/pattern.h"
+#include "tests/fuzz/fuzz_common.h"
+
+namespace {
+
+constexpr int64_t kMaxCells = int64_t{1} << 16;
+constexpr int64_t kMaxParam = int64_t{1} << 40;  // docs/splatc-patterns.md: parameters are bounded by 2^40
+
+void require(bool ok, const splat::Term& t, const std::string& what) {
+  if (!ok) fuzz::finding("accepted problem breaks the validator's promise at " + t.path + ": " + what);
+}
+
+bool in(int64_t v, int64_t lo, int64_t hi) { return lo <= v && v <= hi; }
+
+void check_term(const splat::Problem& p, const splat::Term& t) {
+  using K = splat::TermKind;
+  switch (t.kind) {
+    case K::Window:
+    case K::Dilated:
+      require(in(t.left, 0, kMaxParam) && in(t.right, 0, kMaxParam), t, "left/right");
+      require(in(t.dilation, 1, kMaxParam), t, "dilation");
+      break;
+    case K::Strided: require(in(t.stride, 1, kMaxParam) && in(t.offset, 0, t.stride - 1), t, "stride/offset"); break;
+    case K::Fixed: require(in(t.block, 1, kMaxParam) && in(t.summary, 0, t.block), t, "block/summary"); break;
+    case K::Blocked: require(in(t.block, 1, kMaxParam), t, "block"); break;
+    case K::BlockWindow:
+      require(in(t.block, 1, kMaxParam) && in(t.left, 0, kMaxParam) && in(t.right, 0, kMaxParam), t, "block/left/right");
+      break;
+    case K::Global:
+      require(!t.tokens.empty() && std::is_sorted(t.tokens.begin(), t.tokens.end()) &&
+                  std::adjacent_find(t.tokens.begin(), t.tokens.end()) == t.tokens.end(),
+              t, "tokens sorted and unique");
+      require(t.tokens.front() >= 0 && t.tokens.back() < std::max(p.seq_len, p.kv_len), t, "tokens in range");
+      break;
+    case K::RandomBlocks:
+      require(in(t.block, 1, kMaxParam) && in(t.per_row, 1, (p.kv_len + t.block - 1) / t.block), t, "block/per_row");
+      break;
+    case K::Affine:
+      require(in(t.slope, -kMaxParam, kMaxParam) && in(t.offset, -kMaxParam, kMaxParam), t, "slope/offset");
+      require(in(t.stride, 1, kMaxParam) && in(t.count, 1, kMaxParam), t, "stride/count");
+      break;
+    case K::Coo:
+      require(!t.points.empty() && std::is_sorted(t.points.begin(), t.points.end()) &&
+                  std::adjacent_find(t.points.begin(), t.points.end()) == t.points.end(),
+              t, "points sorted and unique");
+      for (auto [i, j] : t.points) require(in(i, 0, p.seq_len - 1) && in(j, 0, p.kv_len - 1), t, "point in range");
+      break;
+    case K::Union:
+    case K::Intersect:
+      require(!t.children.empty(), t, "children");
+      for (const auto& c : t.children) check_term(p, c);
+      break;
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  splat::Problem p;
+  try {
+    p = splat::parse_problem_text(text, "fuzz");
+  } catch (const splat::Error&) {
+    return 0;  // bad input: fine
+  } catch (...) {
+    fuzz::finding("the pattern parser threw something other than splat::Error: " + fuzz::current_exception_text());
+  }
+  if (!in(p.seq_len, 1, splat::Limits{}.max_len) || !in(p.kv_len, 1, splat::Limits{}.max_len) ||
+      !in(p.head_dim, 1, 65536) || !(p.scale > 0))
+    fuzz::finding("accepted problem with sizes out of range");
+  check_term(p, p.pattern);
+  if (p.seq_len * p.kv_len > kMaxCells) return 0;
+  try {
+    splat::AnalyzeOptions o;
+    o.validate = true;
+    splat::Acsr a = splat::analyze(p, o);
+    if (a.seq_len != p.seq_len || a.kv_len != p.kv_len) fuzz::finding("the ACSR has other sizes than the problem");
+  } catch (...) {
+    fuzz::finding("the analysis of a small accepted problem failed: " + fuzz::current_exception_text());
+  }
+  return 0;
+}
