@@ -111,13 +111,7 @@ std::optional<BandWithGlobals> find_band_with_globals(const Acsr& acsr) {
     const bool empty_got = got.first > got.second, empty_want = want.first > want.second;
     if (empty_got != empty_want || (!empty_got && got != want)) return std::nullopt;
   }
-  BandWithGlobals out;
-  out.band.dilation = 1;
-  out.band.k_lo = k_lo;
-  out.band.k_hi = k_hi;
-  out.band.rows = L;
-  out.globals = G;
-  return out;
+  return BandWithGlobals{Band{1, k_lo, k_hi, L}, G};
 }
 
 std::optional<WindowLattice> find_window_lattice(const Acsr& acsr) {
@@ -177,13 +171,7 @@ std::optional<WindowLattice> find_window_lattice(const Acsr& acsr) {
     }
     if (total != expect) return std::nullopt;
   }
-  WindowLattice out;
-  out.window.dilation = 1;
-  out.window.k_lo = k_lo;
-  out.window.k_hi = k_hi;
-  out.window.rows = L;
-  out.lattice = lat;
-  return out;
+  return WindowLattice{Band{1, k_lo, k_hi, L}, lat};
 }
 
 

@@ -1,9 +1,10 @@
 #pragma once
 // CUDA code generation: Problem + ACSR -> one self-contained CUDA C++ translation unit (no
-// #include, so NVRTC needs no header path) holding the fused kernel (one entry point per pass)
-// and the three-kernel SPLAT pipeline, specialised to the pattern: sizes, scale, run families
-// and row classes are compile-time constants; only tabulated segments and the pipeline's
-// compressed row offsets live in a device table.
+// #include, so NVRTC needs no header path) holding the fused kernels and the three-kernel SPLAT
+// pipeline, specialised to the pattern: sizes, scale, run families and row classes are
+// compile-time constants; only tabulated segments and the pipeline's compressed row offsets live
+// in a device table. The stages: analysis/structure.h (bands, lattices, global keys) -> plan.h
+// (tiles) -> select.h (KernelSpecs) -> emit.h (one emitter per kernel family).
 //
 // Every entry point takes the same parameters (see kernel_params()):
 //   (const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table)
@@ -17,6 +18,7 @@
 
 #include "libsplat/analysis/acsr.h"
 #include "libsplat/codegen/plan.h"
+#include "libsplat/codegen/select.h"
 #include "libsplat/pattern/pattern.h"
 
 namespace splat {
@@ -24,69 +26,39 @@ namespace splat {
 enum class KernelKind { Fused, Pipeline };
 const char* kernel_kind_name(KernelKind);  // "fused", "pipeline"
 
-// Fused-kernel tuning knobs; 0 / -1 pick the measured defaults (docs/performance.md).
+// The fused kernels' tuning parameters; 0 / -1 pick the measured defaults (select.cpp: configure();
+// docs/performance.md). Everything else about a kernel follows from the target, the problem and the
+// plan.
 struct KernelTuning {
-  int mma_warp_rows = 0;    // bf16/fp16 tensor cores: rows per warp, 16 (4 warps) or 32 (2 warps); 0: auto
-                            // (tf32 tensor cores always use 16)
-  int mma_stages = 0;       // tensor cores: cp.async stages, 2 or 3; 0: auto
-  int min_blocks = -1;      // __launch_bounds__ min blocks per SM (0: none); -1: auto
-  int simt_alias = -1;      // CUDA cores: P^T shares K^T's shared memory (1) or not (0); -1: auto
-  int simt_batch = -1;      // CUDA cores: batched K/V global loads (1) or one at a time (0); -1: auto
-  int mma_key_tile = 0;     // bf16/fp16 tensor cores: keys per online-softmax step, 64 or 128; 0: auto
-  int mma_lazy = -1;        // bf16/fp16 tensor cores: a row's exponent reference moves only when its max rose
-                            // by more than 2^8, O rescaled only when some row of the warp moved (1), or
-                            // every key tile (0); -1: auto (1 for wgmma, 0 for mma.sync)
-  int wgmma = -1;           // bf16/fp16 at head_dim 64/128 compiled for sm_90a: Hopper wgmma engine (1) or
-                            // mma.sync (0); -1: auto (wgmma)
-  int wg_rows = 0;          // wgmma: rows per block, 64 (one warpgroup) or 128 (two sharing K/V stages; not
-                            // for plans with split-KV tiles); 0: auto
-  int wg_overlap = -1;      // wgmma: a key tile's O += P.V runs during the next tile's softmax (1; 3 stages)
-                            // or is waited for at once (0); -1: auto
-  int wg_checked_sums = -1; // wgmma: exponentials against the current references with their row sums checked,
-                            // row maxima only when a check fails (1), or row maxima every key tile (0);
-                            // 2: every check fails (exercises the recompute; for tests); -1: auto (1; 0
-                            // with ovl=1)
-  int wg_refill_barrier = -1; // wgmma, one warpgroup: a block barrier before each stage refill (1) or none (0: the
-                              // warps' P.V waits suffice); -1: auto (0)
-  int wg_q_shared = -1;     // wgmma: Q in shared memory, S = Q.K^T from shared memory only (1), or Q's fragments
-                            // in registers (0); -1: auto (1 for multi-run or multi-pass plans)
-  int wg_early_wait = -1;   // wgmma: wait for (and fence) a key tile's copies before issuing the next tile's (1),
-                            // or after (0); -1: auto (1)
-  int wg_tma = -1;          // wgmma, one warpgroup: K/V stages loaded by TMA where every walk has step 1 or 2 (1), or
-                            // by cp.async (0); -1: auto (1)
-  int wg_band = -1;         // wgmma with TMA stages, band patterns (Plan::band: windows, dilated windows): the table-
-                            // free band kernel (1) or the plan's tables (0); -1: auto (1)
-  int wg_deferred_pv = -1;  // band kernel: a key tile's P.V left running until the next tile's S is waited for (1),
-                            // or waited for at once (0); -1: auto (1)
-  int band_edge_masks = -1; // band kernel: a band's edge tiles masked by one comparison per score (1) or by the
-                            // full test (0); -1: auto (1 for dilated bands)
-  int fp32_x3 = -1;         // fp32 at head_dim % 32 == 0, <= 128: tensor cores as three tf32 products
-                            // (3xTF32, MmaTf32x3Engine) (1) or CUDA cores (SimtEngine) (0); -1: auto (3xTF32)
-  int nomask = -1;          // table kernels: a pass whose every key tile is full (pass_unmasked) compiled without
-                            // run bounds and masks (1), or with them (0); -1: auto (1)
-  int pdl = -1;             // wgmma: an entry that reads the previous one's state (lattice kernel, split-KV combine)
-                            // launched as a programmatic dependent launch, starting while that one ends (1), or
-                            // after it (0); -1: auto (1)
-  int block_order = -1;     // split-KV chunks: blocks in launch order take the chunks of every head first, then the
-                            // other tiles head by head, in a band with globals' kernel and in table passes (1), or
-                            // every tile head by head (0); -1: auto (in a band with globals' kernel only)
-  int global_keys = -1;     // plan: scattered keys every row keeps factored out and walked from the table where
-                            // that pays (Plan::globals) (1), or left in the rows' runs (0); -1: auto (1)
+  int warp_rows = 0;    // mw: mma.sync bf16/fp16, rows per warp, 16 (4 warps) or 32 (2 warps); 0: auto
+  int stages = 0;       // stages: K/V stages (cp.async or TMA), 2 or 3; 0: auto
+  int key_tile = 0;     // bc: mma.sync bf16/fp16, keys per online-softmax step, 64 or 128; 0: auto (64)
+  int min_blocks = -1;  // minb: __launch_bounds__ minimum blocks per SM, 0 (none) .. 16; -1: auto
+  int q_shared = -1;    // qs: wgmma, Q in shared memory (1) or registers (0); -1: auto
+  bool operator==(const KernelTuning&) const = default;
 };
 
-// Parses "key=value,..." with keys mw (16|32), stages (2|3), minb (0..16), alias (0|1), batch (0|1), bc (64|128),
-// lazy (0|1), wg (0|1), wgrows (64|128), ovl (0|1), chk (0|1|2), rbar (0|1), qs (0|1), ew (0|1), tma (0|1), band (0|1), dpv (0|1), emask (0|1), x3 (0|1), nomask (0|1), pdl (0|1), order (0|1), gkeys (0|1), e.g. the SPLATC_TUNE environment variable that `splatc bench` reads. Throws
-// std::invalid_argument.
+// Parses "key=value,..." with keys mw (16|32), stages (2|3), bc (64|128), minb (0..16), qs (0|1),
+// e.g. `splatc emit --tune mw=32,stages=3`. Throws std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
+// The tuning as parse_tuning reads it (only the keys that are set; "" for the defaults).
+std::string format_tuning(const KernelTuning& tuning);
+
+// Debug switches for tests, not tuning: they select code paths that the measured defaults reach
+// only rarely, so that tests and the GPU check exercise them.
+struct CodegenTestHooks {
+  // wgmma: every checked row sum fails, so every key tile takes the rare recompute with row maxima.
+  bool fail_sum_checks = false;
+};
 
 struct CodegenOptions {
-  // Target architecture ("sm_90a", "sm_80", ...): arch-specific engines (wgmma on sm_90a) are used
-  // only when the module is compiled for that target; empty or another arch: portable mma.sync.
+  // Target architecture ("sm_90a", "sm_80", ...): the engine follows it (choose_engine: wgmma on
+  // sm_90a; empty or another arch: the portable mma.sync engines).
   std::string arch;
-  TileShape tile;
   bool fused = true;
   bool pipeline = true;
   KernelTuning tuning;
+  CodegenTestHooks test;
 };
 
 struct KernelDesc {
@@ -129,6 +101,7 @@ struct GeneratedModule {
                                        // "mma.sync 3xtf32", "cuda cores", ...
   std::string pattern_hash;            // "fnv1a64:<16 hex>" of the shape and the ACSR
   Plan plan;
+  Selection selection;                 // the fused kernels' specs (launch order) and the engine
   int64_t max_row_runs = 0;
   // Tensor maps the fused kernels' TMA loads read (parameter tmaps), in order: K and V for unit-step
   // walks, K and V for stride-2 walks, then (a lattice pass) K and V for its stride; empty when no
@@ -136,6 +109,7 @@ struct GeneratedModule {
   std::vector<TensorMapDesc> tensor_maps;
 };
 
+// Throws splat::Error when the problem does not fit the kernels asked for.
 GeneratedModule generate(const Problem& problem, const Acsr& acsr, const CodegenOptions& = {});
 
 // The parameter layout shared by all entry points.

@@ -15,7 +15,6 @@
 #include "libsplat/analysis/structure.h"
 #include "libsplat/codegen/codegen.h"
 #include "libsplat/codegen/cpu_model.h"
-#include "libsplat/codegen/device_code.h"
 #include "libsplat/compile/nvrtc.h"
 #include "nvrtc_cache.h"
 #include "libsplat/pattern/pattern.h"
@@ -48,14 +47,38 @@ void check_coverage(const Problem& p, const Acsr& a, const TileShape& shape = {}
   }
 }
 
-// The fused kernels only, for an architecture and tuning ("key=value,...").
-GeneratedModule fused_module(const Problem& p, const std::string& arch, const std::string& tune) {
+// The fused kernels only, for an architecture, tuning ("key=value,...") and test hooks.
+GeneratedModule fused_module(const Problem& p, const std::string& arch, const std::string& tune,
+                             const CodegenTestHooks& hooks = {}) {
   CodegenOptions co;
   co.arch = arch;
   co.pipeline = false;
   co.tuning = parse_tuning(tune);
+  co.test = hooks;
   return generate(p, analyze(p), co);
 }
+
+// The kernel families of a module's fused entry points, in launch order.
+std::vector<KernelFamily> families(const GeneratedModule& m) {
+  std::vector<KernelFamily> f;
+  for (const KernelSpec& k : m.selection.fused) f.push_back(k.family());
+  return f;
+}
+
+// The engine configuration of a module's first fused entry point.
+const EngineConfig& engine0(const GeneratedModule& m) {
+  REQUIRE(!m.selection.fused.empty());
+  return m.selection.fused[0].engine;
+}
+
+// The module compiles to a non-trivial CUBIN for arch (ptxas checks registers, shared memory and
+// the wgmma / TMA operands).
+void check_cubin(const GeneratedModule& m, const std::string& arch) {
+  CompileResult c = test_compile(m.source, m.name + ".cu", arch, CompileTarget::Cubin);
+  CHECK(c.image.size() > 1000);
+}
+
+constexpr CodegenTestHooks kFailSumChecks{true};
 
 }  // namespace
 
@@ -189,88 +212,85 @@ TEST_CASE("NVRTC errors carry the log; bad architectures are refused") {
 }
 
 TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
-  KernelTuning t = parse_tuning("mw=32,stages=3,minb=0,alias=0,batch=1");
-  CHECK(t.mma_warp_rows == 32);
-  CHECK(t.mma_stages == 3);
+  KernelTuning t = parse_tuning("mw=32,stages=3,minb=0,bc=128,qs=1");
+  CHECK(t.warp_rows == 32);
+  CHECK(t.stages == 3);
   CHECK(t.min_blocks == 0);
-  CHECK(t.simt_alias == 0);
-  CHECK(t.simt_batch == 1);
-  CHECK(parse_tuning("").mma_warp_rows == 0);
-  CHECK(parse_tuning("bc=128,lazy=1").mma_key_tile == 128);
-  CHECK(parse_tuning("bc=128,lazy=1").mma_lazy == 1);
-  CHECK(parse_tuning("lazy=0").mma_lazy == 0);
+  CHECK(t.key_tile == 128);
+  CHECK(t.q_shared == 1);
+  CHECK(parse_tuning("") == KernelTuning{});
+  CHECK(format_tuning(t) == "mw=32,stages=3,bc=128,minb=0,qs=1");
+  CHECK(parse_tuning(format_tuning(t)) == t);
+  CHECK(format_tuning(KernelTuning{}).empty());
   CHECK_THROWS_AS(parse_tuning("bc=96"), std::invalid_argument);
-  CHECK_THROWS_AS(parse_tuning("lazy=2"), std::invalid_argument);
+  CHECK_THROWS_AS(parse_tuning("qs=2"), std::invalid_argument);
   CHECK_THROWS_AS(parse_tuning("mw=24"), std::invalid_argument);
   CHECK_THROWS_AS(parse_tuning("stages=x"), std::invalid_argument);
   CHECK_THROWS_AS(parse_tuning("warps=2"), std::invalid_argument);
   CHECK_THROWS_AS(parse_tuning("mw"), std::invalid_argument);
+  // The sides of experiments that lost are not keys.
+  for (const char* gone : {"lazy=1", "alias=0", "batch=0", "x3=0", "wg=0", "ovl=1", "chk=2", "tma=0", "band=0", "gkeys=0",
+                           "wgrows=128", "order=1", "pdl=0", "nomask=0"})
+    CHECK_THROWS_WITH(parse_tuning(gone), doctest::Contains("unknown key"));
 
   const std::string window = R"({"window": {"left": 256, "right": 256}})";
   const std::string strided = R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64}}]})";
-  const std::string longformer =
-      R"({"union": [{"window": {"left": 256, "right": 256}}, {"global": {"tokens": [0, 1, 2, 3]}}]})";
-  auto gen = [](const Problem& p, const KernelTuning& tu = {}) {
-    CodegenOptions co;
-    co.pipeline = false;
-    co.tuning = tu;
-    return generate(p, analyze(p), co);
-  };
-  // bf16 single-pass window: 2 warps x 32 rows, 2 stages of K and V (64 keys x (64 + 8) x 2 bytes).
+  const auto gen = [](const Problem& p, const std::string& tu = "") { return fused_module(p, "", tu); };
+  // bf16 single-pass window (mma.sync): 2 warps x 32 rows, 2 stages of K and V (64 keys x (64 + 8)
+  // x 2 bytes), 4 blocks per SM.
   GeneratedModule w = gen(problem(window, 2048));
   REQUIRE(w.fused.size() == 1);
+  CHECK(families(w) == std::vector{KernelFamily::Table});
+  CHECK(engine0(w).kind == EngineKind::Mma);
+  CHECK(engine0(w).warp_rows == 32);
+  CHECK(engine0(w).stages == 2);
+  CHECK(engine0(w).key_tile == 64);
+  CHECK(engine0(w).min_blocks == 4);
   CHECK(w.fused[0].block == 64);
   CHECK(w.fused[0].smem_dynamic == 2 * 2 * 64 * 72 * 2);
-  CHECK(w.source.find("MmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 2, 64, false>") != std::string::npos);
-  CHECK(w.source.find("__launch_bounds__(64, 4) splat_fused_p0") != std::string::npos);
+  CHECK(w.source.find("__launch_bounds__(64, 4) splat_fused_p0") != std::string::npos);  // the spec reaches the source
   // Two passes (strided): 4 warps x 16 rows.
   GeneratedModule s = gen(problem(strided, 2048));
   REQUIRE(s.fused.size() == 2);
   for (const KernelDesc& k : s.fused) CHECK(k.block == 128);
-  // Overrides reach the source.
-  GeneratedModule o = gen(problem(window, 2048), parse_tuning("mw=16,stages=3,minb=2"));
+  for (const KernelSpec& k : s.selection.fused) CHECK(k.engine.warp_rows == 16);
+  // Overrides.
+  GeneratedModule o = gen(problem(window, 2048), "mw=16,stages=3,minb=2");
   CHECK(o.fused[0].block == 128);
   CHECK(o.fused[0].smem_dynamic == 3 * 2 * 64 * 72 * 2);
-  CHECK(o.source.find("__launch_bounds__(128, 2) splat_fused_p0") != std::string::npos);
-  // 128-key softmax steps: twice the stage memory, hence at most 3 blocks per SM; lazy rescale.
-  GeneratedModule b = gen(problem(window, 2048), parse_tuning("bc=128,lazy=1"));
+  CHECK(engine0(o).min_blocks == 2);
+  // 128-key softmax steps: twice the stage memory, hence at most 3 blocks per SM.
+  GeneratedModule b = gen(problem(window, 2048), "bc=128");
   CHECK(b.fused[0].block == 64);
   CHECK(b.fused[0].smem_dynamic == 2 * 2 * 128 * 72 * 2);
-  CHECK(b.source.find("MmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 2, 128, true>") != std::string::npos);
-  CHECK(b.source.find("__launch_bounds__(64, 3) splat_fused_p0") != std::string::npos);
-  // fp32 window on CUDA cores (x3=0): P^T aliased on K^T (Q^T + V + one 64 x 68 tile), batched
-  // loads, 3 blocks per SM.
-  GeneratedModule f = gen(problem(window, 2048, "fp32"), parse_tuning("x3=0"));
-  CHECK(f.fused[0].block == 128);
-  CHECK(f.fused[0].smem_dynamic == (64 * 68 + 64 * 64 + 64 * 68) * 4);
-  CHECK(f.source.find("SimtEngine<float, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, true>") != std::string::npos);
-  CHECK(f.source.find("__launch_bounds__(128, 3) splat_fused_p0") != std::string::npos);
-  // fp32 with two runs per row and split-KV tiles (global rows): separate P^T, per-element loads,
-  // no register cap.
-  Problem lp = problem(longformer, 4096, "fp32");
-  GeneratedModule l = gen(lp, parse_tuning("x3=0"));
-  REQUIRE(!l.plan.passes.empty());
-  CHECK(l.plan.passes[0].max_runs == 2);
-  CHECK(!l.plan.passes[0].splits.empty());
-  CHECK(l.fused[0].smem_dynamic == (64 * 68 + 64 * 64 + 64 * 68 + 64 * 68) * 4);
-  CHECK(l.source.find("SimtEngine<float, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, false, false>") != std::string::npos);
-  CHECK(l.source.find("__launch_bounds__(128) splat_fused_p0(") != std::string::npos);
+  CHECK(engine0(b).key_tile == 128);
+  CHECK(engine0(b).min_blocks == 3);
   // tf32 on tensor cores (m16n8k8): 4 warps x 16 rows, fp32 K (HD + 16) and V (HD + 4) rows in two
   // stages; 2 blocks per SM at d = 64 (measured faster than the 3 that shared memory allows), 1 at d = 128.
   GeneratedModule tf = gen(problem(window, 2048, "tf32"));
   CHECK(tf.tensor_cores);
+  CHECK(tf.selection.engine.kind == EngineKind::MmaTf32);
   CHECK(tf.fused[0].block == 128);
   CHECK(tf.fused[0].smem_dynamic == 2 * 64 * (80 + 68) * 4);
-  CHECK(tf.source.find("MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2>") != std::string::npos);
-  CHECK(tf.source.find("__launch_bounds__(128, 2) splat_fused_p0") != std::string::npos);
-  CHECK(inline_device_headers(tf.source).find("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32") != std::string::npos);
-  GeneratedModule t128 = gen(problem(window, 2048, "tf32", 128), parse_tuning("mw=32"));
+  CHECK(engine0(tf).min_blocks == 2);
+  GeneratedModule t128 = gen(problem(window, 2048, "tf32", 128), "mw=32");
   CHECK(t128.fused[0].block == 128);  // tf32 keeps 16 rows per warp
-  CHECK(t128.source.find("__launch_bounds__(128, 1) splat_fused_p0") != std::string::npos);
-  // tf32 at a head_dim the tensor-core layout does not take (not a multiple of 32): CUDA cores
-  // would need a multiple of 32 too, so the fused kernel is refused with the JSON path.
+  CHECK(engine0(t128).min_blocks == 1);
+  // tf32 at a head_dim the tensor-core layout does not take (not a multiple of 32): no fused kernel,
+  // refused with the JSON path; the pipeline alone is generated.
   CHECK_THROWS_WITH(gen(problem(window, 2048, "tf32", 48)), doctest::Contains("head_dim"));
-  CHECK(!gen(problem(window, 2048, "fp32"), parse_tuning("x3=0")).tensor_cores);
+  CodegenOptions pipe_only;
+  pipe_only.fused = false;
+  const Problem p48 = problem(window, 2048, "fp32", 48);
+  GeneratedModule pm = generate(p48, analyze(p48), pipe_only);
+  CHECK(pm.fused.empty());
+  CHECK(pm.pipeline.size() == 3);
+  CHECK(pm.engine == "cuda cores");
+  // The selection explains itself (splatc emit --explain).
+  const std::string why = explain(w.selection);
+  CHECK(why.find("engine: mma.sync") != std::string::npos);
+  CHECK(why.find("splat_fused_p0: table pass") != std::string::npos);
+  CHECK(why.find("32 rows per warp") != std::string::npos);
 }
 
 // Every engine configuration the tuning can select builds (ptxas, the oldest architecture).
@@ -282,24 +302,17 @@ TEST_CASE("every kernel tuning variant compiles to CUBIN for sm_80") {
     const char* tuning;
   };
   for (const V& v : {V{"bf16", 64, "mw=32,stages=3"}, V{"bf16", 128, "mw=16,stages=3"}, V{"fp16", 32, "mw=32"},
-                     V{"fp32", 64, "x3=0,alias=0,batch=1"}, V{"fp32", 96, "x3=0,alias=1,batch=1,minb=0"},
-                     V{"fp32", 32, "x3=0,alias=1,batch=0"}, V{"tf32", 64, ""}, V{"tf32", 128, "stages=3"},
+                     V{"fp32", 64, "minb=0"}, V{"fp32", 96, "stages=3"}, V{"tf32", 64, ""}, V{"tf32", 128, "stages=3"},
                      V{"tf32", 32, "minb=2"}}) {
     CAPTURE(v.dtype);
     CAPTURE(v.d);
     CAPTURE(v.tuning);
-    Problem p = problem(pat, 512, v.dtype, v.d);
-    CodegenOptions co;
-    co.pipeline = false;
-    co.tuning = parse_tuning(v.tuning);
-    GeneratedModule m = generate(p, analyze(p), co);
-    CompileResult r = test_compile(m.source, "t.cu", "sm_80", CompileTarget::Cubin);
-    CHECK(r.image.size() > 1000);
+    check_cubin(fused_module(problem(pat, 512, v.dtype, v.d), "", v.tuning), "sm_80");
   }
 }
 
-// The bf16/fp16 softmax-step variants (128-key steps, lazy O rescale) build for both architectures
-// the tuning targets, single-pass (32 rows per warp) and multi-pass with split-KV (16 rows per warp).
+// The bf16/fp16 128-key softmax steps build for both architectures the tuning targets, single-pass
+// (32 rows per warp) and multi-pass with split-KV (16 rows per warp).
 TEST_CASE("key-tile and lazy-rescale variants compile to CUBIN for sm_80 and sm_90") {
   const std::string window = R"({"window": {"left": 200, "right": 200}})";
   const std::string longformer =
@@ -310,100 +323,94 @@ TEST_CASE("key-tile and lazy-rescale variants compile to CUBIN for sm_80 and sm_
     int64_t d;
     const char* tuning;
   };
-  for (const V& v : {V{&window, "bf16", 64, "bc=128"}, V{&window, "bf16", 64, "lazy=1"},
-                     V{&window, "bf16", 64, "bc=128,lazy=1"}, V{&longformer, "bf16", 64, "bc=128,lazy=1"},
-                     V{&window, "fp16", 128, "mw=16,bc=128,lazy=1"}}) {
+  for (const V& v : {V{&window, "bf16", 64, "bc=128"}, V{&longformer, "bf16", 64, "bc=128"},
+                     V{&window, "fp16", 128, "mw=16,bc=128"}}) {
     CAPTURE(*v.pat);
     CAPTURE(v.dtype);
     CAPTURE(v.tuning);
-    Problem p = problem(*v.pat, 1024, v.dtype, v.d);
-    CodegenOptions co;
-    co.pipeline = false;
-    co.tuning = parse_tuning(v.tuning);
-    GeneratedModule m = generate(p, analyze(p), co);
+    GeneratedModule m = fused_module(problem(*v.pat, 1024, v.dtype, v.d), "", v.tuning);
+    CHECK(engine0(m).key_tile == 128);
     for (const char* arch : {"sm_80", "sm_90"}) {
       CAPTURE(arch);
-      CompileResult r = test_compile(m.source, "t.cu", arch, CompileTarget::Cubin);
-      CHECK(r.image.size() > 1000);
+      check_cubin(m, arch);
     }
   }
 }
 
 // Hopper wgmma engine: chosen only when generating for sm_90a (bf16/fp16, head_dim 64 or 128); its launch
-// configuration follows the tuning; every default bf16/fp16 pattern and every wgmma variant builds
-// for sm_90a (ptxas checks the wgmma operands, descriptors and fences).
+// configuration follows the plan and the tuning; every wgmma variant builds for sm_90a (ptxas checks the
+// wgmma operands, descriptors and fences).
 TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning") {
   const std::string window = R"({"window": {"left": 256, "right": 256}})";
   const std::string longformer =
       R"({"union": [{"window": {"left": 256, "right": 256}}, {"global": {"tokens": [0, 1, 2, 3]}}]})";
-  auto gen = [](const Problem& p, const std::string& arch, const std::string& tuning = "") {
-    CodegenOptions co;
-    co.pipeline = false;
-    co.arch = arch;
-    co.tuning = parse_tuning(tuning);
-    return generate(p, analyze(p), co);
-  };
-  // The table kernel (band=0: a window is a band, whose default is the band kernel with three
-  // stages, below).
-  GeneratedModule w = gen(problem(window, 2048), "sm_90a", "band=0");
+  // Global tokens that are not the leading ones: no band structure, the table kernel.
+  const std::string scattered =
+      R"({"union": [{"window": {"left": 256, "right": 256}}, {"global": {"tokens": [0, 1, 2, 999]}}]})";
+  const auto gen = [](const Problem& p, const std::string& arch, const std::string& tuning = "",
+                      const CodegenTestHooks& hooks = {}) { return fused_module(p, arch, tuning, hooks); };
+  // A window over more keys than rows is not a band: the table kernel. Defaults: two stages, checked
+  // row sums, Q in registers for a single-run plan, K/V by TMA (unit-step walks), 4 blocks per SM.
+  Problem wt = problem(window, 2048);
+  wt.kv_len = 2100;
+  GeneratedModule w = gen(wt, "sm_90a");
   CHECK(w.engine == "wgmma");
+  CHECK(families(w) == std::vector{KernelFamily::Table});
+  CHECK(engine0(w).stages == 2);
+  CHECK(engine0(w).sum_checks == 1);
+  CHECK_FALSE(engine0(w).q_shared);
+  CHECK(engine0(w).tma);
+  CHECK(engine0(w).min_blocks == 4);
   CHECK(w.fused[0].block == 128);
   CHECK(w.fused[0].smem_dynamic == 2 * 2 * 64 * 64 * 2 + 1024);
-  CHECK(gen(problem(window, 2048), "sm_90a").fused[0].smem_dynamic == 3 * 2 * 64 * 64 * 2 + 1024);
-  // Defaults: lazy rescale, checked row sums (chk=1), no refill barrier, Q in registers for a
-  // single-run plan, the tile's copies waited for before the next load (ew), K/V by TMA (unit-step
-  // walks); lazy=0 rescales O every key tile (with chk=0), chk=0 takes row maxima.
-  CHECK(w.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false, 1, false, false, true, true>") != std::string::npos);
-  CHECK(gen(problem(window, 2048), "sm_90a", "lazy=0,chk=0,band=0").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, false, false, 0, false, false, true, true>") !=
-        std::string::npos);
-  // TMA: four tensor maps (K, V as batch*heads*kv_len rows; K, V as row pairs for stride-2 walks);
-  // tma=0 keeps cp.async.
-  REQUIRE(w.tensor_maps.size() == 4);
+  // A band: the band kernel, three stages.
+  GeneratedModule wb = gen(problem(window, 2048), "sm_90a");
+  CHECK(families(wb) == std::vector{KernelFamily::Band});
+  CHECK(wb.fused[0].smem_dynamic == 3 * 2 * 64 * 64 * 2 + 1024);
+  // TMA: four tensor maps (K, V as batch*heads*kv_len rows; K, V as row pairs for stride-2 walks).
+  REQUIRE(wb.tensor_maps.size() == 4);
   const uint64_t rows = static_cast<uint64_t>(problem(window, 2048).batch * problem(window, 2048).heads * 2048);
-  CHECK(w.tensor_maps[0].tensor == "k");
-  CHECK(w.tensor_maps[1].tensor == "v");
-  CHECK(w.tensor_maps[0].dims == std::vector<uint64_t>{64, rows});
-  CHECK(w.tensor_maps[0].strides == std::vector<uint64_t>{128});
-  CHECK(w.tensor_maps[0].box == std::vector<uint32_t>{64, 64});
-  CHECK(w.tensor_maps[2].dims == std::vector<uint64_t>{64, 2, rows / 2});
-  CHECK(w.tensor_maps[2].strides == std::vector<uint64_t>{128, 256});
-  CHECK(w.tensor_maps[3].box == std::vector<uint32_t>{64, 1, 64});
-  GeneratedModule nt = gen(problem(window, 2048), "sm_90a", "tma=0");
-  CHECK(nt.tensor_maps.empty());
-  CHECK(nt.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false, 1, false, false, true>") != std::string::npos);
-  // Dilated (stride-2 walks) too; strided's lattice walks (step 16) keep cp.async in that pass.
-  CHECK(gen(problem(R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})", 2048), "sm_90a").source.find(", true, true>") != std::string::npos);
-  // Stride-2 walks over an odd number of key rows: the pair view misses the last row, so cp.async.
+  CHECK(wb.tensor_maps[0].tensor == "k");
+  CHECK(wb.tensor_maps[1].tensor == "v");
+  CHECK(wb.tensor_maps[0].dims == std::vector<uint64_t>{64, rows});
+  CHECK(wb.tensor_maps[0].strides == std::vector<uint64_t>{128});
+  CHECK(wb.tensor_maps[0].box == std::vector<uint32_t>{64, 64});
+  CHECK(wb.tensor_maps[2].dims == std::vector<uint64_t>{64, 2, rows / 2});
+  CHECK(wb.tensor_maps[2].strides == std::vector<uint64_t>{128, 256});
+  CHECK(wb.tensor_maps[3].box == std::vector<uint32_t>{64, 1, 64});
+  // Stride-2 walks over an odd number of key rows: the pair view misses the last row, so cp.async
+  // (and the table kernel).
   const Problem odd = problem(R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})", 2047);
   REQUIRE((odd.batch * odd.heads * odd.kv_len) % 2 == 1);
-  CHECK(gen(odd, "sm_90a").tensor_maps.empty());
+  GeneratedModule mo = gen(odd, "sm_90a");
+  CHECK(mo.tensor_maps.empty());
+  CHECK(families(mo) == std::vector{KernelFamily::Table});
+  CHECK_FALSE(engine0(mo).tma);
   // More key rows than 32-bit TMA coordinates reach (2^20 heads x 4096 keys): cp.async.
   Problem huge = problem(window, 4096);
   huge.heads = int64_t{1} << 20;
   CHECK(gen(huge, "sm_90a").tensor_maps.empty());
   // A lattice that does not fill its phases (2040 rows, stride 16): the table passes, TMA for the
-  // window, cp.async for the lattice; with 2048 rows, the band kernel and lattice_pass.
+  // window, cp.async for the lattice; with 2048 rows, the band kernel and the lattice kernel.
   const char* strided = R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})";
   GeneratedModule st = gen(problem(strided, 2040), "sm_90a");
-  CHECK(st.source.find("1, false, true, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 1, ") != std::string::npos);
-  CHECK(st.source.find("1, false, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 16, ") != std::string::npos);
-  CHECK(st.source.find("lattice_pass<") == std::string::npos);
-  CHECK(gen(problem(strided, 2048), "sm_90a").source.find("lattice_pass<") != std::string::npos);
-  CHECK_THROWS_AS(parse_tuning("tma=2"), std::invalid_argument);
-  CHECK(gen(problem(window, 2048), "sm_90a", "rbar=1,qs=1,chk=2,ew=0").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, 1, true, false, 2, true, true, false>") !=
-        std::string::npos);
-  // The overlap keeps the row maxima (no chk).
-  CHECK(gen(problem(window, 2048), "sm_90a", "ovl=1").source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, true, 0, false, false, true, true>") !=
-        std::string::npos);
-  // Q in shared memory (one more 8 KB tile) for plans whose rows carry several runs (Longformer's
-  // table kernel: band=0; by default its band blocks share the kernel, and their three stages).
-  GeneratedModule lf = gen(problem(longformer, 2048), "sm_90a", "band=0");
-  CHECK(lf.source.find(", 1, false, true, true, true>") != std::string::npos);
+  REQUIRE(families(st) == std::vector{KernelFamily::Table, KernelFamily::Table});
+  CHECK(st.selection.fused[0].engine.tma);
+  CHECK_FALSE(st.selection.fused[1].engine.tma);
+  CHECK(families(gen(problem(strided, 2048), "sm_90a")) == std::vector{KernelFamily::Band, KernelFamily::Lattice});
+  // Q in shared memory; the test hook that fails every row-sum check (the rare recompute path).
+  GeneratedModule qh = gen(wt, "sm_90a", "qs=1", kFailSumChecks);
+  CHECK(engine0(qh).q_shared);
+  CHECK(engine0(qh).sum_checks == 2);
+  CHECK(qh.fused[0].smem_dynamic == (2 * 2 + 1) * 64 * 64 * 2 + 1024);
+  // Q in shared memory (one more 8 KB tile) by default for plans whose rows carry several runs.
+  GeneratedModule lf = gen(problem(scattered, 2048), "sm_90a");
+  CHECK(families(lf)[0] == KernelFamily::Table);
+  CHECK(engine0(lf).q_shared);
   CHECK(lf.fused[0].smem_dynamic == (2 * 2 + 1) * 64 * 64 * 2 + 1024);
+  // Longformer's leading global tokens: the band with globals' kernel and its three stages.
   CHECK(gen(problem(longformer, 2048), "sm_90a").fused[0].smem_dynamic == 3 * 2 * 64 * 64 * 2 + 1024);
-  CHECK_THROWS_AS(parse_tuning("chk=3"), std::invalid_argument);
-  CHECK(w.source.find("__launch_bounds__(128, 4) splat_fused_p0") != std::string::npos);
-  // Not on other architectures, other head dims, fp32/tf32, or when the tuning says no.
+  // The engine follows the target: not on other architectures, other head dims, fp32/tf32.
   CHECK(gen(problem(window, 2048), "sm_90").engine == "mma.sync");
   CHECK(gen(problem(window, 2048), "").engine == "mma.sync");
   CHECK(gen(problem(window, 2048, "bf16", 96), "sm_90a").engine == "mma.sync");
@@ -411,31 +418,21 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   CHECK(gen(problem(window, 2048, "fp16"), "sm_90a").engine == "wgmma");
   CHECK(gen(problem(window, 2048, "tf32"), "sm_90a").engine == "mma.sync tf32");
   CHECK(gen(problem(window, 2048, "fp32"), "sm_90a").engine == "mma.sync 3xtf32");
-  CHECK(gen(problem(window, 2048), "sm_90a", "wg=0").engine == "mma.sync");
-  // Three stages. Two warpgroups: 256 threads, 128-row tiles, 2 blocks per SM, but not where the
-  // plan splits tiles (longformer's global rows).
-  GeneratedModule d = gen(problem(window, 2048), "sm_90a", "stages=3");
+  // Three stages.
+  GeneratedModule d = gen(wt, "sm_90a", "stages=3");
+  CHECK(engine0(d).stages == 3);
   CHECK(d.fused[0].smem_dynamic == 2 * 3 * 64 * 64 * 2 + 1024);
-  CHECK(d.source.find("WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false, true, true>") != std::string::npos);
-  GeneratedModule r = gen(problem(window, 2048), "sm_90a", "wgrows=128");
-  CHECK(r.fused[0].block == 256);
-  CHECK(r.plan.shape.br == 128);
-  CHECK(r.source.find("__launch_bounds__(256, 2) splat_fused_p0") != std::string::npos);
-  CHECK(r.tensor_maps.empty());  // two warpgroups: cp.async stages
-  GeneratedModule lr = gen(problem(longformer, 2048), "sm_90a", "wgrows=128");
-  CHECK(lr.plan.shape.br == 64);
-  CHECK(lr.fused[0].block == 128);
-  CHECK_THROWS_AS(parse_tuning("wg=2"), std::invalid_argument);
-  CHECK_THROWS_AS(parse_tuning("wgrows=96"), std::invalid_argument);
-  for (const char* tuning : {"", "lazy=0", "chk=0", "chk=2", "qs=1", "qs=0", "rbar=1", "ovl=1", "ovl=1,lazy=0", "stages=3",
-                             "wgrows=128", "wgrows=128,stages=3", "wgrows=128,qs=1", "ew=0", "ew=0,chk=0", "tma=0",
-                             "tma=0,stages=3"}) {
+  // Every wgmma variant builds: table kernels (one run, several runs, cp.async stride-2 walks),
+  // the band kernel (dilated, stride-2 TMA view) and the band with globals.
+  const std::string dilated = R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})";
+  for (const auto& [tuning, hooks] : std::vector<std::pair<std::string, CodegenTestHooks>>{
+           {"", {}}, {"", kFailSumChecks}, {"qs=1", {}}, {"qs=0", {}}, {"stages=3", {}}}) {
     CAPTURE(tuning);
-    const std::string dilated = R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})";
-    for (const std::string* pat : {&window, &longformer, &dilated}) {
-      GeneratedModule m = gen(problem(*pat, 1024, "fp16"), "sm_90a", tuning);
-      CompileResult c = test_compile(m.source, "t.cu", "sm_90a", CompileTarget::Cubin);
-      CHECK(c.image.size() > 1000);
+    CAPTURE(hooks.fail_sum_checks);
+    for (const std::string* pat : {&window, &longformer, &scattered, &dilated}) {
+      Problem p = problem(*pat, 1024, "fp16");
+      if (pat == &window) p.kv_len = 1100;
+      check_cubin(gen(p, "sm_90a", tuning, hooks), "sm_90a");
     }
   }
 }
@@ -444,14 +441,16 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
 // boxes of 64 columns (two per key tile), 2 blocks per SM (O and Q's fragments take 96 registers);
 // every variant and pattern family builds for sm_90a.
 TEST_CASE("wgmma engine at head_dim 128: launch configuration, tensor maps, every variant builds") {
-  const auto gen = [](const Problem& p, const std::string& tuning = "") { return fused_module(p, "sm_90a", tuning); };
+  const auto gen = [](const Problem& p, const std::string& tuning = "", const CodegenTestHooks& hooks = {}) {
+    return fused_module(p, "sm_90a", tuning, hooks);
+  };
   const std::string window = R"({"window": {"left": 256, "right": 256}})";
   GeneratedModule w = gen(problem(window, 2048, "bf16", 128));
   CHECK(w.engine == "wgmma");
+  CHECK(families(w) == std::vector{KernelFamily::Band});
   CHECK(w.fused[0].block == 128);
   CHECK(w.fused[0].smem_dynamic == 3 * 2 * 64 * 128 * 2 + 1024);  // the band kernel's three stages
-  CHECK(w.source.find("__launch_bounds__(128, 2) splat_fused_p0") != std::string::npos);
-  CHECK(w.source.find("band_pass<") != std::string::npos);
+  CHECK(engine0(w).min_blocks == 2);
   REQUIRE(w.tensor_maps.size() == 4);
   const uint64_t rows = static_cast<uint64_t>(problem(window, 2048).batch * problem(window, 2048).heads * 2048);
   CHECK(w.tensor_maps[0].dims == std::vector<uint64_t>{128, rows});
@@ -460,36 +459,39 @@ TEST_CASE("wgmma engine at head_dim 128: launch configuration, tensor maps, ever
   CHECK(w.tensor_maps[2].dims == std::vector<uint64_t>{128, 2, rows / 2});
   CHECK(w.tensor_maps[2].strides == std::vector<uint64_t>{256, 512});
   CHECK(w.tensor_maps[3].box == std::vector<uint32_t>{64, 1, 64});
-  GeneratedModule t = gen(problem(window, 2048, "fp16", 128), "band=0,qs=1");
+  // The table kernel (a window over more keys than rows) with Q in shared memory.
+  Problem wt = problem(window, 2048, "fp16", 128);
+  wt.kv_len = 2100;
+  GeneratedModule t = gen(wt, "qs=1");
+  CHECK(families(t) == std::vector{KernelFamily::Table});
   CHECK(t.fused[0].smem_dynamic == (2 * 2 + 1) * 64 * 128 * 2 + 1024);
   // Blocks per SM: 3 for an unmasked table pass (aligned blocks), 2 for a masked one and for the
   // band and lattice kernels.
-  CHECK(gen(problem(R"({"blocked": {"block": 256}})", 2048, "bf16", 128)).source.find("__launch_bounds__(128, 3) splat_fused_p0(") !=
-        std::string::npos);
-  CHECK(t.source.find("__launch_bounds__(128, 2) splat_fused_p0(") != std::string::npos);
-  // mma.sync (sm_80, or wg=0): registers for the wider O and Q fragments, 2 blocks per SM at
-  // d = 128 and 3 at d = 96 (at 4, 128 registers, they spilled); 4 at d = 64.
+  CHECK(engine0(gen(problem(R"({"blocked": {"block": 256}})", 2048, "bf16", 128))).min_blocks == 3);
+  CHECK(engine0(t).min_blocks == 2);
+  // mma.sync (sm_80, sm_90): registers for the wider O and Q fragments, 2 blocks per SM at d = 128
+  // and 3 at d = 96 (at 4, 128 registers, they spilled); 4 at d = 64.
   for (const auto& [d, arch, blocks] : std::vector<std::tuple<int, std::string, int>>{
            {128, "sm_80", 2}, {96, "sm_80", 3}, {64, "sm_80", 4}, {128, "sm_90", 2}}) {
     CAPTURE(d);
     GeneratedModule m = fused_module(problem(window, 2048, "bf16", d), arch, "mw=16");
     CHECK(m.engine == "mma.sync");
-    CHECK(m.source.find("__launch_bounds__(128, " + std::to_string(blocks) + ") splat_fused_p0(") != std::string::npos);
+    CHECK(engine0(m).min_blocks == blocks);
   }
   const std::string dilated = R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})";
   const std::string longformer =
       R"({"union": [{"window": {"left": 256, "right": 256}}, {"global": {"tokens": [0, 1, 2, 3]}}]})";
   const std::string strided = R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})";
   const std::string fixed = R"({"fixed": {"block": 128, "summary": 8}})";
-  for (const char* tuning : {"", "band=0", "chk=0", "chk=2", "lazy=0,chk=0", "qs=1", "qs=0", "dpv=0", "ovl=1", "tma=0",
-                             "tma=0,ew=0,rbar=1", "wgrows=128", "stages=2,minb=3"}) {
+  for (const auto& [tuning, hooks] : std::vector<std::pair<std::string, CodegenTestHooks>>{
+           {"", {}}, {"", kFailSumChecks}, {"qs=1", {}}, {"qs=0", {}}, {"stages=2,minb=3", {}}}) {
     CAPTURE(tuning);
+    CAPTURE(hooks.fail_sum_checks);
     for (const std::string* pat : {&window, &dilated, &longformer, &strided, &fixed}) {
       CAPTURE(*pat);
-      GeneratedModule m = gen(problem(*pat, 1024, "bf16", 128), tuning);
+      GeneratedModule m = gen(problem(*pat, 1024, "bf16", 128), tuning, hooks);
       CHECK(m.engine == "wgmma");
-      CompileResult c = test_compile(m.source, "t.cu", "sm_90a", CompileTarget::Cubin);
-      CHECK(c.image.size() > 1000);
+      check_cubin(m, "sm_90a");
     }
   }
 }
@@ -638,53 +640,55 @@ TEST_CASE("band_tile: every row's first kept key is in its row tile's first key 
 }
 
 // The band kernel replaces the plan's tables where the wgmma engine loads K/V by TMA (dilation 1
-// or 2: the tensor maps' two views), and only there; band=0 keeps the tables.
+// or 2: the tensor maps' two views), and only there.
 TEST_CASE("band patterns get the table-free band kernel on sm_90a (TMA), tables elsewhere") {
-  const auto gen = fused_module;
+  const auto gen = [](const Problem& p, const std::string& arch) { return fused_module(p, arch, ""); };
   Problem w = problem(R"({"window": {"left": 256, "right": 256}})", 4096);
-  GeneratedModule m = gen(w, "sm_90a", "");
-  CHECK(m.source.find("band_pass<WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 1, -256, 256, true, false>") != std::string::npos);
-  // dpv=0: each key tile's P.V waited for at once.
-  CHECK(gen(w, "sm_90a", "dpv=0").source.find("SPLAT_SEQ, SPLAT_HD, 1, -256, 256, false, false>(") != std::string::npos);
-  // emask=1: one-sided masks on the band's edge tiles (the default for dilated bands only).
-  GeneratedModule me = gen(w, "sm_90a", "emask=1");
-  CHECK(me.source.find("SPLAT_SEQ, SPLAT_HD, 1, -256, 256, true, true>(") != std::string::npos);
-  CHECK(m.source.find("kTiles0") == std::string::npos);
-  REQUIRE(m.fused.size() == 1);
+  GeneratedModule m = gen(w, "sm_90a");
+  REQUIRE(families(m) == std::vector{KernelFamily::Band});
+  const BandTraits& bt = std::get<BandTraits>(m.selection.fused[0].traits);
+  CHECK(bt.band == Band{1, -256, 256, 4096});
+  CHECK_FALSE(bt.edge_masks);  // one-sided edge masks: dilated bands only
+  CHECK_FALSE(bt.hands_over);
+  CHECK(engine0(m).stages == 3);
+  CHECK(engine0(m).tma);
   CHECK(m.fused[0].grid_x == 64);
   CHECK(m.tensor_maps.size() == 4);
+  CHECK(m.source.find("kTiles0") == std::string::npos);  // no tables
   Problem dl = problem(R"({"dilated": {"left": 256, "right": 256, "dilation": 2}})", 4096);
-  GeneratedModule md = gen(dl, "sm_90a", "");
-  CHECK(md.source.find("bf16_t, SPLAT_SEQ, SPLAT_HD, 2, -256, 256, true, true>(") != std::string::npos);
-  GeneratedModule md0 = gen(dl, "sm_90a", "emask=0");
-  CHECK(md0.source.find("bf16_t, SPLAT_SEQ, SPLAT_HD, 2, -256, 256, true, false>(") != std::string::npos);
-  REQUIRE(md.fused.size() == 1);
+  GeneratedModule md = gen(dl, "sm_90a");
+  REQUIRE(families(md) == std::vector{KernelFamily::Band});
+  CHECK(std::get<BandTraits>(md.selection.fused[0].traits).band == Band{2, -256, 256, 2048});
+  CHECK(std::get<BandTraits>(md.selection.fused[0].traits).edge_masks);
   CHECK(md.fused[0].grid_x == 64);  // two phases of 32 row tiles
-  for (const auto& [arch, tune] : std::vector<std::pair<std::string, std::string>>{{"sm_90a", "band=0"}, {"sm_90a", "tma=0"}, {"sm_80", ""}}) {
-    CAPTURE(arch);
-    CAPTURE(tune);
-    GeneratedModule x = gen(w, arch, tune);
-    CHECK(x.source.find("band_pass<") == std::string::npos);
-    CHECK(x.source.find("fused_pass<") != std::string::npos);
-  }
+  // mma.sync (sm_80): the tables.
+  CHECK(families(gen(w, "sm_80")) == std::vector{KernelFamily::Table});
   // Dilation 3: no tensor-map view, tables.
   Problem d3 = problem(R"({"dilated": {"left": 5, "right": 9, "dilation": 3}})", 999);
-  CHECK(gen(d3, "sm_90a", "").source.find("band_pass<") == std::string::npos);
+  CHECK(families(gen(d3, "sm_90a")) == std::vector{KernelFamily::Table});
   // The band kernels compile (ptxas checks the wgmma operands and the TMA copies).
-  GeneratedModule m0 = gen(w, "sm_90a", "dpv=0");
-  for (const GeneratedModule* g : {&m, &md, &m0, &me, &md0}) {
-    CompileResult c = test_compile(g->source, "band.cu", "sm_90a", CompileTarget::Cubin);
-    CHECK(c.image.size() > 1000);
-  }
+  for (const GeneratedModule* g : {&m, &md}) check_cubin(*g, "sm_90a");
 }
 
 TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass on sm_90a, tables elsewhere") {
   const auto gen = fused_module;
   Problem st = problem(R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64, "offset": 0}}]})", 16384);
-  GeneratedModule m = gen(st, "sm_90a", "");
-  // Pass 0: the window's band kernel, handing its state over (LAST = false); pass 1: the lattice.
-  CHECK(m.source.find("bf16_t, SPLAT_SEQ, SPLAT_HD, 1, -63, 63, true, false, 0, 0, 0, false>(") != std::string::npos);
-  CHECK(m.source.find("lattice_pass<WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3, 1, true, false, 1, false, false, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 64, 0, 0, true, true>(") != std::string::npos);
+  GeneratedModule m = gen(st, "sm_90a", "", {});
+  // Pass 0: the window's band kernel, handing its state over; pass 1: the lattice.
+  REQUIRE(families(m) == std::vector{KernelFamily::Band, KernelFamily::Lattice});
+  const BandTraits& bt = std::get<BandTraits>(m.selection.fused[0].traits);
+  CHECK(bt.band == Band{1, -63, 63, 16384});
+  CHECK(bt.hands_over);
+  const Lattice& lat = std::get<LatticeTraits>(m.selection.fused[1].traits).lattice;
+  CHECK(lat.period == 64);
+  CHECK(lat.hole_lo == 0);
+  CHECK(lat.hole_hi == 0);
+  // Table-free kernels hold no run bounds: Q in registers; three stages.
+  for (const KernelSpec& k : m.selection.fused) {
+    CHECK_FALSE(k.engine.q_shared);
+    CHECK(k.engine.stages == 3);
+    CHECK(k.engine.tma);
+  }
   CHECK(m.source.find("kTiles0") == std::string::npos);
   CHECK(m.source.find("kTiles1") == std::string::npos);
   REQUIRE(m.fused.size() == 2);
@@ -694,13 +698,8 @@ TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass o
   // which the window's kernel lets start.
   CHECK(!m.fused[0].programmatic);
   CHECK(m.fused[1].programmatic);
+  CHECK(m.selection.fused[0].launch_dependents);
   CHECK(m.source.find("pdl_launch_dependents();") != std::string::npos);
-  {
-    GeneratedModule np = gen(st, "sm_90a", "pdl=0");
-    CHECK(!np.fused[1].programmatic);
-    CHECK(np.source.find("pdl_launch_dependents();") == std::string::npos);
-    CHECK(np.source.find("SPLAT_SEQ, SPLAT_HD, 64, 0, 0, true, false>(") != std::string::npos);
-  }
   CHECK(m.workspace_floats_per_bh >= 16384 * 66);
   // Maps: steps 1 and 2, then the lattice's [rows / 64][64][64] view.
   REQUIRE(m.tensor_maps.size() == 6);
@@ -708,24 +707,18 @@ TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass o
   CHECK(m.tensor_maps[4].strides == std::vector<uint64_t>{128, 64 * 128});
   CHECK(m.tensor_maps[4].box == std::vector<uint32_t>{64, 1, 64});
   CHECK(m.tensor_maps[5].tensor == "v");
-  for (const auto& [arch, tune] : std::vector<std::pair<std::string, std::string>>{{"sm_90a", "band=0"}, {"sm_90a", "tma=0"}, {"sm_80", ""}}) {
-    CAPTURE(arch);
-    CAPTURE(tune);
-    GeneratedModule x = gen(st, arch, tune);
-    CHECK(x.source.find("lattice_pass<") == std::string::npos);
-    CHECK(x.source.find("fused_pass<") != std::string::npos);
-  }
+  GeneratedModule x = gen(st, "sm_80", "", {});
+  CHECK(families(x) == std::vector{KernelFamily::Table, KernelFamily::Table});
+  CHECK(x.tensor_maps.empty());
   // They compile (ptxas checks the wgmma operands and the stride-P TMA copies).
-  GeneratedModule m0 = gen(st, "sm_90a", "dpv=0");
-  GeneratedModule mq = gen(st, "sm_90a", "qs=1");  // Q in shared memory (S from shared memory only)
-  CHECK(mq.source.find("3, 1, true, false, 1, false, true, true, true>, bf16_t, SPLAT_SEQ, SPLAT_HD, 64, 0, 0, true, true>(") != std::string::npos);
+  GeneratedModule mq = gen(st, "sm_90a", "qs=1", {});  // Q in shared memory (S from shared memory only)
+  CHECK(mq.selection.fused[1].engine.q_shared);
   Problem wide = problem(R"({"union": [{"window": {"left": 100, "right": 10}}, {"strided": {"stride": 48, "offset": 0}}]})", 48 * 70);
-  GeneratedModule mw = gen(wide, "sm_90a", "");
-  CHECK(mw.source.find("SPLAT_SEQ, SPLAT_HD, 48, -2, 0, true, true>(") != std::string::npos);
-  for (const GeneratedModule* g : {&m, &m0, &mq, &mw}) {
-    CompileResult c = test_compile(g->source, "lattice.cu", "sm_90a", CompileTarget::Cubin);
-    CHECK(c.image.size() > 1000);
-  }
+  GeneratedModule mw = gen(wide, "sm_90a", "", {});
+  REQUIRE(families(mw) == std::vector{KernelFamily::Band, KernelFamily::Lattice});
+  CHECK(std::get<LatticeTraits>(mw.selection.fused[1].traits).lattice.hole_lo == -2);
+  CHECK(std::get<LatticeTraits>(mw.selection.fused[1].traits).lattice.hole_hi == 0);
+  for (const GeneratedModule* g : {&m, &mq, &mw}) check_cubin(*g, "sm_90a");
 }
 
 // Runs of one stride on several lattices (the causal `fixed` pattern's summary columns, residues
@@ -767,8 +760,8 @@ TEST_CASE("plan gives each key lattice of a stride its own group (causal fixed p
   CHECK(g_tiles < 260);
   check_coverage(p, analyze(p));
   GeneratedModule m = fused_module(p, "sm_90a", "");
-  CHECK(m.source.find(", " + std::to_string(g.global_keys->table) + ", " + std::to_string(g.global_keys->prefix_table) + ">(kItems, kTiles0") !=
-        std::string::npos);
+  REQUIRE(families(m) == std::vector{KernelFamily::Table});
+  CHECK(std::get<TableTraits>(m.selection.fused[0].traits).global_keys);  // pass 0 walks the global keys
   CHECK(modular == 0);
   CHECK(key_tiles < 600);
   CHECK(plan.passes[0].max_runs <= 8);
@@ -810,18 +803,18 @@ TEST_CASE("plan factors out scattered global keys (fixed pattern)") {
   // Each 64-row tile: its block's 120 keys in 2 tiles, the global keys in 4 (774 before).
   CHECK(key_tiles == 64 * 6);
   CHECK(plan.tile_fill() > 0.97);
-  // The kernels: an indexed walk (step 0) on cp.async stages, pass 0 with GKEYS.
+  // The kernels: pass 0 walks the global keys (an indexed walk).
   check_coverage(p, analyze(p));
   GeneratedModule m = fused_module(p, "sm_90a", "");
   CHECK(gk.prefix_table < 0);  // every row keeps all of them
-  CHECK(m.source.find(", " + std::to_string(gk.table) + ">(kItems, kTiles0") != std::string::npos);
-  CHECK(m.source.find("{" + std::to_string(gk.table) + ", 0, 256, 0, 4, 0}") != std::string::npos);
+  REQUIRE(families(m) == std::vector{KernelFamily::Table});
+  CHECK(std::get<TableTraits>(m.selection.fused[0].traits).global_keys);
   // Blocks of 8 keys every 128: the wgmma kernel loads them by TMA, 8 blocks per 3D box.
   REQUIRE(gk.blocks.has_value());
   CHECK(gk.blocks->first == 120);
   CHECK(gk.blocks->period == 128);
   CHECK(gk.blocks->width == 8);
-  CHECK(m.source.find("#define SPLAT_GLAT_C 8\n") != std::string::npos);
+  CHECK(engine0(m).tma);
   REQUIRE(m.tensor_maps.size() == 6);
   CHECK(m.tensor_maps[4].dims == std::vector<uint64_t>{64, 128, 4096 / 128});
   CHECK(m.tensor_maps[5].box == std::vector<uint32_t>{64, 8, 8});
@@ -970,55 +963,61 @@ TEST_CASE("pass_unmasked: every key tile full, against brute force") {
 }
 
 // An unmasked pass compiles without run bounds or masks (NOMASK; one run per row in the template),
-// on every table engine; nomask=0 keeps them. BigBird's five runs per row then no longer cost the
+// on every table engine; a masked one keeps them. BigBird's five runs per row then no longer cost the
 // wgmma kernel its fourth block per SM, nor Q its registers.
 TEST_CASE("unmasked passes get the NOMASK table kernel") {
-  const auto gen = fused_module;
-  const std::string kNoMask = "compiled without run bounds or masks (NOMASK)";
-  const std::string bigbird = R"({"union": [{"block_window": {"block": 64, "left": 1, "right": 1}},
-      {"global": {"tokens": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
-       25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52,
-       53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63]}},
-      {"random_blocks": {"block": 64, "per_row": 4, "seed": 0}}]})";
-  Problem b = problem(bigbird, 4096);
+  const auto gen = [](const Problem& p, const std::string& arch, const std::string& tune = "") {
+    return fused_module(p, arch, tune);
+  };
+  const auto bigbird = [](int first_block) {
+    std::string tokens = "[";
+    for (int k = 0; k < 64; ++k) tokens += (k ? ", " : "") + std::to_string(k);
+    tokens += "]";
+    return R"({"union": [{"block_window": {"block": )" + std::to_string(first_block) +
+           R"(, "left": 1, "right": 1}}, {"global": {"tokens": )" + tokens +
+           R"(}}, {"random_blocks": {"block": 64, "per_row": 4, "seed": 0}}]})";
+  };
+  // 64-aligned blocks: every key tile full.
+  Problem b = problem(bigbird(64), 4096);
   Plan plan = plan_of(analyze(b));
   REQUIRE(plan.passes[0].max_runs >= 3);
-  GeneratedModule m = gen(b, "sm_90a", "");
-  CHECK(m.source.find(kNoMask) != std::string::npos);
-  CHECK(m.source.find(", 1, " + std::to_string(plan.passes[0].slots) + ", true, true, true>(kItems") != std::string::npos);
-  CHECK(m.source.find("__launch_bounds__(128, 4) splat_fused_p0(") != std::string::npos);
-  // The global rows' split-KV chunks lead the tiles: with order=1 their blocks, of every head,
-  // launch first (not the default for table passes).
-  REQUIRE(plan.passes[0].tiles[0].split_slot >= 0);
-  CHECK(m.source.find("tmaps, tix, bhx);") == std::string::npos);
-  {
-    GeneratedModule mo = gen(b, "sm_90a", "order=1");
-    CHECK(mo.source.find("ws, table, tmaps, tix, bhx);") != std::string::npos);
-    CompileResult c = test_compile(mo.source, "order.cu", "sm_90a", CompileTarget::Cubin);
-    CHECK(c.image.size() > 1000);
-  }
-  GeneratedModule m0 = gen(b, "sm_90a", "nomask=0");
-  CHECK(m0.source.find(kNoMask) == std::string::npos);
-  CHECK(m0.source.find(", " + std::to_string(plan.passes[0].max_runs) + ", " + std::to_string(plan.passes[0].slots) +
-                       ", true, true, false>(kItems") != std::string::npos);
-  CHECK(m0.source.find("__launch_bounds__(128, 3) splat_fused_p0(") != std::string::npos);
-  // Q in registers without run bounds (two K/V stages of 64 x 64 only); in shared memory with them.
+  GeneratedModule m = gen(b, "sm_90a");
+  REQUIRE(families(m) == std::vector{KernelFamily::Table, KernelFamily::Combine});
+  const TableTraits& t = std::get<TableTraits>(m.selection.fused[0].traits);
+  CHECK(t.unmasked);
+  CHECK(t.runs == 1);
+  CHECK(t.first);
+  CHECK(t.last);
+  // No run bounds in registers: 4 blocks per SM, Q in registers (two K/V stages of 64 x 64 only).
+  CHECK(engine0(m).min_blocks == 4);
+  CHECK_FALSE(engine0(m).q_shared);
   CHECK(m.fused[0].smem_dynamic == 2 * 2 * 64 * 64 * 2 + 1024);
+  // Blocks of 48 keys: masked, the rows' run bounds in registers (3 blocks per SM, Q in shared memory).
+  Problem r = problem(bigbird(48), 4096);
+  Plan rplan = plan_of(analyze(r));
+  GeneratedModule m0 = gen(r, "sm_90a");
+  const TableTraits& t0 = std::get<TableTraits>(m0.selection.fused[0].traits);
+  CHECK_FALSE(t0.unmasked);
+  CHECK(t0.runs == rplan.passes[0].max_runs);
+  CHECK(rplan.passes[0].max_runs >= 3);
+  CHECK(engine0(m0).min_blocks == 3);
+  CHECK(engine0(m0).q_shared);
   CHECK(m0.fused[0].smem_dynamic == (2 * 2 + 1) * 64 * 64 * 2 + 1024);
-  // Windows are masked at their edges.
-  CHECK(gen(problem(R"({"window": {"left": 256, "right": 256}})", 4096), "sm_90a", "band=0").source.find(kNoMask) ==
-        std::string::npos);
+  // Windows are masked at their edges (the table kernel: sm_80).
+  CHECK_FALSE(std::get<TableTraits>(gen(problem(R"({"window": {"left": 256, "right": 256}})", 4096), "sm_80")
+                                        .selection.fused[0]
+                                        .traits)
+                  .unmasked);
   // Every engine compiles the NOMASK pass.
   for (const auto& [arch, tune, dtype] : std::vector<std::tuple<std::string, std::string, std::string>>{
-           {"sm_90a", "", "bf16"}, {"sm_90a", "qs=0", "bf16"}, {"sm_80", "", "bf16"}, {"sm_80", "", "fp32"},
-           {"sm_80", "x3=0", "fp32"}, {"sm_80", "", "tf32"}, {"sm_90a", "wgrows=128", "fp16"}}) {
+           {"sm_90a", "", "bf16"}, {"sm_90a", "qs=1", "fp16"}, {"sm_80", "", "bf16"}, {"sm_80", "", "fp32"},
+           {"sm_80", "", "tf32"}}) {
     CAPTURE(arch);
     CAPTURE(tune);
     CAPTURE(dtype);
-    GeneratedModule x = gen(problem(bigbird, 2048, dtype), arch, tune);
-    CHECK(x.source.find(kNoMask) != std::string::npos);
-    CompileResult c = test_compile(x.source, "nomask.cu", arch, CompileTarget::Cubin);
-    CHECK(c.image.size() > 1000);
+    GeneratedModule x = gen(problem(bigbird(64), 2048, dtype), arch, tune);
+    CHECK(std::get<TableTraits>(x.selection.fused[0].traits).unmasked);
+    check_cubin(x, arch);
   }
 }
 
@@ -1072,52 +1071,49 @@ TEST_CASE("find_band_global recognises windows with leading global tokens, and n
 
 // A band with globals on sm_90a: one kernel whose first blocks run the plan's pass restricted to
 // the first row tile (split-KV chunks) and whose other blocks run the band kernel with G, then the
-// chunks' combine; elsewhere (other targets, tma=0, band=0, rbar=1) the plain table kernel.
+// chunks' combine; on other targets the plain table kernel.
 TEST_CASE("bands with global tokens get the table pass for row tile 0 and the band kernel for the rest") {
-  const auto gen = fused_module;
+  const auto gen = [](const Problem& p, const std::string& arch) { return fused_module(p, arch, ""); };
   std::string tokens = "[";
   for (int k = 0; k < 16; ++k) tokens += (k ? ", " : "") + std::to_string(k);
   tokens += "]";
   Problem lf = problem(R"({"union": [{"window": {"left": 256, "right": 256}}, {"global": {"tokens": )" + tokens + "}}]}", 16384);
-  GeneratedModule m = gen(lf, "sm_90a", "");
-  REQUIRE(m.fused.size() == 2);
+  GeneratedModule m = gen(lf, "sm_90a");
+  REQUIRE(families(m) == std::vector{KernelFamily::BandWithGlobals, KernelFamily::Combine});
   CHECK(m.fused[0].name == "splat_fused_p0");
   CHECK(m.fused[1].name == "splat_fused_p0_combine");
-  // The combine is a programmatic dependent launch (it waits before reading the chunks' states).
+  // The combine is a programmatic dependent launch (it waits before reading the chunks' states),
+  // which the pass lets start.
   CHECK(!m.fused[0].programmatic);
   CHECK(m.fused[1].programmatic);
-  CHECK(m.source.find(", 2, 4, true>(kSplits0") != std::string::npos);
-  CHECK(!gen(lf, "sm_80", "").fused[1].programmatic);
+  CHECK(m.selection.fused[0].launch_dependents);
   const PlanPass& pass = m.plan.passes.at(0);
-  // Blocks in launch order: the chunks of every head first, then the band's (band_pass's block
-  // number given by the entry); order=0: head by head.
-  CHECK(m.source.find("nc = (i64)" + std::to_string(pass.slots) + " * gridDim.y;") != std::string::npos);
-  CHECK(m.source.find("ws, tmaps, lin - nc);") != std::string::npos);
-  CHECK(gen(lf, "sm_90a", "order=0").source.find("lin - nc") == std::string::npos);
-  // Row tile 0's split-KV chunks (every tile of the restricted pass is one), then 256 band row tiles.
+  const BandWithGlobalsTraits& t = std::get<BandWithGlobalsTraits>(m.selection.fused[0].traits);
+  CHECK(t.globals == 16);
+  CHECK(t.band.band == Band{1, -256, 256, 16384});
+  CHECK(t.band_engine.stages == 3);
+  CHECK(t.band_engine.tma);
+  // Blocks in launch order: the chunks of every head first (every tile of the restricted pass is
+  // one), then the band's.
+  CHECK(t.chunks_first);
+  CHECK(t.chunks == static_cast<size_t>(pass.slots));
+  CHECK(t.head_pass.tiles.size() == static_cast<size_t>(pass.slots));
+  // Row tile 0's split-KV chunks, then 256 band row tiles.
+  CHECK(t.band_grid == 256);
   CHECK(m.fused[0].grid_x == pass.slots + 256);
   CHECK(m.fused[0].smem_dynamic == 3 * 2 * 64 * 64 * 2 + 1024);  // the band's three stages
-  CHECK(m.source.find("SPLAT_SEQ, SPLAT_HD, 1, -256, 256, true, false, 16, " + std::to_string(pass.slots) + ", 256>(") !=
-        std::string::npos);
-  CHECK(gen(lf, "sm_90a", "order=0").source.find("if (blockIdx.x >= " + std::to_string(pass.slots) + ") {") != std::string::npos);
-  CHECK(m.source.find("Band kernel with global tokens") != std::string::npos);
-  for (const auto& [arch, tune] : std::vector<std::pair<std::string, std::string>>{
-           {"sm_90a", "band=0"}, {"sm_90a", "tma=0"}, {"sm_90a", "rbar=1"}, {"sm_80", ""}}) {
-    CAPTURE(arch);
-    CAPTURE(tune);
-    GeneratedModule x = gen(lf, arch, tune);
-    CHECK(x.source.find("band_pass<") == std::string::npos);
-    CHECK(x.fused[0].grid_x == static_cast<int64_t>(x.plan.passes.at(0).tiles.size()));
-  }
-  // Small sequences, no split tile: row tile 0 is one table tile.
+  // mma.sync (sm_80): the table pass and its combine, a plain launch.
+  GeneratedModule x = gen(lf, "sm_80");
+  CHECK(families(x) == std::vector{KernelFamily::Table, KernelFamily::Combine});
+  CHECK(!x.fused[1].programmatic);
+  CHECK(x.fused[0].grid_x == static_cast<int64_t>(x.plan.passes.at(0).tiles.size()));
+  // Small sequences, no split tile: row tile 0 is one table tile, its blocks not reordered.
   Problem s = problem(R"({"union": [{"window": {"left": 40, "right": 17}}, {"global": {"tokens": [0, 1, 2]}}]})", 333);
-  GeneratedModule ms = gen(s, "sm_90a", "");
-  REQUIRE(ms.fused.size() == 1);
+  GeneratedModule ms = gen(s, "sm_90a");
+  REQUIRE(families(ms) == std::vector{KernelFamily::BandWithGlobals});
   CHECK(ms.plan.passes.at(0).splits.empty());
+  CHECK_FALSE(std::get<BandWithGlobalsTraits>(ms.selection.fused[0].traits).chunks_first);
   CHECK(ms.fused[0].role.find("global tokens") != std::string::npos);
   CHECK(ms.fused[0].grid_x == 1 + 6);  // row tile 0, then row tiles 1..5 of the band (blocks of t = 0 return)
-  for (const GeneratedModule* g : {&m, &ms}) {
-    CompileResult c = test_compile(g->source, "bandg.cu", "sm_90a", CompileTarget::Cubin);
-    CHECK(c.image.size() > 1000);
-  }
+  for (const GeneratedModule* g : {&m, &ms}) check_cubin(*g, "sm_90a");
 }

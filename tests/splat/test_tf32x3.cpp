@@ -1,6 +1,6 @@
 // fp32 on tensor cores as three tf32 products (3xTF32, MmaTf32x3Engine): the split arithmetic on
-// the host (cvt.rna.tf32 emulated), the engine selection (SPLATC_TUNE key x3) and NVRTC builds of
-// both fp32 engines.
+// the host (cvt.rna.tf32 emulated), the engine selection (fp32 takes it wherever the layout
+// applies) and NVRTC builds.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -158,27 +158,21 @@ TEST_CASE("3xTF32: engine selection, launch configuration and manifest") {
   const std::string window = R"({"window": {"left": 256, "right": 256}})";
   const std::string longformer =
       R"({"union": [{"window": {"left": 256, "right": 256}}, {"global": {"tokens": [0, 1, 2, 3]}}]})";
-  CHECK(parse_tuning("x3=1").fp32_x3 == 1);
-  CHECK(parse_tuning("x3=0").fp32_x3 == 0);
-  CHECK(parse_tuning("").fp32_x3 == -1);
-  CHECK_THROWS_AS(parse_tuning("x3=2"), std::invalid_argument);
-  CHECK_THROWS_WITH(parse_tuning("x4=1"), doctest::Contains("x3"));
-  // Default and x3=1: tf32's layout (K rows HD + 16, V rows HD + 4 floats, 2 stages), 4 warps x 16
-  // rows, 2 blocks per SM at d = 64, 1 at d = 128.
-  for (const char* tu : {"", "x3=1"}) {
-    CAPTURE(tu);
-    GeneratedModule m = gen(problem(window, 2048, "fp32"), tu);
-    CHECK(m.tensor_cores);
-    CHECK(m.engine == "mma.sync 3xtf32");
-    REQUIRE(m.fused.size() == 1);
-    CHECK(m.fused[0].block == 128);
-    CHECK(m.fused[0].smem_dynamic == 2 * 64 * (80 + 68) * 4);
-    CHECK(m.source.find("MmaTf32x3Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2>") != std::string::npos);
-    CHECK(m.source.find("__launch_bounds__(128, 2) splat_fused_p0") != std::string::npos);
-    CHECK(m.source.find("Fused kernel plan (tensor cores, fp32 as 3xTF32") != std::string::npos);
-  }
+  // fp32 always takes 3xTF32 where the layout applies (1.1-1.6x faster than CUDA cores): no key.
+  CHECK_THROWS_WITH(parse_tuning("x3=0"), doctest::Contains("unknown key"));
+  // tf32's layout (K rows HD + 16, V rows HD + 4 floats, 2 stages), 4 warps x 16 rows, 2 blocks per
+  // SM at d = 64, 1 at d = 128.
+  GeneratedModule m = gen(problem(window, 2048, "fp32"), "");
+  CHECK(m.tensor_cores);
+  CHECK(m.engine == "mma.sync 3xtf32");
+  REQUIRE(m.fused.size() == 1);
+  CHECK(m.selection.fused[0].engine.kind == EngineKind::MmaTf32x3);
+  CHECK(m.selection.fused[0].engine.stages == 2);
+  CHECK(m.selection.fused[0].engine.min_blocks == 2);
+  CHECK(m.fused[0].block == 128);
+  CHECK(m.fused[0].smem_dynamic == 2 * 64 * (80 + 68) * 4);
   GeneratedModule d128 = gen(problem(window, 2048, "fp32", 128), "");
-  CHECK(d128.source.find("__launch_bounds__(128, 1) splat_fused_p0") != std::string::npos);
+  CHECK(d128.selection.fused[0].engine.min_blocks == 1);
   // Two stages, then Q's lo fragments (16 k-steps x 128 threads x 16 bytes) at d > 96.
   CHECK(d128.fused[0].smem_dynamic == 2 * 64 * (144 + 132) * 4 + 16 * 128 * 16);
   CHECK(gen(problem(window, 2048, "fp32", 96), "").fused[0].smem_dynamic == 2 * 64 * (112 + 100) * 4);
@@ -186,52 +180,44 @@ TEST_CASE("3xTF32: engine selection, launch configuration and manifest") {
   // Three stages leave no room for them: Q's lo fragments stay in registers (the engine's QLS).
   CHECK(gen(problem(window, 2048, "fp32", 128), "stages=3").fused[0].smem_dynamic == 3 * 64 * (144 + 132) * 4);
   GeneratedModule l = gen(problem(longformer, 4096, "fp32"), "stages=3");
-  CHECK(l.source.find("MmaTf32x3Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 3>") != std::string::npos);
-  for (const KernelDesc& k : l.fused)
-    if (k.name.find("combine") == std::string::npos) CHECK(k.smem_dynamic == 3 * 64 * (80 + 68) * 4);
-  // x3=0: CUDA cores.
-  GeneratedModule s = gen(problem(window, 2048, "fp32"), "x3=0");
-  CHECK(!s.tensor_cores);
-  CHECK(s.engine == "cuda cores");
-  CHECK(s.source.find("SimtEngine<float,") != std::string::npos);
-  CHECK(s.source.find("MmaTf32x3Engine<SPLAT_HD") == std::string::npos);
-  // tf32 and bf16 are unaffected by the key.
-  CHECK(gen(problem(window, 2048, "tf32"), "x3=1").source.find("MmaTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2>") !=
-        std::string::npos);
-  CHECK(gen(problem(window, 2048, "bf16"), "x3=1").engine == "mma.sync");
-  // fp32 at a head_dim the layout does not take is refused (as on CUDA cores), with the JSON path.
+  for (const KernelSpec& k : l.selection.fused)
+    if (k.family() != KernelFamily::Combine) {
+      CHECK(k.engine.kind == EngineKind::MmaTf32x3);
+      CHECK(k.engine.stages == 3);
+      CHECK(k.smem == 3 * 64 * (80 + 68) * 4);
+    }
+  // tf32 takes one tf32 product; bf16 is unaffected.
+  CHECK(gen(problem(window, 2048, "tf32"), "").selection.engine.kind == EngineKind::MmaTf32);
+  CHECK(gen(problem(window, 2048, "bf16"), "").engine == "mma.sync");
+  // fp32 at a head_dim the layout does not take is refused, with the JSON path.
   CHECK_THROWS_WITH(gen(problem(window, 2048, "fp32", 48), ""), doctest::Contains("head_dim"));
   // The manifest says so.
   Problem p = problem(window, 2048, "fp32");
-  GeneratedModule m = gen(p, "");
   nlohmann::json j = manifest(p, m, "cuda", "sm_90", {"t.cu", "manifest.json"});
   CHECK(j["tensor_cores"] == true);
   CHECK(j["engine"] == "mma.sync 3xtf32");
 }
 
-// Both fp32 engines build (ptxas) for both architectures on the fp32 default patterns: one pass
-// (window), two runs per row with split-KV tiles (longformer), two passes (strided); and the
-// 3xTF32 engine at every head_dim it takes.
+// The fp32 engine (3xTF32) builds (ptxas) for both architectures on the fp32 default patterns: one
+// pass (window), two runs per row with split-KV tiles (longformer), two passes (strided); and at
+// every head_dim it takes.
 TEST_CASE("3xTF32 and CUDA-core fp32 engines compile to CUBIN for sm_80 and sm_90") {
   for (const char* name : {"window-4k-fp32.json", "longformer-4k-fp32.json", "strided-4k-fp32.json"}) {
     Problem p = load_problem((fs::path(TRSPLAT_SOURCE_DIR) / "patterns" / name).string());
-    for (const char* tu : {"x3=1", "x3=0"}) {
-      GeneratedModule m = gen(p, tu);
-      CHECK(m.tensor_cores == (std::string(tu) == "x3=1"));
-      for (const char* arch : {"sm_80", "sm_90"}) {
-        CAPTURE(name);
-        CAPTURE(tu);
-        CAPTURE(arch);
-        CompileResult r = test_compile(m.source, p.name + ".cu", arch, CompileTarget::Cubin);
-        CHECK(r.image.size() > 1000);
-      }
+    GeneratedModule m = gen(p, "");
+    CHECK(m.tensor_cores);
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      CAPTURE(name);
+      CAPTURE(arch);
+      CompileResult r = test_compile(m.source, p.name + ".cu", arch, CompileTarget::Cubin);
+      CHECK(r.image.size() > 1000);
     }
   }
   for (int64_t d : {32, 96, 128}) {
     CAPTURE(d);
     GeneratedModule m = gen(problem(R"({"union": [{"window": {"left": 40, "right": 40}}, {"strided": {"stride": 64}}]})",
                                     512, "fp32", d),
-                            "x3=1");
+                            "");
     CompileResult r = test_compile(m.source, "t.cu", "sm_80", CompileTarget::Cubin);
     CHECK(r.image.size() > 1000);
   }
