@@ -3,9 +3,11 @@
 
 #include <iostream>
 #include <memory>
+#include <stdexcept>
 
 #include "commands.h"
 #include "common/cli.h"
+#include "libsplat/codegen/codegen.h"
 #include "libsplat/compile/emit.h"
 #include "libsplat/pattern/pattern.h"
 #include "libsplat/report/bench_report.h"
@@ -15,8 +17,23 @@
 namespace splatc {
 namespace {
 
+constexpr const char* kTuneHelp =
+    "Fused-kernel tuning, key=value,...: mw 16|32 (rows per warp, mma.sync bf16/fp16), stages 2|3, bc 64|128 "
+    "(keys per softmax step, mma.sync bf16/fp16), minb 0..16 (min blocks per SM), qs 0|1 (Q in shared memory, "
+    "wgmma); unset keys keep the measured defaults";
+
+// --tune's value as KernelTuning (a bad value is a usage error: exit 2).
+splat::KernelTuning tuning_flag(const std::string& spec) {
+  try {
+    return splat::parse_tuning(spec);
+  } catch (const std::invalid_argument& e) {
+    throw splat::Error("", "--tune", e.what());
+  }
+}
+
 struct EmitArgs {
-  std::string pattern, out, kernel = "both";
+  std::string pattern, out, kernel = "both", tune;
+  bool explain = false;
   splat::EmitOptions opt;
 };
 
@@ -24,27 +41,32 @@ int run_emit(const EmitArgs& a) {
   splat::EmitOptions opt = a.opt;
   opt.fused = a.kernel != "pipeline";
   opt.pipeline = a.kernel != "fused";
-  for (const std::string& path : splat::emit(splat::load_problem(a.pattern), opt, a.out)) std::cout << path << "\n";
+  opt.tuning = tuning_flag(a.tune);
+  const splat::EmitResult r = splat::emit(splat::load_problem(a.pattern), opt, a.out);
+  if (a.explain) std::cout << r.selection;
+  for (const std::string& path : r.files) std::cout << path << "\n";
   return cli::kOk;
 }
 
 struct BenchArgs {
   std::vector<std::string> patterns;
-  std::string kernel = "both";
+  std::string kernel = "both", tune;
   int repeat = 20, warmup = 3;
   uint64_t seed = 20261129;
   bool json = false;
+  splat::BenchOptions opt;
 };
 
 int run_bench(const BenchArgs& a) {
   std::vector<splat::Problem> problems;
   for (const std::string& f : a.patterns) problems.push_back(splat::load_problem(f));
-  splat::BenchOptions opt;
+  splat::BenchOptions opt = a.opt;
   opt.fused = a.kernel != "pipeline";
   opt.pipeline = a.kernel != "fused";
   opt.repeat = a.repeat;
   opt.warmup = a.warmup;
   opt.seed = a.seed;
+  opt.tuning = tuning_flag(a.tune);
   std::string device;
   std::vector<splat::ProblemResult> results;
   try {
@@ -81,7 +103,8 @@ Command register_emit(CLI::App& app) {
   sub->add_option("--arch", args->opt.arch, "GPU architecture (sm_80, sm_90, sm_90a: Hopper wgmma kernels, ...)");
   sub->add_option("-o,--output", args->out, "Output directory")->required();
   sub->add_option("--kernel", args->kernel, "fused, pipeline or both")->check(CLI::IsMember({"fused", "pipeline", "both"}));
-  sub->add_option("--tune", args->opt.tuning, "Fused-kernel tuning, key=value,... (as SPLATC_TUNE for bench)");
+  sub->add_option("--tune", args->tune, kTuneHelp);
+  sub->add_flag("--explain", args->explain, "Print the kernel selection (engine, kernels, launch, reasons) first");
   return {sub, [args] { return run_emit(*args); }};
 }
 
@@ -93,6 +116,12 @@ Command register_bench(CLI::App& app) {
   sub->add_option("--repeat", args->repeat, "Timed runs per kernel (median, min, max)")->check(CLI::Range(1, 100000));
   sub->add_option("--warmup", args->warmup, "Untimed runs first")->check(CLI::Range(0, 1000));
   sub->add_option("--seed", args->seed, "Seed of the random Q, K, V");
+  sub->add_option("--tune", args->tune, kTuneHelp);
+  sub->add_option("--arch", args->opt.arch,
+                  "Compile for this architecture instead of the device's (it must run there; e.g. sm_90 on an H200: "
+                  "the mma.sync engines)");
+  sub->add_flag("--test-fail-sum-checks", args->opt.test.fail_sum_checks,
+                "Test hook: every checked row sum of the wgmma kernels fails (runs the rare recompute path)");
   sub->add_flag("--json", args->json, "JSON report on stdout");
   return {sub, [args] { return run_bench(*args); }};
 }

@@ -40,7 +40,7 @@ void write_all(const fs::path& dir, const std::vector<std::pair<std::string, std
 
 }  // namespace
 
-std::vector<std::string> emit(const Problem& p, const EmitOptions& o, const std::string& out_dir) {
+EmitResult emit(const Problem& p, const EmitOptions& o, const std::string& out_dir) {
   if (o.target != "cuda" && o.target != "ptx") throw Error("", "--target", "expected cuda or ptx, got " + o.target);
   try {
     parse_arch(o.arch);
@@ -52,11 +52,7 @@ std::vector<std::string> emit(const Problem& p, const EmitOptions& o, const std:
   co.fused = o.fused;
   co.pipeline = o.pipeline;
   co.arch = o.arch;
-  try {
-    co.tuning = parse_tuning(o.tuning);
-  } catch (const std::invalid_argument& e) {
-    throw Error("", "--tune", e.what());
-  }
+  co.tuning = o.tuning;
   GeneratedModule mod = generate(p, acsr, co);
   // The .cu holds the device headers' texts in place of its #include lines (one self-contained file
   // for nvcc), and it is that text which is compiled here: what is written is known to build.
@@ -78,9 +74,10 @@ std::vector<std::string> emit(const Problem& p, const EmitOptions& o, const std:
   files.push_back({"manifest.json", m.dump(2) + "\n"});
   write_all(out_dir, files);
 
-  std::vector<std::string> written;
-  for (const auto& f : files) written.push_back((fs::path(out_dir) / f.first).string());
-  return written;
+  EmitResult r;
+  for (const auto& f : files) r.files.push_back((fs::path(out_dir) / f.first).string());
+  r.selection = explain(mod.selection);
+  return r;
 }
 
 }  // namespace splat

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "libsplat/codegen/codegen.h"
 #include "libsplat/pattern/pattern.h"
 
 namespace splat {
@@ -13,12 +14,17 @@ struct EmitOptions {
   std::string target = "cuda";  // "cuda" (the .cu source) or "ptx"
   std::string arch = "sm_90";
   bool fused = true, pipeline = true;
-  std::string tuning;  // fused-kernel tuning, "key=value,..." as SPLATC_TUNE (docs/splatc-kernels.md); "" = defaults
+  KernelTuning tuning;  // fused-kernel tuning (parse_tuning: `--tune`); defaults: the measured rules
   std::string nvrtc_cache;  // NVRTC result cache directory (nvrtc_compile's cache_dir); "" = none
 };
 
-// Writes into out_dir (created if missing) and returns the written paths in order. Throws
-// splat::Error for bad options, CompileError for NVRTC failures, std::runtime_error for I/O.
-std::vector<std::string> emit(const Problem& problem, const EmitOptions& options, const std::string& out_dir);
+struct EmitResult {
+  std::vector<std::string> files;  // the written paths, in order
+  std::string selection;           // the kernel selection with its reasons (codegen: explain())
+};
+
+// Writes into out_dir (created if missing). Throws splat::Error for bad options, CompileError for
+// NVRTC failures, std::runtime_error for I/O.
+EmitResult emit(const Problem& problem, const EmitOptions& options, const std::string& out_dir);
 
 }  // namespace splat

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <map>
@@ -202,26 +201,11 @@ struct Prepared {
   std::string support_key;
 };
 
-}  // namespace
-
-std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const BenchOptions& opt,
-                                 std::string& device_description,
-                                 const std::function<void(const ProblemResult&)>& progress) {
-  DeviceInfo dev = device_info();
-  const std::string arch = dev.target_arch();
-  device_description = dev.name + " (" + arch + ", " + std::to_string(dev.sms) + " SMs, " +
-                       std::to_string(dev.memory >> 20) + " MiB, driver " + std::to_string(dev.driver_version) +
-                       ", runtime " + std::to_string(dev.runtime_version) + ", NVRTC " + nvrtc_version() + ")";
-
-  // Analyse and generate on this thread, compile every module in parallel (NVRTC is the slow part).
+// Analyses and generates on this thread, compiles every module in parallel (NVRTC is the slow part):
+// one per problem, and one support module per (dtype, head_dim).
+std::vector<Prepared> prepare(const std::vector<Problem>& problems, const BenchOptions& opt, const std::string& arch,
+                              std::map<std::string, std::future<CompileResult>>& support_cubins) {
   std::vector<Prepared> prep;
-  std::map<std::string, std::future<CompileResult>> support_cubins;
-  // Tuning experiments: SPLATC_TUNE="mw=32,stages=3,..." overrides the measured defaults.
-  KernelTuning tuning;
-  if (const char* t = std::getenv("SPLATC_TUNE"); t && *t) {
-    tuning = parse_tuning(t);
-    spdlog::info("fused kernel tuning from SPLATC_TUNE: {}", t);
-  }
   for (const Problem& p : problems) {
     Prepared x;
     x.problem = p;
@@ -229,7 +213,8 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
     CodegenOptions co;
     co.fused = opt.fused;
     co.pipeline = opt.pipeline;
-    co.tuning = tuning;
+    co.tuning = opt.tuning;
+    co.test = opt.test;
     co.arch = arch;
     x.gen = std::make_shared<GeneratedModule>(generate(p, x.acsr, co));
     std::string src = x.gen->source, name = p.name + ".cu";
@@ -245,6 +230,183 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
     }
     prep.push_back(std::move(x));
   }
+  return prep;
+}
+
+// The result's problem facts and floors (no GPU work).
+ProblemResult problem_result(const Problem& p, const GeneratedModule& gen, const Ceilings& ceilings) {
+  ProblemResult r;
+  r.name = p.name;
+  r.file = p.file;
+  r.dtype = dtype_name(p.dtype);
+  r.seq_len = p.seq_len;
+  r.kv_len = p.kv_len;
+  r.head_dim = p.head_dim;
+  r.heads = p.heads;
+  r.batch = p.batch;
+  r.nnz = gen.nnz;
+  r.density = double(gen.nnz) / double(p.seq_len) / double(p.kv_len);
+  const int64_t BH = p.batch * p.heads, D = p.head_dim;
+  r.flops = 4.0 * double(BH) * double(gen.nnz) * double(D);
+  const size_t esz = static_cast<size_t>(dtype_bytes(p.dtype));
+  r.bytes = double(BH) * double(2 * p.seq_len + 2 * p.kv_len) * double(D) * double(esz);
+  r.floor_memory_us = r.bytes / ceilings.bandwidth * 1e6;
+  r.floor_compute_us = r.flops / compute_rate(ceilings, p.dtype) * 1e6;
+  r.pattern_hash = gen.pattern_hash;
+  r.passes = static_cast<int>(gen.plan.passes.size());
+  r.tile_fill = gen.plan.tile_fill();
+  r.tensor_cores = gen.tensor_cores;
+  r.engine = gen.engine;
+  return r;
+}
+
+// n elements of the problem's dtype at b, as float64 on the host.
+std::vector<double> download_doubles(const Support& sup, const DeviceBuffer& b, int64_t n) {
+  DeviceBuffer d(static_cast<size_t>(n) * sizeof(double));
+  const void* in = b.get();
+  double* out = static_cast<double*>(d.get());
+  long long nn = n;
+  void* args[] = {&in, &out, &nn};
+  launch1d(sup.to_double, n, args);
+  std::vector<double> h(static_cast<size_t>(n));
+  d.download(h.data(), h.size() * sizeof(double));
+  return h;
+}
+
+// Seeded random Q, K, V and the output buffer, in the problem's dtype.
+struct Inputs {
+  int64_t nq = 0, nk = 0;  // elements of q (and o), of k (and v)
+  DeviceBuffer q, k, v, o;
+  Inputs(const Problem& p, const Support& sup, uint64_t seed)
+      : nq(p.batch * p.heads * p.seq_len * p.head_dim), nk(p.batch * p.heads * p.kv_len * p.head_dim) {
+    const size_t esz = static_cast<size_t>(dtype_bytes(p.dtype));
+    q = DeviceBuffer(static_cast<size_t>(nq) * esz);
+    k = DeviceBuffer(static_cast<size_t>(nk) * esz);
+    v = DeviceBuffer(static_cast<size_t>(nk) * esz);
+    o = DeviceBuffer(static_cast<size_t>(nq) * esz);
+    void* ptr;
+    long long n;
+    unsigned long long s;
+    void* args[] = {&ptr, &n, &s};
+    ptr = q.get(), n = nq, s = seed * 3 + 0;
+    launch1d(sup.fill, n, args);
+    ptr = k.get(), n = nk, s = seed * 3 + 1;
+    launch1d(sup.fill, n, args);
+    ptr = v.get(), n = nk, s = seed * 3 + 2;
+    launch1d(sup.fill, n, args);
+    cuda_check(cudaDeviceSynchronize(), "input generation");
+  }
+};
+
+// The float64 reference output: host brute force over the pattern for small problems, else a plain
+// masked GPU reference over the ACSR's rows. what: which one.
+std::vector<double> reference(const Problem& p, const Acsr& acsr, const Inputs& in, const Support& sup,
+                              int64_t host_max_cells, std::string& what) {
+  std::vector<double> ref(static_cast<size_t>(in.nq));
+  if (p.seq_len * p.kv_len <= host_max_cells) {
+    what = "host float64 (brute force over the pattern)";
+    return host_reference(p, download_doubles(sup, in.q, in.nq), download_doubles(sup, in.k, in.nk),
+                          download_doubles(sup, in.v, in.nk));
+  }
+  what = "gpu float64 (masked rows from the ACSR)";
+  std::vector<long long> row_ptr(static_cast<size_t>(p.seq_len) + 1, 0);
+  std::vector<int32_t> runs;
+  for (int64_t i = 0; i < p.seq_len; ++i) {
+    for (const Run& run : acsr.row(i)) {
+      runs.push_back(static_cast<int32_t>(run.start));
+      runs.push_back(static_cast<int32_t>(run.stride));
+      runs.push_back(static_cast<int32_t>(run.count));
+    }
+    row_ptr[static_cast<size_t>(i) + 1] = static_cast<long long>(runs.size() / 3);
+  }
+  if (runs.empty()) runs.assign(3, 0);
+  DeviceBuffer drp(row_ptr.size() * sizeof(long long)), druns(runs.size() * sizeof(int32_t)),
+      dref(static_cast<size_t>(in.nq) * sizeof(double));
+  drp.upload(row_ptr.data(), drp.size());
+  druns.upload(runs.data(), druns.size());
+  const void *qp = in.q.get(), *kp = in.k.get(), *vp = in.v.get(), *rp = drp.get(), *up = druns.get();
+  double* op = static_cast<double*>(dref.get());
+  long long seq = p.seq_len, kvl = p.kv_len;
+  double scale = p.scale;
+  void* args[] = {&qp, &kp, &vp, &op, &rp, &up, &seq, &kvl, &scale};
+  launch_kernel(sup.reference, p.seq_len, p.batch * p.heads, 128, 0, args, nullptr);
+  cuda_check(cudaDeviceSynchronize(), "reference kernel");
+  dref.download(ref.data(), ref.size() * sizeof(double));
+  return ref;
+}
+
+// Runs one kernel kind once against the reference, then times it: warm-up, then each run after an L2
+// flush and a poisoned output, between two events; the output must not change between runs. Throws
+// CudaError.
+void run_kernel(const Kernel& kern, const Inputs& in, const std::vector<double>& ref, const Support& sup,
+                const BenchOptions& opt, const DeviceBuffer& flush, const ProblemResult& r, KernelResult& kr) {
+  double ref_max = 0;
+  for (double x : ref) ref_max = std::max(ref_max, std::fabs(x));
+  auto poison = [&] { cuda_check(cudaMemsetAsync(in.o.get(), 0xff, in.o.size(), nullptr), "poison output"); };
+  auto launch = [&] { kern.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get()); };
+  poison();
+  launch();
+  cuda_check(cudaGetLastError(), "kernel launch");
+  cuda_check(cudaDeviceSynchronize(), "kernel run");
+  std::vector<double> out = download_doubles(sup, in.o, in.nq);
+  double max_abs = 0;
+  bool nan = false;
+  for (size_t e = 0; e < out.size(); ++e) {
+    double d = std::fabs(out[e] - ref[e]);
+    if (!(d == d)) nan = true;
+    else max_abs = std::max(max_abs, d);
+  }
+  kr.max_abs_err = nan ? NAN : max_abs;
+  kr.rel_err = nan ? NAN : (ref_max > 0 ? max_abs / ref_max : max_abs);
+  kr.pass = !nan && kr.rel_err <= kr.tolerance;
+  if (nan) kr.note = "output has NaN (unwritten or invalid elements)";
+  for (int w = 0; w < opt.warmup; ++w) launch();
+  Event e0, e1;
+  std::vector<double> ms;
+  for (int it = 0; it < opt.repeat; ++it) {
+    cuda_check(cudaMemsetAsync(flush.get(), it & 0xff, flush.size(), nullptr), "L2 flush");
+    poison();
+    cuda_check(cudaEventRecord(e0.e, nullptr), "cudaEventRecord");
+    launch();
+    cuda_check(cudaEventRecord(e1.e, nullptr), "cudaEventRecord");
+    cuda_check(cudaEventSynchronize(e1.e), "timed run");
+    float t = 0;
+    cuda_check(cudaEventElapsedTime(&t, e0.e, e1.e), "cudaEventElapsedTime");
+    ms.push_back(t);
+  }
+  std::vector<double> again = download_doubles(sup, in.o, in.nq);
+  kr.deterministic = std::memcmp(again.data(), out.data(), out.size() * sizeof(double)) == 0 || nan;
+  if (!kr.deterministic) {
+    kr.pass = false;
+    kr.note = "the output changed between runs (race)";
+  }
+  kr.ran = true;
+  kr.repeats = opt.repeat;
+  kr.ms_median = median(ms);
+  kr.ms_min = ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end());
+  kr.ms_max = ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end());
+  double sec = kr.ms_median * 1e-3;
+  if (sec > 0) {
+    kr.tflops = r.flops / sec / 1e12;
+    kr.gbps = r.bytes / sec / 1e9;
+    kr.pct_memory_floor = r.floor_memory_us * 1e-6 / sec * 100;
+    kr.pct_compute_floor = r.floor_compute_us * 1e-6 / sec * 100;
+  }
+}
+
+}  // namespace
+
+std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const BenchOptions& opt,
+                                 std::string& device_description,
+                                 const std::function<void(const ProblemResult&)>& progress) {
+  DeviceInfo dev = device_info();
+  const std::string arch = opt.arch.empty() ? dev.target_arch() : opt.arch;
+  device_description = dev.name + " (" + arch + ", " + std::to_string(dev.sms) + " SMs, " +
+                       std::to_string(dev.memory >> 20) + " MiB, driver " + std::to_string(dev.driver_version) +
+                       ", runtime " + std::to_string(dev.runtime_version) + ", NVRTC " + nvrtc_version() + ")";
+  if (opt.tuning != KernelTuning{}) spdlog::info("fused kernel tuning: {}", format_tuning(opt.tuning));
+  std::map<std::string, std::future<CompileResult>> support_cubins;
+  std::vector<Prepared> prep = prepare(problems, opt, arch, support_cubins);
   std::map<std::string, Support> supports;
   for (auto& [key, fut] : support_cubins) {
     Support s;
@@ -260,96 +422,13 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
   std::vector<ProblemResult> results;
   for (Prepared& x : prep) {
     const Problem& p = x.problem;
-    const GeneratedModule& gen = *x.gen;
-    ProblemResult r;
-    r.name = p.name;
-    r.file = p.file;
-    r.dtype = dtype_name(p.dtype);
-    r.seq_len = p.seq_len;
-    r.kv_len = p.kv_len;
-    r.head_dim = p.head_dim;
-    r.heads = p.heads;
-    r.batch = p.batch;
-    r.nnz = gen.nnz;
-    r.density = double(gen.nnz) / double(p.seq_len) / double(p.kv_len);
-    const int64_t BH = p.batch * p.heads, D = p.head_dim;
-    r.flops = 4.0 * double(BH) * double(gen.nnz) * double(D);
-    const size_t esz = static_cast<size_t>(dtype_bytes(p.dtype));
-    r.bytes = double(BH) * double(2 * p.seq_len + 2 * p.kv_len) * double(D) * double(esz);
-    r.floor_memory_us = r.bytes / opt.ceilings.bandwidth * 1e6;
-    r.floor_compute_us = r.flops / compute_rate(opt.ceilings, p.dtype) * 1e6;
-    r.pattern_hash = gen.pattern_hash;
-    r.passes = static_cast<int>(gen.plan.passes.size());
-    r.tile_fill = gen.plan.tile_fill();
-    r.tensor_cores = gen.tensor_cores;
-    r.engine = gen.engine;
+    ProblemResult r = problem_result(p, *x.gen, opt.ceilings);
     CompileResult cr = x.cubin.get();
     r.compile_seconds = cr.seconds;
     auto mod = std::make_shared<Module>(cr.image);
     const Support& sup = supports.at(x.support_key);
-
-    // Inputs.
-    const int64_t nq = BH * p.seq_len * D, nk = BH * p.kv_len * D;
-    DeviceBuffer q(static_cast<size_t>(nq) * esz), k(static_cast<size_t>(nk) * esz), v(static_cast<size_t>(nk) * esz),
-        o(static_cast<size_t>(nq) * esz);
-    {
-      void* ptr;
-      long long n;
-      unsigned long long seed;
-      void* args[] = {&ptr, &n, &seed};
-      ptr = q.get(), n = nq, seed = opt.seed * 3 + 0;
-      launch1d(sup.fill, n, args);
-      ptr = k.get(), n = nk, seed = opt.seed * 3 + 1;
-      launch1d(sup.fill, n, args);
-      ptr = v.get(), n = nk, seed = opt.seed * 3 + 2;
-      launch1d(sup.fill, n, args);
-      cuda_check(cudaDeviceSynchronize(), "input generation");
-    }
-    // Reference in float64.
-    std::vector<double> ref(static_cast<size_t>(nq));
-    if (p.seq_len * p.kv_len <= opt.host_reference_max_cells) {
-      r.reference = "host float64 (brute force over the pattern)";
-      auto to_host = [&](const DeviceBuffer& b, int64_t n) {
-        DeviceBuffer d(static_cast<size_t>(n) * sizeof(double));
-        const void* in = b.get();
-        double* out = static_cast<double*>(d.get());
-        long long nn = n;
-        void* args[] = {&in, &out, &nn};
-        launch1d(sup.to_double, n, args);
-        std::vector<double> h(static_cast<size_t>(n));
-        d.download(h.data(), h.size() * sizeof(double));
-        return h;
-      };
-      ref = host_reference(p, to_host(q, nq), to_host(k, nk), to_host(v, nk));
-    } else {
-      r.reference = "gpu float64 (masked rows from the ACSR)";
-      std::vector<long long> row_ptr(static_cast<size_t>(p.seq_len) + 1, 0);
-      std::vector<int32_t> runs;
-      for (int64_t i = 0; i < p.seq_len; ++i) {
-        for (const Run& run : x.acsr.row(i)) {
-          runs.push_back(static_cast<int32_t>(run.start));
-          runs.push_back(static_cast<int32_t>(run.stride));
-          runs.push_back(static_cast<int32_t>(run.count));
-        }
-        row_ptr[static_cast<size_t>(i) + 1] = static_cast<long long>(runs.size() / 3);
-      }
-      if (runs.empty()) runs.assign(3, 0);
-      DeviceBuffer drp(row_ptr.size() * sizeof(long long)), druns(runs.size() * sizeof(int32_t)),
-          dref(static_cast<size_t>(nq) * sizeof(double));
-      drp.upload(row_ptr.data(), drp.size());
-      druns.upload(runs.data(), druns.size());
-      const void *qp = q.get(), *kp = k.get(), *vp = v.get(), *rp = drp.get(), *up = druns.get();
-      double* op = static_cast<double*>(dref.get());
-      long long seq = p.seq_len, kvl = p.kv_len;
-      double scale = p.scale;
-      void* args[] = {&qp, &kp, &vp, &op, &rp, &up, &seq, &kvl, &scale};
-      launch_kernel(sup.reference, p.seq_len, BH, 128, 0, args, nullptr);
-      cuda_check(cudaDeviceSynchronize(), "reference kernel");
-      dref.download(ref.data(), ref.size() * sizeof(double));
-    }
-    double ref_max = 0;
-    for (double x2 : ref) ref_max = std::max(ref_max, std::fabs(x2));
-
+    const Inputs in(p, sup, opt.seed);
+    const std::vector<double> ref = reference(p, x.acsr, in, sup, opt.host_reference_max_cells, r.reference);
     auto gen_ptr = std::shared_ptr<const GeneratedModule>(x.gen);
     for (KernelKind kind : {KernelKind::Fused, KernelKind::Pipeline}) {
       if ((kind == KernelKind::Fused && !opt.fused) || (kind == KernelKind::Pipeline && !opt.pipeline)) continue;
@@ -357,68 +436,7 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
       kr.kind = kernel_kind_name(kind);
       kr.tolerance = tolerance(p.dtype);
       try {
-        Kernel kern(gen_ptr, mod, kind, BH);
-        auto poison = [&] { cuda_check(cudaMemsetAsync(o.get(), 0xff, o.size(), nullptr), "poison output"); };
-        auto read_out = [&] {
-          std::vector<double> h(static_cast<size_t>(nq));
-          DeviceBuffer d(static_cast<size_t>(nq) * sizeof(double));
-          const void* in = o.get();
-          double* out = static_cast<double*>(d.get());
-          long long nn = nq;
-          void* args[] = {&in, &out, &nn};
-          launch1d(sup.to_double, nq, args);
-          d.download(h.data(), h.size() * sizeof(double));
-          return h;
-        };
-        poison();
-        kern.launch(q.get(), k.get(), v.get(), o.get());
-        cuda_check(cudaGetLastError(), "kernel launch");
-        cuda_check(cudaDeviceSynchronize(), "kernel run");
-        std::vector<double> out = read_out();
-        double max_abs = 0;
-        bool nan = false;
-        for (size_t e = 0; e < out.size(); ++e) {
-          double d = std::fabs(out[e] - ref[e]);
-          if (!(d == d)) nan = true;
-          else max_abs = std::max(max_abs, d);
-        }
-        kr.max_abs_err = nan ? NAN : max_abs;
-        kr.rel_err = nan ? NAN : (ref_max > 0 ? max_abs / ref_max : max_abs);
-        kr.pass = !nan && kr.rel_err <= kr.tolerance;
-        if (nan) kr.note = "output has NaN (unwritten or invalid elements)";
-        // Timing: warm-up, then each run after an L2 flush and a poison, between two events.
-        for (int w = 0; w < opt.warmup; ++w) kern.launch(q.get(), k.get(), v.get(), o.get());
-        Event e0, e1;
-        std::vector<double> ms;
-        for (int it = 0; it < opt.repeat; ++it) {
-          cuda_check(cudaMemsetAsync(flush.get(), it & 0xff, flush.size(), nullptr), "L2 flush");
-          poison();
-          cuda_check(cudaEventRecord(e0.e, nullptr), "cudaEventRecord");
-          kern.launch(q.get(), k.get(), v.get(), o.get());
-          cuda_check(cudaEventRecord(e1.e, nullptr), "cudaEventRecord");
-          cuda_check(cudaEventSynchronize(e1.e), "timed run");
-          float t = 0;
-          cuda_check(cudaEventElapsedTime(&t, e0.e, e1.e), "cudaEventElapsedTime");
-          ms.push_back(t);
-        }
-        std::vector<double> again = read_out();
-        kr.deterministic = std::memcmp(again.data(), out.data(), out.size() * sizeof(double)) == 0 || nan;
-        if (!kr.deterministic) {
-          kr.pass = false;
-          kr.note = "the output changed between runs (race)";
-        }
-        kr.ran = true;
-        kr.repeats = opt.repeat;
-        kr.ms_median = median(ms);
-        kr.ms_min = ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end());
-        kr.ms_max = ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end());
-        double sec = kr.ms_median * 1e-3;
-        if (sec > 0) {
-          kr.tflops = r.flops / sec / 1e12;
-          kr.gbps = r.bytes / sec / 1e9;
-          kr.pct_memory_floor = r.floor_memory_us * 1e-6 / sec * 100;
-          kr.pct_compute_floor = r.floor_compute_us * 1e-6 / sec * 100;
-        }
+        run_kernel(Kernel(gen_ptr, mod, kind, p.batch * p.heads), in, ref, sup, opt, flush, r, kr);
       } catch (const CudaError& e) {
         kr.ran = false;
         kr.pass = false;

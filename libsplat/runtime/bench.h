@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "libsplat/codegen/codegen.h"
 #include "libsplat/pattern/pattern.h"
 #include "libsplat/report/bench_report.h"
 
@@ -17,6 +18,9 @@ struct BenchOptions {
   int repeat = 20;                       // timed runs (median/min/max)
   int warmup = 3;
   uint64_t seed = 20261129;
+  std::string arch;                      // "" = the device's (sm_90a on sm_90 devices); e.g. sm_90: mma.sync
+  KernelTuning tuning;                   // fused-kernel tuning (`--tune`)
+  CodegenTestHooks test;                 // test hooks (codegen.h)
   int64_t host_reference_max_cells = int64_t{1} << 22;  // seq_len*kv_len up to this: host float64
   Ceilings ceilings;
 };

@@ -63,6 +63,7 @@ Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions
   co.fused = opt.kind == KernelKind::Fused;
   co.pipeline = opt.kind == KernelKind::Pipeline;
   co.arch = opt.arch.empty() ? dev.target_arch() : opt.arch;
+  co.tuning = opt.tuning;
   auto gen = std::make_shared<const GeneratedModule>(generate(problem, acsr, co));
   const std::string& arch = co.arch;
   CompileResult img = nvrtc_compile(gen->source, gen->name + ".cu", arch, CompileTarget::Cubin);

@@ -22,6 +22,7 @@ namespace splat {
 struct BuildOptions {
   KernelKind kind = KernelKind::Fused;
   std::string arch;  // "" = the current device's (sm_90a on sm_90 devices, else sm_XY)
+  KernelTuning tuning;  // fused-kernel tuning (codegen.h); defaults: the measured rules
 };
 
 class Kernel {

@@ -9,6 +9,17 @@ trsplat_e2e(splatc_emit_bigbird_table OUTPUT "bigbird-4k-bf16\\.table\\.bin"
 # Hopper wgmma at head_dim 128: the manifest names the engine and the tensor maps' 64-column boxes.
 trsplat_e2e(splatc_emit_wgmma_d128 OUTPUT "window-4k-d128-bf16\\.ptx.*manifest\\.json"
             COMMAND splatc emit patterns/d128/window-4k-d128-bf16.json --target ptx --arch sm_90a -o ${_emit_dir}/d128)
+# --explain: the selection (engine, kernel family, reasons) before the written files.
+trsplat_e2e(splatc_emit_explain OUTPUT "engine: wgmma.*splat_fused_p0: band kernel.*why: the pattern is a band.*manifest\\.json"
+            COMMAND splatc emit patterns/window-4k-bf16.json --target cuda --arch sm_90a --explain -o ${_emit_dir}/explain)
+# --tune takes the tuning keys; a key that is not one (an experiment that lost) is a usage error.
+trsplat_e2e(splatc_emit_tune OUTPUT "32 rows per warp \\(tuning\\).*manifest\\.json"
+            COMMAND splatc emit patterns/window-4k-bf16.json --target cuda --arch sm_80 --tune mw=32,stages=3 --explain
+                    -o ${_emit_dir}/tune)
+trsplat_e2e(splatc_emit_bad_tune EXIT 2 OUTPUT "--tune.*unknown key 'lazy'"
+            COMMAND splatc emit patterns/window-4k-bf16.json --tune lazy=1 -o ${_emit_dir}/bad)
+trsplat_e2e(splatc_bench_bad_tune EXIT 2 OUTPUT "--tune.*must be 2 or 3"
+            COMMAND splatc bench patterns/window-4k-bf16.json --tune stages=4)
 trsplat_e2e(splatc_emit_bad_arch EXIT 2 OUTPUT "--arch"
             COMMAND splatc emit patterns/window-4k-bf16.json --arch sm_61 -o ${_emit_dir}/bad)
 trsplat_e2e(splatc_emit_bad_target EXIT 2 COMMAND splatc emit patterns/window-4k-bf16.json --target sass -o ${_emit_dir}/bad)

@@ -36,7 +36,11 @@ TEST_CASE("emit: ptx and manifest are written, and the manifest names every file
   splat::EmitOptions o;
   o.target = "ptx";
   o.arch = "sm_90";
-  std::vector<std::string> written = splat::emit(small_window(), o, dir.string());
+  const splat::EmitResult r = splat::emit(small_window(), o, dir.string());
+  const std::vector<std::string>& written = r.files;
+  // The selection, explained: the engine the target gets and the fused entry point.
+  CHECK(r.selection.find("engine: mma.sync") != std::string::npos);
+  CHECK(r.selection.find("splat_fused_p0: ") != std::string::npos);
   REQUIRE(written.size() >= 2);
   CHECK(fs::path(written.front()).filename() == "w.ptx");
   CHECK(fs::path(written.back()).filename() == "manifest.json");
