@@ -24,7 +24,7 @@ int run_emit(const EmitArgs& a) {
   splat::EmitOptions opt = a.opt;
   opt.fused = a.kernel != "pipeline";
   opt.pipeline = a.kernel != "fused";
-  for (const std::string& path : splat::emit(splat::load_problem(a.pattern), opt, a.out)) std::cout << path << "\n";
+  for (const std::string& path : splat::emit(splat::load_problem(a.pattern, limits()), opt, a.out)) std::cout << path << "\n";
   return cli::kOk;
 }
 
@@ -38,7 +38,7 @@ struct BenchArgs {
 
 int run_bench(const BenchArgs& a) {
   std::vector<splat::Problem> problems;
-  for (const std::string& f : a.patterns) problems.push_back(splat::load_problem(f));
+  for (const std::string& f : a.patterns) problems.push_back(splat::load_problem(f, limits()));
   splat::BenchOptions opt;
   opt.fused = a.kernel != "pipeline";
   opt.pipeline = a.kernel != "fused";
