@@ -33,7 +33,7 @@ Command register_analyze(CLI::App& app) {
   sub->add_option("--coo", args->coo, "Also write every kept position as a line 'i j' (row-major) to FILE");
   sub->add_flag("--validate", args->validate, "Check every row of the ACSR against direct evaluation of the terms");
   return {sub, [args]() {
-            splat::Problem p = splat::load_problem(args->pattern);
+            splat::Problem p = splat::load_problem(args->pattern, limits());
             auto t0 = std::chrono::steady_clock::now();
             splat::AnalyzeOptions opt;
             opt.validate = args->validate;
@@ -41,7 +41,10 @@ Command register_analyze(CLI::App& app) {
             auto t1 = std::chrono::steady_clock::now();
             splat::AnalysisStats st = splat::stats(p, acsr);
             spdlog::debug("analysis {:.3f} ms", std::chrono::duration<double, std::milli>(t1 - t0).count());
-            if (!args->coo.empty()) splat::write_coo(acsr, args->coo);
+            if (!args->coo.empty()) {
+              splat::WorkMeter(p.limits, args->coo, "writing every kept position (--coo)").add(st.nnz);
+              splat::write_coo(acsr, args->coo);
+            }
             if (args->json) {
               nlohmann::json j = splat::analysis_json(p, acsr, st);
               j["analysis_ms"] = std::chrono::duration<double, std::milli>(t1 - t0).count();
@@ -63,7 +66,7 @@ Command register_show(CLI::App& app) {
   sub->add_option("--cells", args->cells, "Largest number of cells per side (downsampling)")
       ->check(CLI::Range(16, 4096));
   return {sub, [args]() {
-            splat::Problem p = splat::load_problem(args->pattern);
+            splat::Problem p = splat::load_problem(args->pattern, limits());
             splat::Acsr acsr = splat::analyze(p);
             splat::AnalysisStats st = splat::stats(p, acsr);
             splat::write_picture(p, acsr, st, args->output, args->cells);

@@ -9,12 +9,17 @@
 
 #include <functional>
 
+#include "libsplat/pattern/pattern.h"
+
 namespace splatc {
 
 struct Command {
   CLI::App* sub = nullptr;   // the subcommand, nullptr when none was added
   std::function<int()> run;  // returns the exit code (cli::Exit)
 };
+
+// The limits of --max-memory and --max-work (main.cpp), for every load_problem.
+splat::Limits& limits();
 
 Command register_analyze(CLI::App& app);
 Command register_show(CLI::App& app);

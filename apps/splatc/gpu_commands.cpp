@@ -42,7 +42,7 @@ int run_emit(const EmitArgs& a) {
   opt.fused = a.kernel != "pipeline";
   opt.pipeline = a.kernel != "fused";
   opt.tuning = tuning_flag(a.tune);
-  const splat::EmitResult r = splat::emit(splat::load_problem(a.pattern), opt, a.out);
+  const splat::EmitResult r = splat::emit(splat::load_problem(a.pattern, limits()), opt, a.out);
   if (a.explain) std::cout << r.selection;
   for (const std::string& path : r.files) std::cout << path << "\n";
   return cli::kOk;
@@ -59,7 +59,7 @@ struct BenchArgs {
 
 int run_bench(const BenchArgs& a) {
   std::vector<splat::Problem> problems;
-  for (const std::string& f : a.patterns) problems.push_back(splat::load_problem(f));
+  for (const std::string& f : a.patterns) problems.push_back(splat::load_problem(f, limits()));
   splat::BenchOptions opt = a.opt;
   opt.fused = a.kernel != "pipeline";
   opt.pipeline = a.kernel != "fused";

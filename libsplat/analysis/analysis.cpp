@@ -5,7 +5,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <map>
+#include <cmath>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -24,6 +25,11 @@ struct Builder {
   Builder(int64_t first_row, int64_t row_stride, bool den) : r0(first_row), q(row_stride), allow_den(den) {}
   std::vector<Run> first;
   std::vector<int64_t> ds, dc, stride;  // per run: start/count step per member row; stride (-1 unknown)
+
+  void restart(int64_t first_row) {  // a new segment from first_row, keeping the buffers
+    r0 = first_row;
+    n = 0;
+  }
 
   bool add(const std::vector<Run>& R) {
     if (n == 0) {
@@ -111,22 +117,26 @@ struct Analyzer {
   }
 
   // Greedy segments over rows lo+ph, lo+ph+q, ... < hi for every phase ph < q; stops (returns
-  // false) once more than `budget` segments are needed.
+  // false) once more than `budget` segments are needed. The segments are counted first and made
+  // only when they fit, so that a failed try allocates nothing.
   bool phases(int64_t lo, int64_t hi, int64_t q, size_t budget, std::vector<Segment>& out) {
     out.clear();
-    for (int64_t ph = 0; ph < q && lo + ph < hi; ++ph) {
-      Builder b{lo + ph, q, o.allow_den};
-      for (int64_t i = lo + ph; i < hi; i += q) {
-        const std::vector<Run>& R = row(i);
-        if (!b.add(R)) {
-          out.push_back(b.make());
-          if (out.size() > budget) return false;
-          b = Builder{i, q, o.allow_den};
-          b.add(R);
+    for (bool make : {false, true}) {
+      size_t n = 0;
+      for (int64_t ph = 0; ph < q && lo + ph < hi; ++ph) {
+        Builder b{lo + ph, q, o.allow_den};
+        for (int64_t i = lo + ph; i < hi; i += q) {
+          const std::vector<Run>& R = row(i);
+          if (!b.add(R)) {
+            if (make) out.push_back(b.make());
+            if (++n > budget) return false;
+            b.restart(i);
+            b.add(R);
+          }
         }
+        if (make) out.push_back(b.make());
+        if (++n > budget) return false;
       }
-      out.push_back(b.make());
-      if (out.size() > budget) return false;
     }
     return true;
   }
@@ -155,8 +165,9 @@ struct Analyzer {
       const std::vector<Run>& R = row(i);
       if (!b.add(R)) {
         segs.push_back(b.make());
-        charge(segment_bytes(segs.back()) + static_cast<int64_t>(sizeof(Segment)));
-        b = Builder{i, 1, o.allow_den};
+        // What the segment holds in memory (its metadata bytes in int32, segment_bytes, are fewer).
+        charge(static_cast<int64_t>(sizeof(Segment) + segs.back().runs.size() * sizeof(AffineRun)));
+        b.restart(i);
         b.add(R);
       }
     }
@@ -177,13 +188,17 @@ struct Analyzer {
       size_t best_n = e - a;
       bool have_best = false;
       if (o.phase_segments) {
-        std::map<int64_t, int64_t> strides;  // candidate row strides: the run strides seen here
+        // Candidate row strides: the 4 smallest run strides seen here, ascending.
+        std::vector<int64_t> strides;
         for (size_t k = a; k < e; ++k)
-          for (const AffineRun& r : segs[k].runs)
-            if (r.stride > 1 && 2 * r.stride <= hi - lo) ++strides[r.stride];
-        int tried = 0;
-        for (auto [q, cnt] : strides) {
-          if (++tried > 4) break;
+          for (const AffineRun& r : segs[k].runs) {
+            if (r.stride <= 1 || 2 * r.stride > hi - lo || (strides.size() == 4 && r.stride >= strides.back())) continue;
+            auto at = std::lower_bound(strides.begin(), strides.end(), r.stride);
+            if (at != strides.end() && *at == r.stride) continue;
+            strides.insert(at, r.stride);
+            if (strides.size() > 4) strides.pop_back();
+          }
+        for (int64_t q : strides) {
           if (phases(lo, hi, q, best_n - 1, trial)) {
             best_n = trial.size();
             best.swap(trial);
@@ -236,45 +251,142 @@ void row_runs(const Acsr& a, int64_t i, std::vector<Run>& buf) {
   }
 }
 
-// Non-empty bs x bs tiles, one row block at a time, with a bitset of key blocks.
+// Non-empty bs x bs tiles, one row block at a time: a run of stride <= bs touches every key block
+// of its span (an interval of blocks, kept as such), a run of a larger stride one block per point
+// (a bitset of key blocks). At the end of a row block the intervals are merged and the bits
+// outside them counted, so a dense row costs O(1), not O(kv_len / bs).
 struct TileCounter {
   int64_t bs, nkb;
+  WorkMeter& meter;
+  std::vector<std::pair<int64_t, int64_t>> iv;  // key blocks [a, e]
+  size_t merged = 0;                            // iv[0, merged) is sorted and disjoint
   std::vector<uint64_t> bits;
+  std::vector<int64_t> dirty;                   // words of bits that may be non-zero
   int64_t tiles = 0;
-  TileCounter(int64_t b, int64_t kv) : bs(b), nkb((kv + b - 1) / b), bits(static_cast<size_t>((nkb + 63) / 64), 0) {}
-  void mark_range(int64_t a, int64_t e) {  // blocks [a, e]
-    for (int64_t k = a; k <= e;) {
-      if (k % 64 == 0 && k + 63 <= e) {
-        bits[static_cast<size_t>(k / 64)] = ~uint64_t{0};
-        k += 64;
-      } else {
-        bits[static_cast<size_t>(k / 64)] |= uint64_t{1} << (k % 64);
-        ++k;
-      }
+  TileCounter(int64_t b, int64_t kv, WorkMeter& m)
+      : bs(b), nkb((kv + b - 1) / b), meter(m), bits(static_cast<size_t>((nkb + 63) / 64), 0) {}
+  void merge() {
+    meter.add(static_cast<int64_t>(iv.size()));
+    std::sort(iv.begin(), iv.end());
+    size_t w = 0;
+    for (const auto& x : iv) {
+      if (w > 0 && x.first <= iv[w - 1].second + 1) iv[w - 1].second = std::max(iv[w - 1].second, x.second);
+      else iv[w++] = x;
     }
+    iv.resize(w);
+    merged = w;
+  }
+  void mark(int64_t k) {
+    uint64_t& w = bits[static_cast<size_t>(k / 64)];
+    if (w == 0) dirty.push_back(k / 64);
+    w |= uint64_t{1} << (k % 64);
   }
   void add(const Run& r) {
-    int64_t last = r.start + (r.count - 1) * r.stride;
+    const int64_t last = r.start + (r.count - 1) * r.stride;
+    if (r.start / bs == last / bs) return mark(r.start / bs);  // one block
     if (r.count == 1 || r.stride <= bs) {
-      mark_range(r.start / bs, last / bs);
-    } else {
-      for (int64_t j = r.start; j <= last; j += r.stride) mark_range(j / bs, j / bs);
+      iv.emplace_back(r.start / bs, last / bs);
+      if (iv.size() > 2 * merged + 4096) merge();
+      return;
     }
+    meter.add(r.count);
+    for (int64_t j = r.start; j <= last; j += r.stride) mark(j / bs);
   }
   void end_block() {
-    for (uint64_t& w : bits) {
-      tiles += std::popcount(w);
-      w = 0;
+    merge();
+    for (const auto& [a, e] : iv) tiles += e - a + 1;
+    std::sort(dirty.begin(), dirty.end());
+    size_t x = 0;  // first interval that may reach word w
+    for (int64_t w : dirty) {
+      uint64_t word = bits[static_cast<size_t>(w)];
+      bits[static_cast<size_t>(w)] = 0;
+      const int64_t lo = 64 * w, hi = lo + 63;
+      while (x < iv.size() && iv[x].second < lo) ++x;
+      for (size_t y = x; y < iv.size() && iv[y].first <= hi; ++y) {  // clear the blocks intervals hold
+        const int64_t a = std::max(iv[y].first, lo) - lo, e = std::min(iv[y].second, hi) - lo;
+        word &= ~(e - a == 63 ? ~uint64_t{0} : ((uint64_t{1} << (e - a + 1)) - 1) << a);
+      }
+      tiles += std::popcount(word);
     }
+    meter.add(static_cast<int64_t>(dirty.size()));
+    dirty.clear();
+    iv.clear();
+    merged = 0;
   }
 };
+
+// Steps one row's evaluation takes at least (besides kRowSteps): every term of a union, the first
+// of an intersection, the runs of global columns, and the random draws of a row block shared by
+// its rows.
+double row_steps(const Term& t, const Problem& p) {
+  switch (t.kind) {
+    case TermKind::Union: {
+      double s = 1;
+      for (const Term& c : t.children) s += row_steps(c, p);
+      return s;
+    }
+    case TermKind::Intersect: return 1 + row_steps(t.children[0], p);
+    case TermKind::Global: {
+      double groups = 0;
+      for (size_t k = 0; k < t.tokens.size() && t.tokens[k] < p.kv_len; ++k)
+        groups += k == 0 || t.tokens[k] != t.tokens[k - 1] + 1;
+      return 2 + groups;
+    }
+    case TermKind::RandomBlocks: {
+      const double nkb = std::ceil(static_cast<double>(p.kv_len) / static_cast<double>(t.block));
+      const double r = std::min(static_cast<double>(t.per_row), nkb);
+      if (r == nkb) return 2;  // every key block: one interval, no draws
+      const double draws = nkb * std::log(nkb / (nkb - r));
+      return 2 + (draws + r) / static_cast<double>(std::min(t.block, p.seq_len));
+    }
+    default: return 2;
+  }
+}
+
+// Steps of kept() at one (i, j) (--validate): each term once, random draws for every call.
+double kept_steps(const Term& t, const Problem& p) {
+  double s = 1;
+  for (const Term& c : t.children) s += kept_steps(c, p);
+  if (t.kind == TermKind::RandomBlocks) {
+    const double nkb = std::ceil(static_cast<double>(p.kv_len) / static_cast<double>(t.block));
+    const double r = std::min(static_cast<double>(t.per_row), nkb);
+    s += r == nkb ? nkb : nkb * std::log(nkb / (nkb - r)) + r;
+  }
+  return s;
+}
+
+std::string sci(double x) {
+  std::ostringstream o;
+  o.precision(3);
+  o << x;
+  return o.str();
+}
+
+// Refuses, before any work, an analysis (and --validate) that cannot fit in Limits::max_work.
+void check_work(const Problem& p, const AnalyzeOptions& o) {
+  const double limit = static_cast<double>(p.limits.max_work);
+  const double per_row = static_cast<double>(kRowSteps) + row_steps(p.pattern, p), rows = static_cast<double>(p.seq_len);
+  if (rows * per_row > limit)
+    throw Error(p.file, "", "analysing the pattern needs at least " + sci(rows * per_row) + " steps (seq_len " +
+                                std::to_string(p.seq_len) + " rows, " + sci(per_row) + " steps a row), more than the work limit of " +
+                                std::to_string(p.limits.max_work) + " (--max-work)");
+  const double cells = rows * static_cast<double>(p.kv_len) * kept_steps(p.pattern, p);
+  if (o.validate && cells > limit)
+    throw Error(p.file, "", "--validate evaluates the terms at all seq_len x kv_len positions: " + sci(cells) +
+                                " steps, more than the work limit of " + std::to_string(p.limits.max_work) + " (--max-work)");
+  if (4 * p.seq_len > p.limits.max_memory / 2)
+    throw_memory_limit(p.file, "the row index of the analysis (4 bytes a row)", 4 * p.seq_len, p.limits);
+}
 
 }  // namespace
 
 Acsr analyze(const Problem& p, const AnalyzeOptions& o) {
+  check_work(p, o);
+  AnalyzeOptions opt = o;
+  opt.max_metadata_bytes = std::min(o.max_metadata_bytes, p.limits.max_memory / 2);
   RowEvaluator ev(p);
   const RowSource rows = [&ev](int64_t i) -> const std::vector<Run>& { return ev.row(i); };
-  Analyzer a(p.seq_len, p.kv_len, p.file, rows, o);
+  Analyzer a(p.seq_len, p.kv_len, p.file, rows, opt);
   Acsr acsr = a.run();
   if (o.validate) validate(p, acsr);
   return acsr;
@@ -314,11 +426,15 @@ AnalysisStats stats(const Problem& p, const Acsr& a) {
   AnalysisStats s;
   s.rows = p.seq_len;
   s.cols = p.kv_len;
-  TileCounter t64(64, p.kv_len), t128(128, p.kv_len);
+  WorkMeter meter(p.limits, p.file, "the statistics of the mask (tiles of 64 and 128)");
+  meter.rows = p.seq_len;
+  TileCounter t64(64, p.kv_len, meter), t128(128, p.kv_len, meter);
   std::vector<Run> runs;
   int64_t total_runs = 0;
   for (int64_t i = 0; i < p.seq_len; ++i) {
+    meter.row = i;
     row_runs(a, i, runs);
+    meter.add(1 + static_cast<int64_t>(runs.size()));
     int64_t n = 0;
     for (const Run& r : runs) {
       n += r.count;

@@ -11,7 +11,13 @@
 
 namespace splat {
 
-// Evaluates rows of one problem, reusing its buffers from row to row (not thread-safe).
+// Work steps (pattern.h, WorkMeter) charged for every row evaluated, besides its terms and runs:
+// what grouping it into segments, indexing and counting its tiles cost (about 80 ns).
+inline constexpr int64_t kRowSteps = 8;
+
+// Evaluates rows of one problem, reusing its buffers from row to row (not thread-safe). Counts its
+// work against the problem's Limits::max_work and the memory of one row's run lists against half
+// of Limits::max_memory, and throws splat::Error past either.
 class RowEvaluator {
  public:
   explicit RowEvaluator(const Problem& p);

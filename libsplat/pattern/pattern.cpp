@@ -3,13 +3,22 @@
 // before the sizes are checked.
 #include "libsplat/pattern/pattern.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <sstream>
+#include <unordered_set>
+#include <utility>
+
+#include "libsplat/pattern/json_reader.h"
 
 namespace splat {
 
@@ -19,7 +28,17 @@ std::string join_what(const std::string& file, const std::string& path, const st
   std::string s;
   if (!file.empty()) s += file + ": ";
   if (!path.empty()) s += path + ": ";
-  return s + msg;
+  return detail::printable(s + msg);
+}
+
+__extension__ typedef __int128 i128;
+
+std::string mib(int64_t bytes) {
+  std::ostringstream m;
+  m.setf(std::ios::fixed);
+  m.precision(1);
+  m << static_cast<double>(bytes) / (1024.0 * 1024.0) << " MiB";
+  return m.str();
 }
 
 // Largest absolute value accepted for offsets, window sizes etc.: keeps every product of two
@@ -28,19 +47,99 @@ constexpr int64_t kMaxParam = int64_t{1} << 40;
 
 using json = nlohmann::json;
 
+// Compact JSON text of v, stopping once `out` is longer than `limit` (values may be huge).
+void render(const json& v, std::string& out, size_t limit) {
+  if (out.size() > limit) return;
+  if (v.is_binary() && v.get_binary().subtype() == detail::kCooPairs) {  // packed coo pairs
+    const auto& b = v.get_binary();
+    out += '[';
+    for (size_t k = 0; k + 16 <= b.size() && out.size() <= limit; k += 16) {
+      int64_t ij[2];
+      std::memcpy(ij, b.data() + k, sizeof ij);
+      out += (k ? ",[" : "[") + std::to_string(ij[0]) + "," + std::to_string(ij[1]) + "]";
+    }
+    out += ']';
+  } else if (v.is_array()) {
+    out += '[';
+    for (size_t k = 0; k < v.size() && out.size() <= limit; ++k) {
+      if (k) out += ',';
+      render(v[k], out, limit);
+    }
+    out += ']';
+  } else if (v.is_object()) {
+    out += '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end() && out.size() <= limit; ++it) {
+      if (!first) out += ',';
+      first = false;
+      out += json(it.key().substr(0, limit)).dump(-1, ' ', false, json::error_handler_t::replace) + ":";
+      render(it.value(), out, limit);
+    }
+    out += '}';
+  } else if (v.is_string()) {
+    out += json(v.get_ref<const std::string&>().substr(0, limit)).dump(-1, ' ', false, json::error_handler_t::replace);
+  } else {
+    out += v.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+}
+
 std::string show(const json& v) {
-  std::string s = v.dump();
+  std::string s;
+  render(v, s, 40);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
+}
+
+// Sorts 64-bit keys: least significant digit first, 11 bits a pass, only as many passes as the
+// largest key needs (std::sort for short lists).
+void sort_keys(std::vector<uint64_t>& keys) {
+  if (keys.size() < (size_t{1} << 16) || std::is_sorted(keys.begin(), keys.end())) {
+    std::sort(keys.begin(), keys.end());
+    return;
+  }
+  constexpr int kBits = 11;
+  constexpr uint64_t kMask = (uint64_t{1} << kBits) - 1;
+  uint64_t all = 0;
+  for (uint64_t k : keys) all |= k;
+  std::vector<uint64_t> tmp(keys.size());
+  std::vector<size_t> count(size_t{1} << kBits);
+  for (int shift = 0; shift < 64 && (all >> shift) != 0; shift += kBits) {
+    std::fill(count.begin(), count.end(), 0);
+    for (uint64_t k : keys) ++count[(k >> shift) & kMask];
+    size_t at = 0;
+    for (size_t& c : count) at += std::exchange(c, at);
+    for (uint64_t k : keys) tmp[count[(k >> shift) & kMask]++] = k;
+    keys.swap(tmp);
+  }
+}
+
+// x as int64 when v is an integer in [lo, hi].
+bool int_in(const json& v, int64_t lo, int64_t hi, int64_t& x) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(INT64_MAX)) return false;
+    x = static_cast<int64_t>(u);
+  } else if (v.is_number_integer()) {
+    x = v.get<int64_t>();
+  } else {
+    return false;
+  }
+  return x >= lo && x <= hi;
 }
 
 struct Parser {
   std::string file;
   Limits limits;
+  int64_t held = 0;  // bytes counted against limits.max_memory (the text and its document, then terms)
   int64_t seq_len = 0, kv_len = 0;
 
   [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
     throw Error(file, path, msg);
+  }
+
+  void charge(int64_t bytes) {
+    held += bytes;
+    if (held > limits.max_memory) throw_memory_limit(file, "reading the pattern", held, limits);
   }
 
   void check_fields(const json& obj, const std::string& path,
@@ -85,7 +184,10 @@ struct Parser {
     return integer(*it, sub(path, key), lo, hi, what);
   }
 
-  Term term(const json& v, const std::string& path) const {
+  Term term(const json& v, const std::string& path, int depth) {
+    if (depth > limits.max_depth)
+      fail(path, "terms nested deeper than " + std::to_string(limits.max_depth) + " levels");
+    charge(static_cast<int64_t>(sizeof(Term) + path.size()));
     if (!v.is_object() || v.size() != 1)
       fail(path, "expected a pattern term: an object with exactly one key (window, dilated, strided, fixed, "
                  "blocked, block_window, global, random_blocks, affine, coo, union, intersect), got " + show(v));
@@ -138,10 +240,16 @@ struct Parser {
         fail(p + ".tokens", "expected a non-empty array of token positions, got " + show(*it));
       if (static_cast<int64_t>(it->size()) > limits.max_points)
         fail(p + ".tokens", "expected at most " + std::to_string(limits.max_points) + " tokens");
+      charge(static_cast<int64_t>(it->size() * sizeof(int64_t)));
       const int64_t n = std::max(seq_len, kv_len);
-      for (size_t k = 0; k < it->size(); ++k)
-        t.tokens.push_back(integer((*it)[k], p + ".tokens[" + std::to_string(k) + "]", 0, n - 1,
-                                   "a token position in [0, " + std::to_string(n) + ")"));
+      t.tokens.reserve(it->size());
+      for (size_t k = 0; k < it->size(); ++k) {
+        int64_t x = 0;
+        if (!int_in((*it)[k], 0, n - 1, x))
+          fail(p + ".tokens[" + std::to_string(k) + "]",
+               "expected a token position in [0, " + std::to_string(n) + "), got " + show((*it)[k]));
+        t.tokens.push_back(x);
+      }
       std::sort(t.tokens.begin(), t.tokens.end());
       t.tokens.erase(std::unique(t.tokens.begin(), t.tokens.end()), t.tokens.end());
     } else if (key == "random_blocks") {
@@ -167,24 +275,13 @@ struct Parser {
       t.count = field(a, p, "count", 1, kMaxParam, pos);
     } else if (key == "coo") {
       t.kind = TermKind::Coo;
-      if (!a.is_array() || a.empty()) fail(p, "expected a non-empty array of [i, j] pairs, got " + show(a));
-      if (static_cast<int64_t>(a.size()) > limits.max_points)
-        fail(p, "expected at most " + std::to_string(limits.max_points) + " points");
-      t.points.reserve(a.size());
-      for (size_t k = 0; k < a.size(); ++k) {
-        const std::string q = p + "[" + std::to_string(k) + "]";
-        const json& e = a[k];
-        if (!e.is_array() || e.size() != 2) fail(q, "expected a pair [i, j], got " + show(e));
-        int64_t i = integer(e[0], q + "[0]", 0, seq_len - 1, "a row in [0, seq_len) = [0, " + std::to_string(seq_len) + ")");
-        int64_t j = integer(e[1], q + "[1]", 0, kv_len - 1, "a column in [0, kv_len) = [0, " + std::to_string(kv_len) + ")");
-        t.points.emplace_back(i, j);
-      }
-      std::sort(t.points.begin(), t.points.end());
-      t.points.erase(std::unique(t.points.begin(), t.points.end()), t.points.end());
+      coo(a, p, t);
     } else if (key == "union" || key == "intersect") {
       t.kind = key == "union" ? TermKind::Union : TermKind::Intersect;
       if (!a.is_array() || a.empty()) fail(p, "expected a non-empty array of pattern terms, got " + show(a));
-      for (size_t k = 0; k < a.size(); ++k) t.children.push_back(term(a[k], p + "[" + std::to_string(k) + "]"));
+      t.children.reserve(a.size());
+      for (size_t k = 0; k < a.size(); ++k)
+        t.children.push_back(term(a[k], p + "[" + std::to_string(k) + "]", depth + 1));
     } else {
       fail(p, "unknown pattern term (expected one of: window, dilated, strided, fixed, blocked, block_window, "
               "global, random_blocks, affine, coo, union, intersect)");
@@ -192,11 +289,70 @@ struct Parser {
     return t;
   }
 
+  // A point as one key in row-major order: i * kv_len + j (< 2^62).
+  uint64_t key(int64_t i, int64_t j) const { return static_cast<uint64_t>(i) * static_cast<uint64_t>(kv_len) + static_cast<uint64_t>(j); }
+
+  uint64_t coo_point(const std::string& p, size_t k, int64_t i, int64_t j) const {
+    if (i < 0 || i >= seq_len)
+      fail(p + "[" + std::to_string(k) + "][0]", "expected a row in [0, seq_len) = [0, " + std::to_string(seq_len) +
+                                                     "), got " + std::to_string(i));
+    if (j < 0 || j >= kv_len)
+      fail(p + "[" + std::to_string(k) + "][1]", "expected a column in [0, kv_len) = [0, " + std::to_string(kv_len) +
+                                                     "), got " + std::to_string(j));
+    return key(i, j);
+  }
+
+  uint64_t coo_element(const std::string& p, size_t k, const json& e) const {
+    const std::string q = p + "[" + std::to_string(k) + "]";
+    if (!e.is_array() || e.size() != 2) fail(q, "expected a pair [i, j], got " + show(e));
+    int64_t i = integer(e[0], q + "[0]", 0, seq_len - 1, "a row in [0, seq_len) = [0, " + std::to_string(seq_len) + ")");
+    int64_t j = integer(e[1], q + "[1]", 0, kv_len - 1, "a column in [0, kv_len) = [0, " + std::to_string(kv_len) + ")");
+    return key(i, j);
+  }
+
+  // A coo array as a document built in memory has it, or packed by the JSON reader (json_reader.h).
+  void coo(const json& a, const std::string& p, Term& t) {
+    auto is_packed = [](const json& v) { return v.is_binary() && v.get_binary().subtype() == detail::kCooPairs; };
+    const json* packed = is_packed(a) ? &a : nullptr;
+    const json* bad = nullptr;
+    if (!packed && a.is_array() && a.size() == 2 && is_packed(a[0])) {
+      packed = &a[0];
+      bad = &a[1];
+    }
+    if (!packed && (!a.is_array() || a.empty())) fail(p, "expected a non-empty array of [i, j] pairs, got " + show(a));
+    const size_t n_packed = packed ? packed->get_binary().size() / 16 : 0;
+    const size_t n = packed ? n_packed + (bad ? 1 : 0) : a.size();
+    if (static_cast<int64_t>(n) > limits.max_points)
+      fail(p, "expected at most " + std::to_string(limits.max_points) + " points");
+    charge(static_cast<int64_t>(n * (sizeof(std::pair<int64_t, int64_t>) + 2 * sizeof(uint64_t))));
+    // Checked, then sorted and made unique as one 64-bit key per point.
+    std::vector<uint64_t> keys;
+    keys.reserve(n);
+    if (packed) {
+      const uint8_t* b = packed->get_binary().data();
+      for (size_t k = 0; k < n_packed; ++k) {
+        int64_t ij[2];
+        std::memcpy(ij, b + 16 * k, sizeof ij);
+        keys.push_back(coo_point(p, k, ij[0], ij[1]));
+      }
+      if (bad) keys.push_back(coo_element(p, n_packed, *bad));
+    } else {
+      for (size_t k = 0; k < n; ++k) keys.push_back(coo_element(p, k, a[k]));
+    }
+    sort_keys(keys);
+    keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+    t.points.resize(keys.size());
+    for (size_t k = 0; k < keys.size(); ++k)
+      t.points[k] = {static_cast<int64_t>(keys[k] / static_cast<uint64_t>(kv_len)),
+                     static_cast<int64_t>(keys[k] % static_cast<uint64_t>(kv_len))};
+  }
+
   Problem problem(const json& doc, const std::string& name_hint) {
     check_fields(doc, "", {"name", "seq_len", "kv_len", "head_dim", "heads", "batch", "dtype", "scale",
                            "causal", "pattern"});
     Problem pr;
     pr.file = file;
+    pr.limits = limits;
     pr.name = name_hint;
     if (auto it = doc.find("name"); it != doc.end()) {
       if (!it->is_string() || it->get<std::string>().empty()) fail("name", "expected a non-empty string, got " + show(*it));
@@ -242,7 +398,7 @@ struct Parser {
     kv_len = pr.kv_len;
     auto it = doc.find("pattern");
     if (it == doc.end()) fail("pattern", "missing (expected a pattern term)");
-    pr.pattern = term(*it, "pattern");
+    pr.pattern = term(*it, "pattern", 1);
     return pr;
   }
 };
@@ -294,6 +450,39 @@ const char* term_name(TermKind k) {
   return "?";
 }
 
+int64_t default_max_memory() {
+  static const int64_t budget = [] {
+    int64_t m = INT64_MAX;
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) m = std::min<int64_t>(m, static_cast<int64_t>(pages) * page);
+    for (int res : {RLIMIT_AS, RLIMIT_DATA}) {
+      rlimit rl{};
+      if (::getrlimit(res, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        m = std::min<int64_t>(m, static_cast<int64_t>(std::min<rlim_t>(rl.rlim_cur, INT64_MAX)));
+    }
+    std::ifstream cg("/sys/fs/cgroup/memory.max");
+    long long v = 0;
+    if (cg >> v && v > 0) m = std::min<int64_t>(m, v);  // "max" (no limit) does not read as a number
+    if (m == INT64_MAX) m = int64_t{8} << 30;
+    return m / 2;
+  }();
+  return budget;
+}
+
+WorkMeter::WorkMeter(const Limits& l, std::string file, std::string what)
+    : limit_(l.max_work), file_(std::move(file)), what_(std::move(what)) {}
+
+void WorkMeter::fail() const {
+  const std::string at = row < 0 ? "" : " (stopped at row " + std::to_string(row) + " of " + std::to_string(rows) + ")";
+  throw Error(file_, "", what_ + " needs more than " + std::to_string(limit_) + " steps" + at +
+                             ", the work limit (--max-work)");
+}
+
+void throw_memory_limit(const std::string& file, const std::string& what, int64_t bytes, const Limits& l) {
+  throw Error(file, "", what + " needs " + (bytes == INT64_MAX ? std::string() : "at least " + mib(bytes) + ", ") +
+                            "more than the memory budget of " + mib(l.max_memory) + " (--max-memory)");
+}
+
 Problem parse_problem(const nlohmann::json& doc, const std::string& name_hint, const std::string& file,
                       const Limits& limits) {
   Parser p{file, limits};
@@ -302,37 +491,44 @@ Problem parse_problem(const nlohmann::json& doc, const std::string& name_hint, c
 
 Problem parse_problem_text(const std::string& text, const std::string& name_hint, const std::string& file,
                            const Limits& limits) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    // nlohmann reports the byte offset just past the offending token; turn it into the line:col of
-    // the token's last character.
-    size_t off = e.byte == 0 ? 0 : std::min<size_t>(e.byte - 1, text.size());
-    int64_t line = 1, col = 1;
-    for (size_t k = 0; k < off; ++k) {
-      if (text[k] == '\n') { ++line; col = 1; } else { ++col; }
-    }
-    std::string what = e.what();
-    // Drop nlohmann's "[json.exception.parse_error.101] parse error at line 1, column 2: " prefix.
-    if (auto c = what.find("syntax error"); c != std::string::npos) what = what.substr(c);
-    else if (auto c2 = what.rfind(": "); c2 != std::string::npos) what = what.substr(c2 + 2);
-    throw Error(file.empty() ? "<input>:" + std::to_string(line) + ":" + std::to_string(col)
-                             : file + ":" + std::to_string(line) + ":" + std::to_string(col),
-                "", "invalid JSON: " + what);
-  }
-  return parse_problem(doc, name_hint, file, limits);
+  int64_t held = static_cast<int64_t>(text.size());
+  const json doc = detail::read_json(text, file, limits, held);
+  Parser p{file, limits, held};
+  return p.problem(doc, name_hint);
 }
 
 Problem load_problem(const std::string& path, const Limits& limits) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) throw Error(path, "", "cannot read the file: no such file");
+  if (fs::is_directory(st)) throw Error(path, "", "cannot read the file: it is a directory (expected a pattern JSON file)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path, "", "cannot read the file");
-  std::error_code ec;
-  auto size = std::filesystem::file_size(path, ec);
-  if (!ec && size > (uint64_t{1} << 32)) throw Error(path, "", "file larger than 4 GiB");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_problem_text(ss.str(), std::filesystem::path(path).stem().string(), path, limits);
+  std::string text;
+  if (fs::is_regular_file(st)) {
+    const uintmax_t size = fs::file_size(path, ec);
+    if (ec) throw Error(path, "", "cannot read the file: " + ec.message());
+    if (size > static_cast<uintmax_t>(limits.max_memory))
+      throw_memory_limit(path, "reading the file", static_cast<int64_t>(std::min<uintmax_t>(size, INT64_MAX)), limits);
+    text.resize(static_cast<size_t>(size));
+    in.read(text.data(), static_cast<std::streamsize>(size));
+    text.resize(static_cast<size_t>(in.gcount()));
+  } else {  // a pipe or a device: read what comes, within half the budget (the string may double)
+    std::vector<char> chunk(size_t{1} << 20);
+    while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+      if (static_cast<int64_t>(text.size() + chunk.size()) > limits.max_memory / 2)
+        throw_memory_limit(path, "reading the file", INT64_MAX, limits);
+      text.append(chunk.data(), static_cast<size_t>(in.gcount()));
+    }
+  }
+  if (in.bad()) throw Error(path, "", "cannot read the file");
+  int64_t held = static_cast<int64_t>(text.size());
+  const json doc = detail::read_json(text, path, limits, held);
+  held -= static_cast<int64_t>(text.size());
+  std::string().swap(text);  // the document holds everything from here on
+  Parser p{path, limits, held};
+  return p.problem(doc, fs::path(path).stem().string());
 }
 
 int64_t tensor_bytes(const Problem& p) {
@@ -343,11 +539,25 @@ std::vector<int64_t> random_key_blocks(const Term& t, int64_t rb, int64_t nkb) {
   std::vector<int64_t> out;
   const int64_t r = std::min(t.per_row, nkb);
   if (r <= 0) return out;
-  uint64_t state = t.seed ^ (static_cast<uint64_t>(rb) * 0xD1B54A32D192ED03ull);
   out.reserve(static_cast<size_t>(r));
-  while (static_cast<int64_t>(out.size()) < r) {
-    int64_t k = static_cast<int64_t>(splitmix64(state) % static_cast<uint64_t>(nkb));
-    if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+  if (r == nkb) {  // every block: what the draws end with
+    out.resize(static_cast<size_t>(r));
+    std::iota(out.begin(), out.end(), int64_t{0});
+    return out;
+  }
+  uint64_t state = t.seed ^ (static_cast<uint64_t>(rb) * 0xD1B54A32D192ED03ull);
+  if (r <= 32) {
+    while (static_cast<int64_t>(out.size()) < r) {
+      int64_t k = static_cast<int64_t>(splitmix64(state) % static_cast<uint64_t>(nkb));
+      if (std::find(out.begin(), out.end(), k) == out.end()) out.push_back(k);
+    }
+  } else {
+    std::unordered_set<int64_t> seen;
+    seen.reserve(static_cast<size_t>(2 * r));
+    while (static_cast<int64_t>(out.size()) < r) {
+      int64_t k = static_cast<int64_t>(splitmix64(state) % static_cast<uint64_t>(nkb));
+      if (seen.insert(k).second) out.push_back(k);
+    }
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -376,7 +586,7 @@ bool kept(const Term& t, const Problem& p, int64_t i, int64_t j) {
       return std::binary_search(ks.begin(), ks.end(), fdiv(j, t.block));
     }
     case TermKind::Affine: {
-      int64_t d = j - (t.slope * i + t.offset);
+      const i128 d = static_cast<i128>(j) - (static_cast<i128>(t.slope) * i + t.offset);  // slope*i may pass 2^63
       return d >= 0 && d % t.stride == 0 && d / t.stride < t.count;
     }
     case TermKind::Coo: return std::binary_search(t.points.begin(), t.points.end(), std::make_pair(i, j));

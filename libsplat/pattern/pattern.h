@@ -65,6 +65,45 @@ struct Term {
   std::string path;  // JSON path of this term ("pattern", "pattern.union[0]"), for messages
 };
 
+// Half of the smallest of: physical memory, the address-space and data limits (ulimit -v, -d) and
+// the cgroup's memory.max; the default of Limits::max_memory (docs/cli.md, "splatc limits").
+int64_t default_max_memory();
+
+// Limits checked while parsing, before anything of problem size is allocated. A Problem keeps the
+// limits it was read under: the analysis, the statistics and the pictures apply the same ones.
+struct Limits {
+  int64_t max_len = (int64_t{1} << 31) - 1;      // seq_len, kv_len: int32 indices in kernels
+  int64_t max_tensor_bytes = int64_t{128} << 30; // Q, K, V, O together (one H200: ~140 GiB)
+  int64_t max_points = int64_t{1} << 26;         // coo points / global tokens
+  int max_depth = 64;                            // nesting of JSON arrays and objects
+  int64_t max_memory = default_max_memory();     // bytes: the file, its document, terms, row buffers
+  int64_t max_work = int64_t{1} << 28;           // steps of analysis, statistics, pictures, --validate
+};
+
+// Counts steps against Limits::max_work; past it, throws Error(file, "", "WHAT needs more than N
+// steps (at row R of ROWS), the work limit (--max-work)"). A step is a few nanoseconds of work:
+// one term evaluated on one row, one run or point produced, one (i, j, term) of --validate, ...
+class WorkMeter {
+ public:
+  WorkMeter(const Limits&, std::string file, std::string what);
+  void add(int64_t steps) {
+    used_ += steps;
+    if (used_ > limit_) fail();
+  }
+  int64_t used() const { return used_; }
+  int64_t limit() const { return limit_; }
+  int64_t row = -1, rows = 0;  // where the work is, for the message (row < 0: not by rows)
+
+ private:
+  [[noreturn]] void fail() const;
+  int64_t used_ = 0, limit_;
+  std::string file_, what_;
+};
+
+// Error(file, "", "WHAT needs N MiB, more than the memory budget of M MiB (--max-memory)").
+[[noreturn]] void throw_memory_limit(const std::string& file, const std::string& what, int64_t bytes,
+                                     const Limits&);
+
 struct Problem {
   std::string name;              // "name" or the file stem
   int64_t seq_len = 0;           // rows (queries)
@@ -76,13 +115,7 @@ struct Problem {
   bool causal = false;           // mask intersected with j <= i
   Term pattern;
   std::string file;              // source file, "" when parsed from memory
-};
-
-// Limits checked while parsing, before anything of problem size is allocated.
-struct Limits {
-  int64_t max_len = (int64_t{1} << 31) - 1;      // seq_len, kv_len: int32 indices in kernels
-  int64_t max_tensor_bytes = int64_t{128} << 30; // Q, K, V, O together (one H200: ~140 GiB)
-  int64_t max_points = int64_t{1} << 26;         // coo points / global tokens
+  Limits limits;                 // the limits it was read under (Limits above)
 };
 
 // Reads, parses and validates a problem file. JSON syntax errors give line:col.

@@ -88,17 +88,51 @@ struct Grid {
   std::vector<double> density;
 };
 
-Grid density_grid(const Acsr& a, int max_cells) {
+// Kept positions per cell: a unit-step run adds to its first and last cell and, through a
+// difference array flushed once per row of cells, f to each cell between (O(1) a run); a run of a
+// larger step visits the cells holding its points. The visits are counted first, against the work
+// limit, so that a picture too costly to draw is refused before it is drawn.
+Grid density_grid(const Problem& p, const Acsr& a, int max_cells) {
   Grid g;
   int64_t m = std::max(a.seq_len, a.kv_len);
   g.f = std::max<int64_t>(1, (m + max_cells - 1) / max_cells);
   g.gh = (a.seq_len + g.f - 1) / g.f;
   g.gw = (a.kv_len + g.f - 1) / g.f;
-  std::vector<int64_t> cnt(static_cast<size_t>(g.gh * g.gw), 0);
+  if (16 * g.gh * g.gw > p.limits.max_memory / 2) throw_memory_limit(p.file, "drawing the picture", 16 * g.gh * g.gw, p.limits);
+  int64_t steps = g.gh * g.gw;
+  for (int64_t i = 0; i < a.seq_len && steps <= p.limits.max_work; ++i)
+    for (const Run& r : a.row(i)) {
+      const int64_t last = r.start + (r.count - 1) * r.stride;
+      steps += 1 + (r.count == 1 || r.stride == 1 ? 0 : r.stride <= g.f ? last / g.f - r.start / g.f + 1 : r.count);
+    }
+  if (steps > p.limits.max_work)
+    throw Error(p.file, "", "drawing the picture needs more than " + std::to_string(p.limits.max_work) +
+                                " steps, the work limit (--max-work); a smaller --cells draws fewer cells");
+  std::vector<int64_t> cnt(static_cast<size_t>(g.gh * g.gw), 0), diff(static_cast<size_t>(g.gw) + 1, 0);
+  auto flush = [&](int64_t* row) {
+    int64_t run = 0;
+    for (int64_t c = 0; c < g.gw; ++c) {
+      run += diff[static_cast<size_t>(c)];
+      row[c] += run;
+      diff[static_cast<size_t>(c)] = 0;
+    }
+  };
   for (int64_t i = 0; i < a.seq_len; ++i) {
     int64_t* row = cnt.data() + (i / g.f) * g.gw;
     for (const Run& r : a.row(i)) {
       int64_t last = r.start + (r.count - 1) * r.stride;
+      if (r.count == 1 || r.stride == 1) {
+        const int64_t c0 = r.start / g.f, c1 = last / g.f;
+        if (c0 == c1) {
+          row[c0] += r.count;
+        } else {
+          row[c0] += (c0 + 1) * g.f - r.start;
+          row[c1] += last - c1 * g.f + 1;
+          diff[static_cast<size_t>(c0 + 1)] += g.f;
+          diff[static_cast<size_t>(c1)] -= g.f;
+        }
+        continue;
+      }
       for (int64_t c = r.start / g.f; c <= last / g.f; ++c) {
         int64_t lo = c * g.f, hi = lo + g.f - 1;
         int64_t k0 = lo <= r.start ? 0 : (lo - r.start + r.stride - 1) / r.stride;
@@ -107,6 +141,7 @@ Grid density_grid(const Acsr& a, int max_cells) {
         if (r.stride > g.f && k1 + 1 < r.count) c = (r.start + (k1 + 1) * r.stride) / g.f - 1;  // skip empty cells
       }
     }
+    if ((i + 1) % g.f == 0 || i + 1 == a.seq_len) flush(row);
   }
   g.density.resize(cnt.size());
   for (int64_t y = 0; y < g.gh; ++y)
@@ -408,7 +443,8 @@ std::string analysis_text(const Problem& p, const Acsr& a, const AnalysisStats& 
     << fmt_double(s.block_density128, 4) << " (" << s.blocks128 << " tiles)\n";
   o << "  metadata bytes   (int32 indices)\n";
   auto line = [&](const char* n, int64_t b) {
-    o << "    " << n << std::string(14 - std::string(n).size(), ' ') << std::string(std::max<size_t>(1, 12 - std::to_string(b).size()), ' ')
+    const auto digits = static_cast<int64_t>(std::to_string(b).size());  // may pass 12: no unsigned wrap
+    o << "    " << n << std::string(14 - std::string(n).size(), ' ') << std::string(static_cast<size_t>(std::max<int64_t>(1, 12 - digits)), ' ')
       << b << "  " << human_bytes(b) << "\n";
   };
   line("ACSR", s.bytes_acsr);
@@ -487,7 +523,7 @@ void write_picture(const Problem& p, const Acsr& a, const AnalysisStats& s, cons
   std::string ext = std::filesystem::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (ext != ".svg" && ext != ".png") throw Error("", "-o", "expected an output file ending in .svg or .png, got " + path);
-  Grid g = density_grid(a, max_cells);
+  Grid g = density_grid(p, a, max_cells);
   const std::string tmp = tmp_name(path);
   {
     std::ofstream o(tmp, std::ios::binary);
