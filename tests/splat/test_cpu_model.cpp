@@ -13,6 +13,8 @@
 #include "libsplat/codegen/plan.h"
 #include "libsplat/pattern/pattern.h"
 
+TEST_SUITE_BEGIN("cpu-model");
+
 using namespace splat;
 
 namespace {
@@ -187,7 +189,7 @@ TEST_CASE("cpu model matches brute force: window, then lattice (strided)") {
   }
 }
 
-TEST_CASE("find_band_lattice: only a window plus its phase's whole lattice") {
+TEST_CASE("find_band_lattice: only a window plus its phase's whole lattice" * doctest::test_suite("unit")) {
   auto has = [](const char* pat, int64_t L) { return make_plan(analyze(small(pat, L, 16))).has_lattice; };
   CHECK(has(R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64, "offset": 0}}]})", 4096));
   // Rows per phase not whole (kv_len not a multiple of the stride), a shifted lattice, the lattice
@@ -310,3 +312,5 @@ TEST_CASE("cpu model: stale references (lazy rescale, checked row sums) give the
     CHECK(for_each_gpu_problem([&](const Problem& p) { CHECK(max_diff(p, {}, headroom, checked) < 1e-11); }) >= 12);
   }
 }
+
+TEST_SUITE_END();
