@@ -177,16 +177,13 @@ if(TARGET trverify)
              COMMAND ${TRSPLAT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/trverify_interrupt.sh $<TARGET_FILE:trverify>
                      ${TRSPLAT_PYTHON3} ${_py} ${_trv}/interrupt
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-    # Shards of rules/ (the rule sets) and of the demo rules (verdicts); the corpus form verifies
-    # all of rules/ for N = 1, 2, 3.
+    # Shards for N = 1, 2, 3: the rule sets of all of rules/ (--list-rules: disjoint, together the
+    # whole) and the merged verdicts and JSON of the demo rules (equal to one run's). The corpus's
+    # verdicts are checked once, unsharded, by the corpus tests (rules.cmake).
     add_test(NAME e2e/trverify_shards
              COMMAND ${TRSPLAT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/trverify_shards.sh $<TARGET_FILE:trverify>
                      ${TRSPLAT_PYTHON3} ${_py} ${_trv}/shards
                      rules/elementwise.tr rules/shape.tr rules/reduce.tr rules/wrong.tr
-             WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-    add_test(NAME corpus/trverify_shards_rules
-             COMMAND ${TRSPLAT_BASH} ${CMAKE_CURRENT_SOURCE_DIR}/trverify_shards.sh $<TARGET_FILE:trverify>
-                     ${TRSPLAT_PYTHON3} ${_py} ${_trv}/shards_rules rules/
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
     # scripts/check-determinism, short form: two runs (idle with --jobs 1; cores busy with
     # --jobs 2) of rules with tasks of tens of thousands of resource units, and a budget small
@@ -197,6 +194,5 @@ if(TARGET trverify)
              WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
     set_tests_properties(e2e/trverify_determinism PROPERTIES ENVIRONMENT "BUILD_DIR=${PROJECT_BINARY_DIR}")
     set_tests_properties(e2e/trverify_interrupt e2e/trverify_shards e2e/trverify_determinism PROPERTIES LABELS e2e)
-    set_tests_properties(corpus/trverify_shards_rules PROPERTIES LABELS corpus TIMEOUT 3600)
   endif()
 endif()

@@ -16,6 +16,8 @@
 #include "libsplat/analysis/rows.h"
 #include "libsplat/report/analysis_report.h"
 
+TEST_SUITE_BEGIN("unit");
+
 using namespace splat;
 using json = nlohmann::json;
 
@@ -385,3 +387,5 @@ TEST_CASE("report: PNG encoder output decodes (chunks, CRC, stored deflate, Adle
                    (uint32_t(uint8_t(idat[o + 2])) << 8) | uint32_t(uint8_t(idat[o + 3]));
   CHECK(adler == ((b << 16) | a));
 }
+
+TEST_SUITE_END();

@@ -19,6 +19,8 @@
 #include "nvrtc_cache.h"
 #include "libsplat/pattern/pattern.h"
 
+TEST_SUITE_BEGIN("unit");
+
 namespace fs = std::filesystem;
 using namespace splat;
 
@@ -82,7 +84,7 @@ constexpr CodegenTestHooks kFailSumChecks{true};
 
 }  // namespace
 
-TEST_CASE("plan covers each kept key once (window, dilated, strided, blocked, longformer, bigbird)") {
+TEST_CASE("plan covers each kept key once (window, dilated, strided, blocked, longformer, bigbird)" * doctest::test_suite("cpu-model")) {
   for (const char* pat : {
            R"({"window": {"left": 37, "right": 20}})",
            R"({"dilated": {"left": 20, "right": 20, "dilation": 3}})",
@@ -101,7 +103,7 @@ TEST_CASE("plan covers each kept key once (window, dilated, strided, blocked, lo
   }
 }
 
-TEST_CASE("generated module compiles with NVRTC for sm_80 and sm_90") {
+TEST_CASE("generated module compiles with NVRTC for sm_80 and sm_90" * doctest::test_suite("nvrtc")) {
   Problem p = problem(R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64}}]})", 1024);
   Acsr a = analyze(p);
   GeneratedModule m = generate(p, a);
@@ -129,7 +131,7 @@ std::vector<fs::path> pattern_files() {
 // NVRTC costs about a second per module: every pattern is compiled to PTX for sm_90 (front end
 // and code generation), and the 4k patterns also to CUBIN for sm_80 (ptxas: registers, shared
 // memory, instruction availability on the oldest supported architecture).
-TEST_CASE("every pattern in patterns/ compiles: PTX for sm_90, CUBIN for sm_80 (4k patterns)") {
+TEST_CASE("every pattern in patterns/ compiles: PTX for sm_90, CUBIN for sm_80 (4k patterns)" * doctest::test_suite("nvrtc")) {
   auto files = pattern_files();
   REQUIRE(!files.empty());
   for (const fs::path& f : files) {
@@ -203,7 +205,7 @@ TEST_CASE("plan uses phase regrouping for strided and dilated patterns") {
       for (const KeyWalk& w : g.walks) CHECK(w.step == 64);  // gathered lattice: only kept keys
 }
 
-TEST_CASE("NVRTC errors carry the log; bad architectures are refused") {
+TEST_CASE("NVRTC errors carry the log; bad architectures are refused" * doctest::test_suite("nvrtc")) {
   CHECK_THROWS_WITH_AS(nvrtc_compile("__global__ void f() { undefined_symbol(); }", "bad.cu", "sm_90", CompileTarget::Ptx),
                        doctest::Contains("bad.cu"), CompileError);
   CHECK_THROWS_AS(parse_arch("sm_70"), std::invalid_argument);
@@ -294,7 +296,7 @@ TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
 }
 
 // Every engine configuration the tuning can select builds (ptxas, the oldest architecture).
-TEST_CASE("every kernel tuning variant compiles to CUBIN for sm_80") {
+TEST_CASE("every kernel tuning variant compiles to CUBIN for sm_80" * doctest::test_suite("nvrtc")) {
   const std::string pat = R"({"union": [{"window": {"left": 40, "right": 40}}, {"strided": {"stride": 64}}]})";
   struct V {
     const char* dtype;
@@ -313,7 +315,7 @@ TEST_CASE("every kernel tuning variant compiles to CUBIN for sm_80") {
 
 // The bf16/fp16 128-key softmax steps build for both architectures the tuning targets, single-pass
 // (32 rows per warp) and multi-pass with split-KV (16 rows per warp).
-TEST_CASE("key-tile and lazy-rescale variants compile to CUBIN for sm_80 and sm_90") {
+TEST_CASE("key-tile and lazy-rescale variants compile to CUBIN for sm_80 and sm_90" * doctest::test_suite("nvrtc")) {
   const std::string window = R"({"window": {"left": 200, "right": 200}})";
   const std::string longformer =
       R"({"union": [{"window": {"left": 100, "right": 100}}, {"global": {"tokens": [0, 1, 2]}}]})";
@@ -340,7 +342,7 @@ TEST_CASE("key-tile and lazy-rescale variants compile to CUBIN for sm_80 and sm_
 // Hopper wgmma engine: chosen only when generating for sm_90a (bf16/fp16, head_dim 64 or 128); its launch
 // configuration follows the plan and the tuning; every wgmma variant builds for sm_90a (ptxas checks the
 // wgmma operands, descriptors and fences).
-TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning") {
+TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning" * doctest::test_suite("nvrtc")) {
   const std::string window = R"({"window": {"left": 256, "right": 256}})";
   const std::string longformer =
       R"({"union": [{"window": {"left": 256, "right": 256}}, {"global": {"tokens": [0, 1, 2, 3]}}]})";
@@ -440,7 +442,7 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
 // head_dim 128 on wgmma: stages of two 64-column blocks (twice the shared memory), tensor-map
 // boxes of 64 columns (two per key tile), 2 blocks per SM (O and Q's fragments take 96 registers);
 // every variant and pattern family builds for sm_90a.
-TEST_CASE("wgmma engine at head_dim 128: launch configuration, tensor maps, every variant builds") {
+TEST_CASE("wgmma engine at head_dim 128: launch configuration, tensor maps, every variant builds" * doctest::test_suite("nvrtc")) {
   const auto gen = [](const Problem& p, const std::string& tuning = "", const CodegenTestHooks& hooks = {}) {
     return fused_module(p, "sm_90a", tuning, hooks);
   };
@@ -496,7 +498,7 @@ TEST_CASE("wgmma engine at head_dim 128: launch configuration, tensor maps, ever
   }
 }
 
-TEST_CASE("128-row tiles (two warpgroups) cover each kept key once") {
+TEST_CASE("128-row tiles (two warpgroups) cover each kept key once" * doctest::test_suite("cpu-model")) {
   for (const char* pat : {R"({"window": {"left": 37, "right": 20}})",
                           R"({"dilated": {"left": 20, "right": 20, "dilation": 3}})",
                           R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})",
@@ -511,7 +513,7 @@ TEST_CASE("128-row tiles (two warpgroups) cover each kept key once") {
 
 // The GPU edge-case problems (scripts/check-gpu) build for both targets with every engine they
 // select: wgmma, mma.sync (bf16/fp16 at d = 128), tf32, 3xTF32 at d = 32/64/96/128.
-TEST_CASE("the GPU edge-case problems in tests/gpu compile to CUBIN for sm_80 and sm_90a") {
+TEST_CASE("the GPU edge-case problems in tests/gpu compile to CUBIN for sm_80 and sm_90a" * doctest::test_suite("nvrtc")) {
   int n = 0;
   for (const auto& e : fs::directory_iterator(fs::path(TRSPLAT_SOURCE_DIR) / "tests" / "gpu")) {
     if (e.path().extension() != ".json") continue;
@@ -531,7 +533,7 @@ TEST_CASE("the GPU edge-case problems in tests/gpu compile to CUBIN for sm_80 an
   CHECK(n >= 10);
 }
 
-TEST_CASE("every bf16/fp16 pattern in patterns/ compiles for sm_90a with the wgmma engine") {
+TEST_CASE("every bf16/fp16 pattern in patterns/ compiles for sm_90a with the wgmma engine" * doctest::test_suite("nvrtc")) {
   int n = 0;
   for (const fs::path& f : pattern_files()) {
     const std::string name = f.filename().string();
@@ -641,7 +643,7 @@ TEST_CASE("band_tile: every row's first kept key is in its row tile's first key 
 
 // The band kernel replaces the plan's tables where the wgmma engine loads K/V by TMA (dilation 1
 // or 2: the tensor maps' two views), and only there.
-TEST_CASE("band patterns get the table-free band kernel on sm_90a (TMA), tables elsewhere") {
+TEST_CASE("band patterns get the table-free band kernel on sm_90a (TMA), tables elsewhere" * doctest::test_suite("nvrtc")) {
   const auto gen = [](const Problem& p, const std::string& arch) { return fused_module(p, arch, ""); };
   Problem w = problem(R"({"window": {"left": 256, "right": 256}})", 4096);
   GeneratedModule m = gen(w, "sm_90a");
@@ -670,7 +672,7 @@ TEST_CASE("band patterns get the table-free band kernel on sm_90a (TMA), tables 
   for (const GeneratedModule* g : {&m, &md}) check_cubin(*g, "sm_90a");
 }
 
-TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass on sm_90a, tables elsewhere") {
+TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass on sm_90a, tables elsewhere" * doctest::test_suite("nvrtc")) {
   const auto gen = fused_module;
   Problem st = problem(R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64, "offset": 0}}]})", 16384);
   GeneratedModule m = gen(st, "sm_90a", "", {});
@@ -724,7 +726,7 @@ TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass o
 // Runs of one stride on several lattices (the causal `fixed` pattern's summary columns, residues
 // 120..127 mod 128, each row keeping those before it) get one group per lattice: gathered with
 // step 128, no modular masks, few key tiles.
-TEST_CASE("plan gives each key lattice of a stride its own group (causal fixed pattern)") {
+TEST_CASE("plan gives each key lattice of a stride its own group (causal fixed pattern)" * doctest::test_suite("cpu-model")) {
   Problem p = parse_problem_text(
       R"({"seq_len": 4096, "head_dim": 64, "causal": true, "pattern": {"fixed": {"block": 128, "summary": 8}}})", "test");
   Acsr pa = analyze(p);
@@ -770,7 +772,7 @@ TEST_CASE("plan gives each key lattice of a stride its own group (causal fixed p
 // Keys every row keeps, scattered (the non-causal `fixed` pattern's summary columns: 8 of every
 // 128 keys), are factored out: the items describe each row's own block without them (one run),
 // and every row tile walks the 256 global keys from the table as 4 full key tiles.
-TEST_CASE("plan factors out scattered global keys (fixed pattern)") {
+TEST_CASE("plan factors out scattered global keys (fixed pattern)" * doctest::test_suite("cpu-model")) {
   Problem p = problem(R"({"fixed": {"block": 128, "summary": 8}})", 4096);
   Plan plan = plan_of(analyze(p));
   REQUIRE(plan.passes.size() == 1);
@@ -844,7 +846,7 @@ TEST_CASE("plan factors out scattered global keys (fixed pattern)") {
 // With global keys factored out, the fused plan's items hold the rows without them; the pipeline
 // (which walks the ACSR itself) gets its own items for the ACSR's tabulated segments, whose table
 // words must give back every row of those segments.
-TEST_CASE("pipeline's tabulated segments keep their own table when the plan has global keys") {
+TEST_CASE("pipeline's tabulated segments keep their own table when the plan has global keys" * doctest::test_suite("cpu-model")) {
   Problem p = load_problem(std::string(TRSPLAT_SOURCE_DIR) + "/tests/gpu/global-strided-bf16.json");
   Acsr a = analyze(p);
   CodegenOptions co;
@@ -883,7 +885,7 @@ TEST_CASE("pipeline's tabulated segments keep their own table when the plan has 
 // r - 256 + 64t .. + 63, kept by every row exactly for t = 1 .. 7. Blocked 128 (aligned): every
 // tile is full. Dilated (phase-regrouped, lattice walks) as the window. The CPU model (test_cpu_model)
 // checks every marked tile of every test pattern against the mask.
-TEST_CASE("plan marks full key tiles (window, blocked, dilated)") {
+TEST_CASE("plan marks full key tiles (window, blocked, dilated)" * doctest::test_suite("cpu-model")) {
   auto interior = [](const Plan& plan) -> const KeyWalk& {
     for (const PlanTile& t : plan.passes[0].tiles)
       if (t.m_begin == 512) return t.groups.at(0).walks.at(0);  // rows phase + period * [512, 576)
@@ -965,7 +967,7 @@ TEST_CASE("pass_unmasked: every key tile full, against brute force") {
 // An unmasked pass compiles without run bounds or masks (NOMASK; one run per row in the template),
 // on every table engine; a masked one keeps them. BigBird's five runs per row then no longer cost the
 // wgmma kernel its fourth block per SM, nor Q its registers.
-TEST_CASE("unmasked passes get the NOMASK table kernel") {
+TEST_CASE("unmasked passes get the NOMASK table kernel" * doctest::test_suite("nvrtc")) {
   const auto gen = [](const Problem& p, const std::string& arch, const std::string& tune = "") {
     return fused_module(p, arch, tune);
   };
@@ -1072,7 +1074,7 @@ TEST_CASE("find_band_global recognises windows with leading global tokens, and n
 // A band with globals on sm_90a: one kernel whose first blocks run the plan's pass restricted to
 // the first row tile (split-KV chunks) and whose other blocks run the band kernel with G, then the
 // chunks' combine; on other targets the plain table kernel.
-TEST_CASE("bands with global tokens get the table pass for row tile 0 and the band kernel for the rest") {
+TEST_CASE("bands with global tokens get the table pass for row tile 0 and the band kernel for the rest" * doctest::test_suite("nvrtc")) {
   const auto gen = [](const Problem& p, const std::string& arch) { return fused_module(p, arch, ""); };
   std::string tokens = "[";
   for (int k = 0; k < 16; ++k) tokens += (k ? ", " : "") + std::to_string(k);
@@ -1117,3 +1119,5 @@ TEST_CASE("bands with global tokens get the table pass for row tile 0 and the ba
   CHECK(ms.fused[0].grid_x == 1 + 6);  // row tile 0, then row tiles 1..5 of the band (blocks of t = 0 return)
   for (const GeneratedModule* g : {&m, &ms}) check_cubin(*g, "sm_90a");
 }
+
+TEST_SUITE_END();

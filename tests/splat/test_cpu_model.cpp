@@ -14,6 +14,8 @@
 #include "libsplat/codegen/plan.h"
 #include "libsplat/pattern/pattern.h"
 
+TEST_SUITE_BEGIN("cpu-model");
+
 using namespace splat;
 
 namespace {
@@ -195,7 +197,7 @@ TEST_CASE("cpu model matches brute force: window, then lattice (strided)") {
   }
 }
 
-TEST_CASE("find_band_lattice: only a window plus its phase's whole lattice") {
+TEST_CASE("find_band_lattice: only a window plus its phase's whole lattice" * doctest::test_suite("unit")) {
   auto has = [](const char* pat, int64_t L) {
     return std::holds_alternative<WindowLattice>(analyze_structure(analyze(small(pat, L, 16))).kind);
   };
@@ -322,3 +324,5 @@ TEST_CASE("cpu model: stale references (lazy rescale, checked row sums) give the
     CHECK(for_each_gpu_problem([&](const Problem& p) { CHECK(max_diff(p, {}, headroom, checked) < 1e-11); }) >= 12);
   }
 }
+
+TEST_SUITE_END();

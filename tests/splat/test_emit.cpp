@@ -12,6 +12,8 @@
 #include "libsplat/compile/nvrtc.h"
 #include "libsplat/pattern/pattern.h"
 
+TEST_SUITE_BEGIN("nvrtc");
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -70,3 +72,5 @@ TEST_CASE("emit: bad options write nothing") {
   CHECK_THROWS_AS(splat::emit(small_window(), o, dir.string()), splat::Error);
   CHECK_FALSE(fs::exists(dir));
 }
+
+TEST_SUITE_END();

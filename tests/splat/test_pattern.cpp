@@ -7,6 +7,8 @@
 
 #include "libsplat/pattern/pattern.h"
 
+TEST_SUITE_BEGIN("unit");
+
 using namespace splat;
 using json = nlohmann::json;
 
@@ -202,3 +204,5 @@ TEST_CASE("random_blocks: the documented splitmix64 generator") {
   t.per_row = 4;
   CHECK(random_key_blocks(t, 3, 4) == std::vector<int64_t>{0, 1, 2, 3});
 }
+
+TEST_SUITE_END();

@@ -7,6 +7,8 @@
 
 #include "libsplat/runtime/runtime.h"
 
+TEST_SUITE_BEGIN("unit");
+
 using namespace splat;
 
 namespace {
@@ -39,3 +41,5 @@ TEST_CASE("tensor maps: descriptions are checked before the driver is asked") {
   const std::string e = encode_error(p, {64, 8, 4}, {128, 1024}, {64, 1, 4});
   CHECK((e.empty() || e.find("cuTensorMapEncodeTiled") != std::string::npos));
 }
+
+TEST_SUITE_END();

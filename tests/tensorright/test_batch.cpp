@@ -11,6 +11,8 @@
 
 #include "libtensorright/check/batch.h"
 
+TEST_SUITE_BEGIN("unit");
+
 namespace fs = std::filesystem;
 
 TEST_CASE("batch: directories, failures and the rule filter") {
@@ -79,3 +81,5 @@ TEST_CASE("batch: a StackThread runs deep recursion and passes exceptions on") {
   CHECK(got == 200000);
   CHECK_THROWS_WITH(tr::run_with_stack([] { throw std::runtime_error("from the thread"); }), "from the thread");
 }
+
+TEST_SUITE_END();

@@ -6,6 +6,8 @@
 #include "libtensorright/bound/bound.h"
 #include "libtensorright/check/check.h"
 
+TEST_SUITE_BEGIN("unit");
+
 using namespace tr;
 
 namespace {
@@ -126,3 +128,5 @@ rule r : any {
 })", DType::Bool);
   CHECK(k.at("R") == 2);
 }
+
+TEST_SUITE_END();

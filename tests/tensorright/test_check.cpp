@@ -12,6 +12,8 @@
 #include "libtensorright/check/check.h"
 #include "libtensorright/syntax/syntax.h"
 
+TEST_SUITE_BEGIN("unit");
+
 using namespace tr;
 namespace fs = std::filesystem;
 
@@ -477,3 +479,5 @@ TEST_CASE("check: the width of a rule is bounded: concat operands, and operands 
   shared += "\n  rhs A\n}\n";
   CHECK(check_error(shared).empty());
 }
+
+TEST_SUITE_END();

@@ -9,6 +9,8 @@
 #include "libtensorright/encode/encode.h"
 #include "libtensorright/semantics/rational.h"
 
+TEST_SUITE_BEGIN("unit");
+
 using namespace tr;
 
 namespace {
@@ -147,7 +149,7 @@ TEST_CASE("encode: the polynomial normal form cancels index arithmetic") {
   CHECK(m[2] == s.mkTerm(cvc5::Kind::INTS_MODULUS, {a, p}));
 }
 
-TEST_CASE("encode: div/mod reductions and the normal form agree with the evaluator's arithmetic") {
+TEST_CASE("encode: div/mod reductions and the normal form agree with the evaluator's arithmetic" * doctest::test_suite("solver")) {
   cvc5::Solver s;
   s.setLogic("ALL");
   s.setOption("produce-models", "true");
@@ -256,3 +258,5 @@ rule r : int {
   for (const auto& p : rule.pre) CHECK(enc::Builder::is_true(e.iexpr(*p.cond, -1)));
   CHECK(q.query.toString().find("n_0") == std::string::npos);
 }
+
+TEST_SUITE_END();

@@ -11,6 +11,8 @@
 #include "libtensorright/semantics/semantics.h"
 #include "libtensorright/verify/verify.h"
 
+TEST_SUITE_BEGIN("unit");
+
 using namespace tr;
 
 namespace {
@@ -122,7 +124,7 @@ rule r : any {
   CHECK(m.note.find("does not fit in 64 bits") != std::string::npos);
 }
 
-TEST_CASE("numbers: tests/rules/proved/numbers.tr is proved") {
+TEST_CASE("numbers: tests/rules/proved/numbers.tr is proved" * doctest::test_suite("corpus")) {
   LoadedFile f = load_rule_file(kDir + "proved/numbers.tr");
   REQUIRE(f.rules.size() >= 4);
   for (const auto& r : f.rules) {
@@ -133,7 +135,7 @@ TEST_CASE("numbers: tests/rules/proved/numbers.tr is proved") {
   }
 }
 
-TEST_CASE("numbers: counterexamples beyond int64 are replayed and printed in full") {
+TEST_CASE("numbers: counterexamples beyond int64 are replayed and printed in full" * doctest::test_suite("corpus")) {
   LoadedFile f = load_rule_file(kDir + "counterexample/numbers.tr");
   REQUIRE(f.rules.size() >= 4);
   for (const auto& r : f.rules) {
@@ -179,3 +181,5 @@ TEST_CASE("numbers: counterexamples beyond int64 are replayed and printed in ful
   CHECK(Rational::parse(d.cex->lhs_value) ==
         Rational(da) * Rational(BigInt("1000000000000000000001"), BigInt("10000000000000000000000")));
 }
+
+TEST_SUITE_END();

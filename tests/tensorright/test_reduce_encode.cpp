@@ -11,6 +11,8 @@
 #include "libtensorright/semantics/semantics.h"
 #include "libtensorright/verify/verify.h"
 
+TEST_SUITE_BEGIN("unit");
+
 using namespace tr;
 
 namespace {
@@ -68,7 +70,7 @@ void check_refuted(const RuleResult& r) {
 
 }  // namespace
 
-TEST_CASE("reduce encode: rules of rules/xla/reduce-init.tr are proved") {
+TEST_CASE("reduce encode: rules of rules/xla/reduce-init.tr are proved" * doctest::test_suite("corpus")) {
   for (const char* name :
        {"reduce_max_empty", "reduce_min_empty", "reduce_prod_empty", "reduce_max_degenerate", "reduce_min_degenerate",
         "reduce_prod_degenerate", "reduce_max_degenerate_init", "reduce_max_transpose", "reduce_prod_transpose",
@@ -79,7 +81,7 @@ TEST_CASE("reduce encode: rules of rules/xla/reduce-init.tr are proved") {
   }
 }
 
-TEST_CASE("reduce encode: mutants are refuted with replayed counterexamples") {
+TEST_CASE("reduce encode: mutants are refuted with replayed counterexamples" * doctest::test_suite("corpus")) {
   for (const char* name : {"reduce_max_degenerate_init0", "reduce_prod_reduce_init_c", "reduce_max_bcast_scalar_empty",
                            "reduce_min_empty_neg_inf", "reduce_max_transpose_wrong_axis"})
     check_refuted(run(by_name(mutants(), name)));
@@ -365,3 +367,5 @@ rule g : num {
 })",
               "in an assumption");
 }
+
+TEST_SUITE_END();

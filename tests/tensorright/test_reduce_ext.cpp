@@ -13,6 +13,8 @@
 #include "libtensorright/syntax/syntax.h"
 #include "libtensorright/verify/verify.h"
 
+TEST_SUITE_BEGIN("unit");
+
 using namespace tr;
 
 namespace {
@@ -241,7 +243,7 @@ TEST_CASE("reduce ext: evaluator over several axes and ranks") {
 }
 
 // The rule files: every `expect proved` rule survives random testing, every mutant is refuted by it.
-TEST_CASE("reduce ext: rules/xla/reduce-init.tr and its mutants under random testing") {
+TEST_CASE("reduce ext: rules/xla/reduce-init.tr and its mutants under random testing" * doctest::test_suite("corpus")) {
   const std::string dir = std::string(TRSPLAT_SOURCE_DIR) + "/rules/";
   LoadedFile good = load_rule_file(dir + "xla/reduce-init.tr");
   LoadedFile bad = load_rule_file(dir + "xla-mutants/reduce-init.tr");
@@ -294,3 +296,5 @@ TEST_CASE("reduce ext: the verifier proves, refutes, or reports unsupported") {
       if (want[i] != Verdict::Proved) CHECK(d.verdict != Verdict::Proved);
   }
 }
+
+TEST_SUITE_END();

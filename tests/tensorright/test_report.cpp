@@ -9,6 +9,8 @@
 #include "libtensorright/report/report.h"
 #include "libtensorright/report/select.h"
 
+TEST_SUITE_BEGIN("unit");
+
 using namespace tr;
 using namespace tr::report;
 
@@ -314,3 +316,5 @@ TEST_CASE("report: a batch where nothing loaded") {
   CHECK(j["rules"].empty());
   CHECK(j["failed_files"][0]["message"] == "bad.tr:4:1: error: expected an expression");
 }
+
+TEST_SUITE_END();

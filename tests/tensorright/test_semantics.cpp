@@ -7,6 +7,8 @@
 #include "libtensorright/semantics/semantics.h"
 #include "libtensorright/semantics/value_ops.h"
 
+TEST_SUITE_BEGIN("unit");
+
 using namespace tr;
 
 namespace {
@@ -757,7 +759,7 @@ TEST_CASE("semantics: random testing of rules written in the language") {
 
 // Every rule of the suite that is expected to be proved must survive random testing: this checks
 // the rules and the evaluator against each other, independently of the verifier.
-TEST_CASE("semantics: random testing agrees with the rule suite's `expect proved`") {
+TEST_CASE("semantics: random testing agrees with the rule suite's `expect proved`" * doctest::test_suite("corpus")) {
   namespace fs = std::filesystem;
   fs::path dir = fs::path(TRSPLAT_SOURCE_DIR) / "rules";
   if (!fs::exists(dir)) return;
@@ -839,3 +841,5 @@ TEST_CASE("semantics: a const that keeps an operand (pow(A, 0)) is valid and def
   REQUIRE(u.defined);
   CHECK_FALSE(u.at(Index{{v.R, {0}}}).defined);
 }
+
+TEST_SUITE_END();

@@ -10,6 +10,8 @@
 #include "libtensorright/check/check.h"
 #include "libtensorright/syntax/syntax.h"
 
+TEST_SUITE_BEGIN("unit");
+
 using namespace tr;
 namespace fs = std::filesystem;
 
@@ -193,7 +195,7 @@ TEST_CASE("syntax: print/parse fixpoint on the front-end test files") {
   }
 }
 
-TEST_CASE("syntax: print/parse fixpoint on every rule file in rules/") {
+TEST_CASE("syntax: print/parse fixpoint on every rule file in rules/" * doctest::test_suite("corpus")) {
   // The corpus is written by others; every file that loads must round-trip exactly.
   for (const auto& p : tr_files(fs::path(TRSPLAT_SOURCE_DIR) / "rules")) {
     CAPTURE(p.string());
@@ -370,3 +372,5 @@ TEST_CASE("syntax: expression nesting is bounded, with a located error naming th
   std::string parens = std::string(syntax::kMaxNesting - 1, '(') + "A" + std::string(syntax::kMaxNesting - 1, ')');
   CHECK_NOTHROW(syntax::parse(rule_with("  lhs " + parens), "t.tr"));
 }
+
+TEST_SUITE_END();

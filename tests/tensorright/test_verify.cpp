@@ -14,6 +14,8 @@
 #include "libtensorright/semantics/semantics.h"
 #include "libtensorright/verify/verify.h"
 
+TEST_SUITE_BEGIN("unit");
+
 using namespace tr;
 
 namespace {
@@ -382,7 +384,7 @@ rule slice_reverse : any {
   CHECK(bad.cex.has_value());
 }
 
-TEST_CASE("verify: the padding and concat slice rules are proved, their wrong variants refuted") {
+TEST_CASE("verify: the padding and concat slice rules are proved, their wrong variants refuted" * doctest::test_suite("solver")) {
   auto in_pad = run(R"(
 rule slice_in_padding_any : any {
   rclass R
@@ -425,7 +427,7 @@ rule slice_concat_shift : any {
   CHECK(shift.verdict == Verdict::Proved);
 }
 
-TEST_CASE("verify: nested real divisions and exp quotients are proved (x / 0 = 0), wrong ones refuted") {
+TEST_CASE("verify: nested real divisions and exp quotients are proved (x / 0 = 0), wrong ones refuted" * doctest::test_suite("solver")) {
   for (const char* r : {"lhs (A / B) / (C / D)\n  rhs (A * D) / (B * C)", "lhs A / (B / C)\n  rhs (A * C) / B",
                         "lhs exp(A) / exp(B)\n  rhs exp(A - B)"}) {
     CAPTURE(r);
@@ -453,7 +455,7 @@ rule exp_lost : real {
   CHECK(r.cex->rhs_value == "0");
 }
 
-TEST_CASE("verify: conv is a sum over features and the window, with the bijection obligations") {
+TEST_CASE("verify: conv is a sum over features and the window, with the bijection obligations" * doctest::test_suite("solver")) {
   // FoldConvInputPad: edge and interior padding of the input move into the conv's padding and
   // lhs dilation.
   auto fold = run(R"(
@@ -564,3 +566,5 @@ rule pad_off_by_one : any {
     CHECK(name.find('-') == std::string::npos);
   }
 }
+
+TEST_SUITE_END();
