@@ -47,6 +47,8 @@ std::vector<tr::Rule> load(const std::string& text) {
     try {
       rules = tr::load_rule_source(text, "fuzz.tr").rules;
     } catch (const tr::Error&) {
+    } catch (...) {
+      fuzz::finding("the front end threw something other than tr::Error: " + fuzz::current_exception_text());
     }
   });
   t.join();
@@ -70,7 +72,14 @@ void check_proved_dtypes(const tr::Rule& rule, const tr::RuleResult& res, const 
   cfg.max_checked = 64;
   const uint64_t seed = in.ConsumeIntegral<uint64_t>();
   tr::RandomTestResult rt;
-  tr::StackThread t([&] { rt = tr::random_test(proved, 12, seed, cfg); });
+  tr::StackThread t([&] {
+    try {
+      rt = tr::random_test(proved, 12, seed, cfg);
+    } catch (...) {
+      fuzz::finding("the concrete evaluator failed on a proved rule: " + fuzz::current_exception_text() +
+                    "\n--- rule ---\n" + text);
+    }
+  });
   t.join();
   if (!rt.failing) return;
   fuzz::finding("rule " + rule.name + " is proved but has a concrete counterexample:\n" + tr::describe(proved, *rt.failing) +
@@ -97,7 +106,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (rules.empty()) return 0;
   tr::VerifyOptions opts;
   opts.budget = kBudget;
-  opts.timeout_s = 10;
+  opts.timeout_s = 5;  // a safety net only: the budget decides
   opts.jobs = 1;
   opts.minimise = false;
   opts.portfolio = false;
