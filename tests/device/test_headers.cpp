@@ -47,6 +47,8 @@ std::string read_file(const fs::path& p) {
 
 }  // namespace
 
+TEST_SUITE_BEGIN("nvrtc");
+
 TEST_CASE("every device header compiles alone with NVRTC, given only the module's prologue") {
   REQUIRE(!device_files().empty());
   for (const EmbeddedFile& f : device_files())
@@ -127,3 +129,5 @@ TEST_CASE("NVRTC result cache: identical input is read back, any other input com
   CHECK(entries == 4);  // sm_80 ptx, sm_90 ptx, sm_80 cubin, changed source
   fs::remove_all(dir);
 }
+
+TEST_SUITE_END();

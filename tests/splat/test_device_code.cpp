@@ -35,6 +35,8 @@ size_t count(const std::string& text, const std::string& what) {
 
 }  // namespace
 
+TEST_SUITE_BEGIN("unit");
+
 TEST_CASE("every libsplat/device/*.cuh is embedded byte for byte as splat/<file>, and nothing else") {
   std::map<std::string, std::string> on_disk;
   for (const auto& e : fs::directory_iterator(fs::path(TRSPLAT_SOURCE_DIR) / "libsplat/device"))
@@ -102,3 +104,5 @@ TEST_CASE("SHA-256 of the FIPS 180-4 examples, split anywhere") {
   CHECK(Sha256().add(std::string(1000000, 'a')).hex() ==
         "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
+
+TEST_SUITE_END();
