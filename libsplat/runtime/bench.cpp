@@ -14,7 +14,6 @@
 
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/codegen/codegen.h"
-#include "libsplat/codegen/device_code.h"
 #include "libsplat/compile/nvrtc.h"
 #include "libsplat/runtime/kernel.h"
 #include "libsplat/runtime/runtime.h"
@@ -28,101 +27,6 @@ const char* elt(DType t) {
     case DType::BF16: return "bf16_t";
     default: return "float";
   }
-}
-
-// Input generation, conversion and the float64 reference: not pattern-specific, one module per
-// (dtype, head_dim). The reference walks each row's kept keys (ACSR rows, uploaded as runs) in
-// float64 with a two-sweep softmax: a plain masked attention with no tiling.
-std::string support_source(DType t, int64_t hd) {
-  std::string s = "#define SPLAT_HD " + std::to_string(hd) + "\n";
-  s += device_includes();
-  s += "typedef " + std::string(elt(t)) + " T;\n";
-  s += R"CUDA(
-__device__ __forceinline__ unsigned long long splitmix(unsigned long long x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-// Standard normal values (Box-Muller on two hashed uniforms), rounded to T.
-extern "C" __global__ void splat_fill(void* out, long long n, unsigned long long seed) {
-  for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x) {
-    unsigned long long h = splitmix(seed ^ splitmix((unsigned long long)x));
-    double u1 = ((h >> 11) + 1.0) * (1.0 / 9007199254740993.0);
-    double u2 = (splitmix(h) >> 11) * (1.0 / 9007199254740992.0);
-    double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-    static_cast<T*>(out)[x] = from_f<T>((float)z);
-  }
-}
-extern "C" __global__ void splat_to_double(const void* in, double* out, long long n) {
-  for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x)
-    out[x] = (double)to_f(static_cast<const T*>(in)[x]);
-}
-// One block per (row, batch*head).
-extern "C" __global__ void __launch_bounds__(128) splat_reference(const void* qv, const void* kv, const void* vv,
-    double* out, const long long* row_ptr, const int* runs, long long seq, long long kvl, double scale) {
-  const T* q = static_cast<const T*>(qv);
-  const T* k = static_cast<const T*>(kv);
-  const T* v = static_cast<const T*>(vv);
-  __shared__ double qs[SPLAT_HD];
-  __shared__ double ps[128];
-  __shared__ long long js[128];
-  __shared__ double red[4];
-  const long long row = blockIdx.x, bh = blockIdx.y;
-  for (int x = threadIdx.x; x < SPLAT_HD; x += 128) qs[x] = (double)to_f(q[(bh * seq + row) * SPLAT_HD + x]);
-  __syncthreads();
-  const long long rb = row_ptr[row], re = row_ptr[row + 1];
-  double mx = -1.0 / 0.0;
-  for (long long r = rb; r < re; ++r) {
-    const int* run = runs + 3 * r;
-    for (long long t = threadIdx.x; t < run[2]; t += 128) {
-      const long long j = run[0] + t * (long long)run[1];
-      double dot = 0.0;
-      for (int x = 0; x < SPLAT_HD; ++x) dot += qs[x] * (double)to_f(k[(bh * kvl + j) * SPLAT_HD + x]);
-      mx = fmax(mx, dot * scale);
-    }
-  }
-  for (int o = 16; o > 0; o >>= 1) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = mx;
-  __syncthreads();
-  mx = fmax(fmax(red[0], red[1]), fmax(red[2], red[3]));
-  constexpr int NA = (SPLAT_HD + 127) / 128;
-  double acc[NA];
-  for (int a = 0; a < NA; ++a) acc[a] = 0.0;
-  double l = 0.0;
-  for (long long r = rb; r < re; ++r) {
-    const int* run = runs + 3 * r;
-    for (long long t0 = 0; t0 < run[2]; t0 += 128) {
-      const long long t = t0 + threadIdx.x;
-      __syncthreads();
-      if (t < run[2]) {
-        const long long j = run[0] + t * (long long)run[1];
-        double dot = 0.0;
-        for (int x = 0; x < SPLAT_HD; ++x) dot += qs[x] * (double)to_f(k[(bh * kvl + j) * SPLAT_HD + x]);
-        ps[threadIdx.x] = exp(dot * scale - mx);
-        js[threadIdx.x] = j;
-      } else {
-        ps[threadIdx.x] = 0.0;
-        js[threadIdx.x] = -1;
-      }
-      __syncthreads();
-      const int nc = (int)min((long long)128, run[2] - t0);
-      for (int c = 0; c < nc; ++c) {
-        l += ps[c];
-        for (int a = 0; a < NA; ++a) {
-          const int d = threadIdx.x + 128 * a;
-          if (d < SPLAT_HD) acc[a] += ps[c] * (double)to_f(v[(bh * kvl + js[c]) * SPLAT_HD + d]);
-        }
-      }
-    }
-  }
-  for (int a = 0; a < NA; ++a) {
-    const int d = threadIdx.x + 128 * a;
-    if (d < SPLAT_HD) out[(bh * seq + row) * SPLAT_HD + d] = l > 0.0 ? acc[a] / l : 0.0;
-  }
-}
-)CUDA";
-  return s;
 }
 
 double median(std::vector<double> v) {
@@ -395,6 +299,21 @@ void run_kernel(const Kernel& kern, const Inputs& in, const std::vector<double>&
 }
 
 }  // namespace
+
+std::string support_source(DType t, int64_t hd) {
+  std::string s = "#define SPLAT_HD " + std::to_string(hd) + "\n";
+  s += "#include \"splat/reference.cuh\"\n";
+  s += "typedef " + std::string(elt(t)) + " T;\n";
+  s += "extern \"C\" __global__ void splat_fill(void* out, long long n, unsigned long long seed) {\n"
+       "  reference_fill<T>(out, n, seed);\n}\n";
+  s += "extern \"C\" __global__ void splat_to_double(const void* in, double* out, long long n) {\n"
+       "  reference_to_double<T>(in, out, n);\n}\n";
+  s += "extern \"C\" __global__ void __launch_bounds__(128) splat_reference(const void* q, const void* k,\n"
+       "    const void* v, double* out, const long long* row_ptr, const int* runs, long long seq, long long kvl,\n"
+       "    double scale) {\n  reference_attention<T>(q, k, v, out, row_ptr, runs, seq, kvl, scale);\n}\n";
+  return s;
+}
+
 
 std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const BenchOptions& opt,
                                  std::string& device_description,

@@ -25,6 +25,11 @@ struct BenchOptions {
   Ceilings ceilings;
 };
 
+// The CUDA source of bench's support module for a dtype and head_dim: seeded random inputs
+// (splat_fill), conversion to float64 (splat_to_double) and the float64 reference attention
+// (splat_reference), instances of libsplat/device/reference.cuh. Not pattern-specific.
+std::string support_source(DType t, int64_t hd);
+
 // Benchmarks each problem in turn (all modules are compiled first, in parallel). progress is
 // called with each finished result. Throws NoGpuError when no GPU is usable.
 std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const BenchOptions& opt,

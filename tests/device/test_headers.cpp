@@ -13,6 +13,7 @@
 
 #include "libsplat/compile/emit.h"
 #include "libsplat/compile/nvrtc.h"
+#include "libsplat/runtime/bench.h"
 #include "libsplat/device/embedded.h"
 #include "libsplat/pattern/pattern.h"
 
@@ -128,6 +129,17 @@ TEST_CASE("NVRTC result cache: identical input is read back, any other input com
   for (const auto& e : fs::directory_iterator(dir)) entries += e.path().filename().string()[0] != '.';
   CHECK(entries == 4);  // sm_80 ptx, sm_90 ptx, sm_80 cubin, changed source
   fs::remove_all(dir);
+}
+
+TEST_CASE("bench's support module (reference.cuh instantiated) compiles for every dtype") {
+  for (DType t : {DType::FP32, DType::TF32, DType::FP16, DType::BF16})
+    for (int64_t hd : {16, 64, 256}) {
+      CAPTURE(dtype_name(t));
+      CAPTURE(hd);
+      const std::string src = support_source(t, hd);
+      CHECK(src.find("#include \"splat/reference.cuh\"") != std::string::npos);
+      CHECK(compile_error(src, "sm_80") == "");
+    }
 }
 
 TEST_SUITE_END();
