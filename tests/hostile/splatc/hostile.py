@@ -13,25 +13,22 @@ only when its generator's output would differ in size). Every case must be answe
 expected exit code (0, 1 or 2; never a signal, never 3) within TIME_LIMIT_S seconds of CPU time
 (splatc is single-threaded; CPU time, unlike wall time, does not grow when other tests load the
 machine; WALL_FACTOR times as much wall time is the safety net) and with at most
-ADDRESS_SPACE_BYTES of address space (`ulimit -v`). With that limit splatc's default memory
+2 GiB of address space (harness.ADDRESS_SPACE_BYTES) (`ulimit -v`). With that limit splatc's default memory
 budget (--max-memory) is half of it, 1 GiB. --no-vlimit is for sanitizer builds, which reserve
 terabytes of shadow memory and run several times slower: it drops the address-space limit, passes
 --max-memory 1G instead (so that the same cases are refused) and allows SANITIZER_SLOWDOWN times
 the time. Python standard library only.
 """
-import argparse
 import json
 import os
-import re
-import resource
-import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import harness  # noqa: E402  (tests/hostile/harness.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES_DIR = os.path.join(HERE, "cases")
 TIME_LIMIT_S = 10
-ADDRESS_SPACE_BYTES = 2 << 30
 SANITIZER_SLOWDOWN = 5
 WALL_FACTOR = 6
 
@@ -247,15 +244,7 @@ CASES = {
 def case_input(name, work):
     src = CASES[name][0]
     if callable(src):
-        path = os.path.join(work, name + ".json")
-        data = src()
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        if not (os.path.exists(path) and os.path.getsize(path) == len(data)):
-            with open(path + ".tmp", "wb") as f:
-                f.write(data)
-            os.replace(path + ".tmp", path)
-        return path
+        return harness.write_generated(os.path.join(work, name + ".json"), src(), keep_same_size=True)
     if src == "@directory":
         path = os.path.join(work, name)
         os.makedirs(path, exist_ok=True)
@@ -267,86 +256,17 @@ def case_input(name, work):
     return os.path.join(CASES_DIR, src)
 
 
-def limit_resources(vlimit, cpu_s):
-    def apply():
-        if vlimit:
-            resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s + 1, cpu_s + 2))  # SIGXCPU past the limit
-    return apply
-
-
 def run_case(name, tool, work, vlimit):
-    os.makedirs(work, exist_ok=True)
     path = case_input(name, work)
     entry = CASES[name]
-    want_rc, regex = entry[1], entry[2]
     before = entry[3] if len(entry) > 3 else A
     after = [a.replace("{work}", work) for a in (entry[4] if len(entry) > 4 else [])]
     if not vlimit and "--max-memory" not in before:
         before = ["--max-memory", "1G"] + before
-    cmd = [tool] + before + [path] + after
     limit_s = TIME_LIMIT_S if vlimit else TIME_LIMIT_S * SANITIZER_SLOWDOWN
-    t0 = time.monotonic()
-    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=limit_s * WALL_FACTOR,
-                           preexec_fn=limit_resources(vlimit, limit_s))
-    except subprocess.TimeoutExpired:
-        print(f"FAIL {name}: no answer within {limit_s * WALL_FACTOR} s of wall time")
-        return 1
-    secs = time.monotonic() - t0
-    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-    out = p.stdout.decode("utf-8", "replace") + p.stderr.decode("utf-8", "replace")
-    print(" ".join(cmd))
-    print(f"{name}: exit {p.returncode} in {cpu:.2f} s of CPU ({secs:.2f} s wall), "
-          f"peak resident memory {r1.ru_maxrss // 1024} MiB")
-    print(out[-4000:])
-    ok = True
-    if cpu > limit_s:
-        print(f"FAIL {name}: {cpu:.2f} s of CPU, more than {limit_s} s")
-        ok = False
-    if p.returncode < 0:
-        print(f"FAIL {name}: killed by signal {-p.returncode}")
-        ok = False
-    elif p.returncode != want_rc:
-        print(f"FAIL {name}: exit {p.returncode}, expected {want_rc}")
-        ok = False
-    if not re.search(regex, out, re.M):
-        print(f"FAIL {name}: output does not match /{regex}/")
-        ok = False
-    try:
-        p.stderr.decode("utf-8")
-    except UnicodeDecodeError as e:
-        print(f"FAIL {name}: stderr is not UTF-8: {e}")
-        ok = False
-    return 0 if ok else 1
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--list", action="store_true")
-    ap.add_argument("--gen")
-    ap.add_argument("--out", default=".")
-    ap.add_argument("--run")
-    ap.add_argument("--tool")
-    ap.add_argument("--work", default=".")
-    ap.add_argument("--no-vlimit", action="store_true")
-    a = ap.parse_args()
-    if a.list:
-        print("\n".join(CASES))
-        return 0
-    if a.gen:
-        os.makedirs(a.out, exist_ok=True)
-        print(case_input(a.gen, a.out))
-        return 0
-    if a.run:
-        if not a.tool:
-            ap.error("--run needs --tool")
-        return run_case(a.run, a.tool, a.work, not a.no_vlimit)
-    ap.error("one of --list, --gen, --run")
+    return harness.check(name, [tool] + before + [path] + after, entry[1], entry[2], vlimit,
+                         wall_s=limit_s * WALL_FACTOR, cpu_s=limit_s)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.main(__doc__, CASES, case_input, run_case))

@@ -10,22 +10,18 @@ limit, and checks the exit code and a message regex.
 Small cases are committed files in cases/ (they are hand-made bytes: invalid UTF-8, NUL, ...);
 large ones are generated here into the build directory. Every case must be answered with its
 expected exit code (0, 1 or 2; never a signal, never 3) within TIME_LIMIT_S seconds and with at
-most ADDRESS_SPACE_BYTES of address space (`ulimit -v`; --no-vlimit drops it for sanitizer builds,
+most 2 GiB of address space (harness.ADDRESS_SPACE_BYTES) (`ulimit -v`; --no-vlimit drops it for sanitizer builds,
 which reserve terabytes of shadow memory). Python standard library only.
 """
-import argparse
-import json
 import os
-import re
-import resource
-import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import harness  # noqa: E402  (tests/hostile/harness.py)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CASES_DIR = os.path.join(HERE, "cases")
 TIME_LIMIT_S = 10
-ADDRESS_SPACE_BYTES = 2 << 30
 
 HEADER = "rclass R\n  map s : R\n  tensor A, B : {R: s}\n"
 
@@ -263,13 +259,7 @@ CASES = {
 def case_input(name, work):
     src = CASES[name][0]
     if callable(src):
-        path = os.path.join(work, name + ".tr")
-        data = src()
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        with open(path, "wb") as f:
-            f.write(data)
-        return path
+        return harness.write_generated(os.path.join(work, name + ".tr"), src())
     if src == "empty_dir":
         path = os.path.join(work, "empty_dir")
         os.makedirs(os.path.join(path, "sub"), exist_ok=True)
@@ -279,74 +269,13 @@ def case_input(name, work):
     return os.path.join(CASES_DIR, src)
 
 
-def limit_resources(vlimit):
-    def apply():
-        if vlimit:
-            resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    return apply
-
-
 def run_case(name, tool, work, vlimit):
-    os.makedirs(work, exist_ok=True)
     path = case_input(name, work)
     entry = CASES[name]
-    want_rc, regex = entry[1], entry[2]
     args = entry[3] if len(entry) > 3 else []
-    cmd = [tool, "--check"] + args + [path]
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIME_LIMIT_S,
-                           preexec_fn=limit_resources(vlimit))
-    except subprocess.TimeoutExpired:
-        print(f"FAIL {name}: no answer within {TIME_LIMIT_S} s")
-        return 1
-    secs = time.monotonic() - t0
-    out = p.stdout.decode("utf-8", "replace") + p.stderr.decode("utf-8", "replace")
-    print(f"{name}: exit {p.returncode} in {secs:.2f} s")
-    print(out[-4000:])
-    ok = True
-    if p.returncode < 0:
-        print(f"FAIL {name}: killed by signal {-p.returncode}")
-        ok = False
-    elif p.returncode != want_rc:
-        print(f"FAIL {name}: exit {p.returncode}, expected {want_rc}")
-        ok = False
-    if not re.search(regex, out):
-        print(f"FAIL {name}: output does not match /{regex}/")
-        ok = False
-    if "--json" in args:
-        try:
-            json.loads(p.stdout.decode("utf-8"))
-        except ValueError as e:
-            print(f"FAIL {name}: stdout is not UTF-8 JSON: {e}")
-            ok = False
-    return 0 if ok else 1
-
-
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--list", action="store_true")
-    ap.add_argument("--gen")
-    ap.add_argument("--out", default=".")
-    ap.add_argument("--run")
-    ap.add_argument("--tool")
-    ap.add_argument("--work", default=".")
-    ap.add_argument("--no-vlimit", action="store_true")
-    a = ap.parse_args()
-    if a.list:
-        print("\n".join(CASES))
-        return 0
-    if a.gen:
-        os.makedirs(a.out, exist_ok=True)
-        print(case_input(a.gen, a.out))
-        return 0
-    if a.run:
-        if not a.tool:
-            ap.error("--run needs --tool")
-        return run_case(a.run, a.tool, a.work, not a.no_vlimit)
-    ap.error("one of --list, --gen, --run")
+    return harness.check(name, [tool, "--check"] + args + [path], entry[1], entry[2], vlimit,
+                         wall_s=TIME_LIMIT_S, json_stdout="--json" in args)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(harness.main(__doc__, CASES, case_input, run_case))
