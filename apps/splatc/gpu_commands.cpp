@@ -78,6 +78,9 @@ int run_bench(const BenchArgs& a) {
   } catch (const splat::NoGpuError& e) {
     spdlog::error("{}", e.what());
     return cli::kEnvironment;
+  } catch (const splat::ArchMismatch& e) {
+    spdlog::error("--arch: {}", e.what());
+    return cli::kBadInput;
   }
   if (a.json)
     std::cout << splat::bench_json(results, device).dump(2) << "\n";

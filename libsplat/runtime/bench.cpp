@@ -107,7 +107,10 @@ struct Prepared {
 
 // Analyses and generates on this thread, compiles every module in parallel (NVRTC is the slow part):
 // one per problem, and one support module per (dtype, head_dim).
+// The attention kernels are compiled for `arch` (loaded as `target`), the support kernels for the
+// device itself (`native`).
 std::vector<Prepared> prepare(const std::vector<Problem>& problems, const BenchOptions& opt, const std::string& arch,
+                              CompileTarget target, const std::string& native,
                               std::map<std::string, std::future<CompileResult>>& support_cubins) {
   std::vector<Prepared> prep;
   for (const Problem& p : problems) {
@@ -122,14 +125,14 @@ std::vector<Prepared> prepare(const std::vector<Problem>& problems, const BenchO
     co.arch = arch;
     x.gen = std::make_shared<GeneratedModule>(generate(p, x.acsr, co));
     std::string src = x.gen->source, name = p.name + ".cu";
-    x.cubin = std::async(std::launch::async, [src, name, arch] {
-      return nvrtc_compile(src, name, arch, CompileTarget::Cubin);
+    x.cubin = std::async(std::launch::async, [src, name, arch, target] {
+      return nvrtc_compile(src, name, arch, target);
     });
     x.support_key = std::string(dtype_name(p.dtype)) + "/" + std::to_string(p.head_dim);
     if (!support_cubins.count(x.support_key)) {
       std::string ssrc = support_source(p.dtype, p.head_dim);
-      support_cubins[x.support_key] = std::async(std::launch::async, [ssrc, arch] {
-        return nvrtc_compile(ssrc, "splat_support.cu", arch, CompileTarget::Cubin);
+      support_cubins[x.support_key] = std::async(std::launch::async, [ssrc, native] {
+        return nvrtc_compile(ssrc, "splat_support.cu", native, CompileTarget::Cubin);
       });
     }
     prep.push_back(std::move(x));
@@ -320,12 +323,13 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
                                  const std::function<void(const ProblemResult&)>& progress) {
   DeviceInfo dev = device_info();
   const std::string arch = opt.arch.empty() ? dev.target_arch() : opt.arch;
+  const CompileTarget target = load_target(dev, arch);
   device_description = dev.name + " (" + arch + ", " + std::to_string(dev.sms) + " SMs, " +
                        std::to_string(dev.memory >> 20) + " MiB, driver " + std::to_string(dev.driver_version) +
                        ", runtime " + std::to_string(dev.runtime_version) + ", NVRTC " + nvrtc_version() + ")";
   if (opt.tuning != KernelTuning{}) spdlog::info("fused kernel tuning: {}", format_tuning(opt.tuning));
   std::map<std::string, std::future<CompileResult>> support_cubins;
-  std::vector<Prepared> prep = prepare(problems, opt, arch, support_cubins);
+  std::vector<Prepared> prep = prepare(problems, opt, arch, target, dev.target_arch(), support_cubins);
   std::map<std::string, Support> supports;
   for (auto& [key, fut] : support_cubins) {
     Support s;

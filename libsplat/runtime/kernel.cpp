@@ -66,7 +66,7 @@ Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions
   co.tuning = opt.tuning;
   auto gen = std::make_shared<const GeneratedModule>(generate(problem, acsr, co));
   const std::string& arch = co.arch;
-  CompileResult img = nvrtc_compile(gen->source, gen->name + ".cu", arch, CompileTarget::Cubin);
+  CompileResult img = nvrtc_compile(gen->source, gen->name + ".cu", arch, load_target(dev, arch));
   auto mod = std::make_shared<Module>(img.image);
   return Kernel(gen, mod, opt.kind, problem.batch * problem.heads);
 }

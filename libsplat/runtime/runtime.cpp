@@ -9,6 +9,14 @@
 
 namespace splat {
 
+CompileTarget load_target(const DeviceInfo& dev, const std::string& arch) {
+  const int cc = parse_arch(arch), device_cc = dev.cc_major * 10 + dev.cc_minor;
+  const bool specific = arch.back() == 'a';
+  if (cc > device_cc || (specific && cc != device_cc))
+    throw ArchMismatch("kernels for " + arch + " cannot run on " + dev.name + " (" + dev.arch() + ")");
+  return cc == device_cc ? CompileTarget::Cubin : CompileTarget::Ptx;
+}
+
 void cuda_check(int err, const char* what) {
   if (err != cudaSuccess) {
     auto e = static_cast<cudaError_t>(err);

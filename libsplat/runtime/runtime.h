@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "libsplat/compile/nvrtc.h"
+
 namespace splat {
 
 // No usable GPU (no device, no driver, driver too old): splatc exits 3 with this message.
@@ -17,6 +19,13 @@ class NoGpuError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Kernels for the requested architecture cannot run on this device (a user error: exit 2).
+class ArchMismatch : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 // A CUDA call failed.
 class CudaError : public std::runtime_error {
  public:
@@ -39,6 +48,12 @@ struct DeviceInfo {
 
 // The current device (0); throws NoGpuError when none can be used.
 DeviceInfo device_info();
+
+// How kernels compiled for `arch` are loaded on `dev`: as a CUBIN when the device is that target,
+// otherwise as PTX that the driver compiles for the device (sm_80 code on an sm_90 GPU: a CUBIN
+// only runs on its own major architecture). Throws ArchMismatch when the device cannot run code
+// for arch: a newer target, or an arch-specific one (sm_90a) on another chip.
+CompileTarget load_target(const DeviceInfo& dev, const std::string& arch);
 
 // Throws CudaError naming `what` when err (a cudaError_t) is not success.
 void cuda_check(int err, const char* what);

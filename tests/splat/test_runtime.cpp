@@ -42,4 +42,24 @@ TEST_CASE("tensor maps: descriptions are checked before the driver is asked") {
   CHECK((e.empty() || e.find("cuTensorMapEncodeTiled") != std::string::npos));
 }
 
+TEST_CASE("load_target: a CUBIN for the device's own target, PTX for an older one, refused otherwise") {
+  splat::DeviceInfo h200;
+  h200.name = "H200";
+  h200.cc_major = 9;
+  h200.cc_minor = 0;
+  CHECK(splat::load_target(h200, "sm_90a") == splat::CompileTarget::Cubin);
+  CHECK(splat::load_target(h200, "sm_90") == splat::CompileTarget::Cubin);
+  CHECK(splat::load_target(h200, "sm_80") == splat::CompileTarget::Ptx);  // an sm_80 CUBIN does not load on sm_90
+  CHECK_THROWS_AS(splat::load_target(h200, "sm_100"), splat::ArchMismatch);
+  splat::DeviceInfo a100 = h200;
+  a100.cc_major = 8;
+  CHECK(splat::load_target(a100, "sm_80") == splat::CompileTarget::Cubin);
+  CHECK_THROWS_AS(splat::load_target(a100, "sm_90a"), splat::ArchMismatch);
+  CHECK_THROWS_AS(splat::load_target(a100, "sm_90"), splat::ArchMismatch);
+  splat::DeviceInfo rtx = h200;
+  rtx.cc_major = 8;
+  rtx.cc_minor = 6;
+  CHECK(splat::load_target(rtx, "sm_80") == splat::CompileTarget::Ptx);
+}
+
 TEST_SUITE_END();
