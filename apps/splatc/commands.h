@@ -4,6 +4,7 @@
 // splat::Error -> 2 (bad input, message printed once), anything else -> 3).
 //   analyze, show: apps/splatc/analysis_commands.cpp (front half: pattern + analysis)
 //   emit, bench:   apps/splatc/gpu_commands.cpp      (back half: codegen + GPU, codegen engineer)
+//   tune:          apps/splatc/tune_command.cpp      (the tuner; --cache etc.: tuning_flags.h)
 // A register_* function may return {nullptr, {}} to add nothing.
 #include <CLI/CLI.hpp>
 
@@ -25,5 +26,6 @@ Command register_analyze(CLI::App& app);
 Command register_show(CLI::App& app);
 Command register_emit(CLI::App& app);
 Command register_bench(CLI::App& app);
+Command register_tune(CLI::App& app);  // apps/splatc/tune_command.cpp
 
 }  // namespace splatc

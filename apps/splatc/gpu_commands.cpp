@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "common/cli.h"
+#include "tuning_flags.h"
 #include "libsplat/codegen/codegen.h"
 #include "libsplat/compile/emit.h"
 #include "libsplat/pattern/pattern.h"
@@ -22,8 +23,10 @@ constexpr const char* kTuneHelp =
     "(keys per softmax step, mma.sync bf16/fp16), minb 0..16 (min blocks per SM), qs 0|1 (Q in shared memory, "
     "wgmma); unset keys keep the measured defaults";
 
-// --tune's value as KernelTuning (a bad value is a usage error: exit 2).
-splat::KernelTuning tuning_flag(const std::string& spec) {
+// --tune's value as KernelTuning when it was given (a bad value is a usage error: exit 2); unset:
+// the tuning cache's, else the defaults.
+std::optional<splat::KernelTuning> tuning_flag(const CLI::Option* opt, const std::string& spec) {
+  if (!opt || opt->count() == 0) return std::nullopt;
   try {
     return splat::parse_tuning(spec);
   } catch (const std::invalid_argument& e) {
@@ -33,16 +36,22 @@ splat::KernelTuning tuning_flag(const std::string& spec) {
 
 struct EmitArgs {
   std::string pattern, out, kernel = "both", tune;
+  CLI::Option* tune_opt = nullptr;
   bool explain = false;
   splat::EmitOptions opt;
+  ProblemFlags problem;
+  CacheFlags cache;
 };
 
-int run_emit(const EmitArgs& a) {
+int run_emit(EmitArgs& a) {
   splat::EmitOptions opt = a.opt;
   opt.fused = a.kernel != "pipeline";
   opt.pipeline = a.kernel != "fused";
-  opt.tuning = tuning_flag(a.tune);
-  const splat::EmitResult r = splat::emit(splat::load_problem(a.pattern, limits()), opt, a.out);
+  opt.tuning = tuning_flag(a.tune_opt, a.tune);
+  const splat::Problem p = a.problem.load({a.pattern}).front();
+  if (!opt.tuning) a.cache.load(false);
+  opt.cache = a.cache.ref();
+  const splat::EmitResult r = splat::emit(p, opt, a.out);
   if (a.explain) std::cout << r.selection;
   for (const std::string& path : r.files) std::cout << path << "\n";
   return cli::kOk;
@@ -51,22 +60,26 @@ int run_emit(const EmitArgs& a) {
 struct BenchArgs {
   std::vector<std::string> patterns;
   std::string kernel = "both", tune;
+  CLI::Option* tune_opt = nullptr;
   int repeat = 20, warmup = 3;
   uint64_t seed = 20261129;
   bool json = false;
   splat::BenchOptions opt;
+  ProblemFlags problem;
+  CacheFlags cache;
 };
 
-int run_bench(const BenchArgs& a) {
-  std::vector<splat::Problem> problems;
-  for (const std::string& f : a.patterns) problems.push_back(splat::load_problem(f, limits()));
+int run_bench(BenchArgs& a) {
+  const std::vector<splat::Problem> problems = a.problem.load(a.patterns);
   splat::BenchOptions opt = a.opt;
   opt.fused = a.kernel != "pipeline";
   opt.pipeline = a.kernel != "fused";
   opt.repeat = a.repeat;
   opt.warmup = a.warmup;
   opt.seed = a.seed;
-  opt.tuning = tuning_flag(a.tune);
+  opt.tuning = tuning_flag(a.tune_opt, a.tune);
+  if (!opt.tuning && opt.fused) a.cache.load(false);
+  opt.cache = a.cache.ref();
   std::string device;
   std::vector<splat::ProblemResult> results;
   try {
@@ -106,8 +119,11 @@ Command register_emit(CLI::App& app) {
   sub->add_option("--arch", args->opt.arch, "GPU architecture (sm_80, sm_90, sm_90a: Hopper wgmma kernels, ...)");
   sub->add_option("-o,--output", args->out, "Output directory")->required();
   sub->add_option("--kernel", args->kernel, "fused, pipeline or both")->check(CLI::IsMember({"fused", "pipeline", "both"}));
-  sub->add_option("--tune", args->tune, kTuneHelp);
-  sub->add_flag("--explain", args->explain, "Print the kernel selection (engine, kernels, launch, reasons) first");
+  args->tune_opt = sub->add_option("--tune", args->tune, kTuneHelp);
+  sub->add_flag("--explain", args->explain,
+                "Print the tuning and where it came from, then the kernel selection (engine, kernels, launch, reasons)");
+  args->problem.add(sub);
+  args->cache.add(sub, "to read the tuning from (--tune wins over it)");
   return {sub, [args] { return run_emit(*args); }};
 }
 
@@ -119,7 +135,9 @@ Command register_bench(CLI::App& app) {
   sub->add_option("--repeat", args->repeat, "Timed runs per kernel (median, min, max)")->check(CLI::Range(1, 100000));
   sub->add_option("--warmup", args->warmup, "Untimed runs first")->check(CLI::Range(0, 1000));
   sub->add_option("--seed", args->seed, "Seed of the random Q, K, V");
-  sub->add_option("--tune", args->tune, kTuneHelp);
+  args->tune_opt = sub->add_option("--tune", args->tune, kTuneHelp);
+  args->problem.add(sub);
+  args->cache.add(sub, "to read each problem's tuning from (--tune wins over it)");
   sub->add_option("--arch", args->opt.arch,
                   "Compile for this architecture instead of the device's (it must run there; e.g. sm_90 on an H200: "
                   "the mma.sync engines)");

@@ -1,5 +1,6 @@
 // splatc: parses flags and hands the pattern files to libsplat. Subcommands live in
-// analysis_commands.cpp (analyze, show) and gpu_commands.cpp (emit, bench); see commands.h.
+// analysis_commands.cpp (analyze, show), gpu_commands.cpp (emit, bench) and tune_command.cpp (tune);
+// see commands.h.
 #include <cctype>
 #include <exception>
 #include <new>
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
       ->type_name("N");
   std::vector<splatc::Command> commands = {
       splatc::register_analyze(app), splatc::register_show(app),
-      splatc::register_emit(app), splatc::register_bench(app)};
+      splatc::register_emit(app), splatc::register_bench(app), splatc::register_tune(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

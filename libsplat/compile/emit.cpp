@@ -52,7 +52,8 @@ EmitResult emit(const Problem& p, const EmitOptions& o, const std::string& out_d
   co.fused = o.fused;
   co.pipeline = o.pipeline;
   co.arch = o.arch;
-  co.tuning = o.tuning;
+  const ResolvedTuning tuning = resolve_tuning(p, o.arch, o.tuning, o.cache);
+  co.tuning = tuning.tuning;
   GeneratedModule mod = generate(p, acsr, co);
   // The .cu holds the device headers' texts in place of its #include lines (one self-contained file
   // for nvcc), and it is that text which is compiled here: what is written is known to build.
@@ -71,12 +72,16 @@ EmitResult emit(const Problem& p, const EmitOptions& o, const std::string& out_d
   nlohmann::json m = manifest(p, mod, o.target, o.arch, names);
   m["table_file"] = mod.table.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.name + ".table.bin");
   m["nvrtc"] = nvrtc_version();
+  const std::string key = tuning_key(p, o.arch);
+  m["tuning"] = {{"values", format_tuning(tuning.tuning)}, {"source", tuning.source}, {"cache_key", key}};
   files.push_back({"manifest.json", m.dump(2) + "\n"});
   write_all(out_dir, files);
 
   EmitResult r;
   for (const auto& f : files) r.files.push_back((fs::path(out_dir) / f.first).string());
-  r.selection = explain(mod.selection);
+  r.tuning = tuning;
+  r.selection = "tuning: " + (tuning.tuning == KernelTuning{} ? std::string("the defaults") : format_tuning(tuning.tuning)) +
+                " (" + tuning.source + "; cache key " + key + ")\n" + explain(mod.selection);
   return r;
 }
 

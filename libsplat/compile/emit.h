@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "libsplat/codegen/codegen.h"
+#include "libsplat/compile/tuning_cache.h"
 #include "libsplat/pattern/pattern.h"
 
 namespace splat {
@@ -14,13 +15,18 @@ struct EmitOptions {
   std::string target = "cuda";  // "cuda" (the .cu source) or "ptx"
   std::string arch = "sm_90";
   bool fused = true, pipeline = true;
-  KernelTuning tuning;  // fused-kernel tuning (parse_tuning: `--tune`); defaults: the measured rules
+  // Fused-kernel tuning (parse_tuning: `--tune`); it wins over the cache. Unset: the cache's entry
+  // for the problem at `arch`, else the measured defaults (resolve_tuning).
+  std::optional<KernelTuning> tuning;
+  TuningCacheRef cache;  // the tuning cache (splatc: --cache, the default file); none when empty
   std::string nvrtc_cache;  // NVRTC result cache directory (nvrtc_compile's cache_dir); "" = none
 };
 
 struct EmitResult {
   std::vector<std::string> files;  // the written paths, in order
-  std::string selection;           // the kernel selection with its reasons (codegen: explain())
+  std::string selection;           // the tuning and its source, then the kernel selection with its
+                                   // reasons (codegen: explain())
+  ResolvedTuning tuning;           // the tuning used and where it came from
 };
 
 // Writes into out_dir (created if missing). Throws splat::Error for bad options, CompileError for

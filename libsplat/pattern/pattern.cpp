@@ -131,6 +131,7 @@ struct Parser {
   std::string file;
   Limits limits;
   int64_t held = 0;  // bytes counted against limits.max_memory (the text and its document, then terms)
+  ProblemOverrides over = {};
   int64_t seq_len = 0, kv_len = 0;
 
   [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
@@ -366,12 +367,15 @@ struct Parser {
     pr.heads = field(doc, "", "heads", 1, 1 << 20, "an integer in [1, 1048576]", &one);
     pr.batch = field(doc, "", "batch", 1, 1 << 20, "an integer in [1, 1048576]", &one);
     if (auto it = doc.find("dtype"); it != doc.end()) {
-      const std::string s = it->is_string() ? it->get<std::string>() : "";
-      if (s == "fp32") pr.dtype = DType::FP32;
-      else if (s == "tf32") pr.dtype = DType::TF32;
-      else if (s == "fp16") pr.dtype = DType::FP16;
-      else if (s == "bf16") pr.dtype = DType::BF16;
-      else fail("dtype", "expected one of \"fp32\", \"tf32\", \"fp16\", \"bf16\", got " + show(*it));
+      const std::optional<DType> d = dtype_from_name(it->is_string() ? it->get<std::string>() : "");
+      if (!d) fail("dtype", "expected one of \"fp32\", \"tf32\", \"fp16\", \"bf16\", got " + show(*it));
+      pr.dtype = *d;
+    }
+    if (over.dtype) pr.dtype = *over.dtype;
+    if (over.head_dim) {
+      if (*over.head_dim < 1 || *over.head_dim > 65536)
+        throw Error("", "--head-dim", "expected an integer in [1, 65536], got " + std::to_string(*over.head_dim));
+      pr.head_dim = *over.head_dim;
     }
     pr.scale = 1.0 / std::sqrt(static_cast<double>(pr.head_dim));
     if (auto it = doc.find("scale"); it != doc.end()) {
@@ -428,6 +432,14 @@ const char* dtype_name(DType d) {
     case DType::BF16: return "bf16";
   }
   return "?";
+}
+
+std::optional<DType> dtype_from_name(const std::string& s) {
+  if (s == "fp32") return DType::FP32;
+  if (s == "tf32") return DType::TF32;
+  if (s == "fp16") return DType::FP16;
+  if (s == "bf16") return DType::BF16;
+  return std::nullopt;
 }
 
 int dtype_bytes(DType d) { return d == DType::FP16 || d == DType::BF16 ? 2 : 4; }
@@ -497,7 +509,7 @@ Problem parse_problem_text(const std::string& text, const std::string& name_hint
   return p.problem(doc, name_hint);
 }
 
-Problem load_problem(const std::string& path, const Limits& limits) {
+Problem load_problem(const std::string& path, const Limits& limits, const ProblemOverrides& over) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
@@ -527,7 +539,7 @@ Problem load_problem(const std::string& path, const Limits& limits) {
   const json doc = detail::read_json(text, path, limits, held);
   held -= static_cast<int64_t>(text.size());
   std::string().swap(text);  // the document holds everything from here on
-  Parser p{path, limits, held};
+  Parser p{path, limits, held, over};
   return p.problem(doc, fs::path(path).stem().string());
 }
 

@@ -5,6 +5,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -28,6 +29,7 @@ class Error : public std::runtime_error {
 
 enum class DType { FP32, TF32, FP16, BF16 };
 const char* dtype_name(DType);   // "fp32", "tf32", "fp16", "bf16"
+std::optional<DType> dtype_from_name(const std::string& name);  // the inverse; nullopt for another name
 int dtype_bytes(DType);          // storage bytes per element (tf32 is stored as fp32)
 
 enum class TermKind {
@@ -118,8 +120,15 @@ struct Problem {
   Limits limits;                 // the limits it was read under (Limits above)
 };
 
+// Values that replace the file's (splatc's --dtype and --head-dim): the scale's default follows the
+// head_dim, and the size limits apply to the result. A bad head_dim is Error("", "--head-dim", ...).
+struct ProblemOverrides {
+  std::optional<DType> dtype;
+  std::optional<int64_t> head_dim;
+};
+
 // Reads, parses and validates a problem file. JSON syntax errors give line:col.
-Problem load_problem(const std::string& path, const Limits& = {});
+Problem load_problem(const std::string& path, const Limits& = {}, const ProblemOverrides& = {});
 // Parses an in-memory document; name_hint is used when "name" is absent, file only for messages.
 Problem parse_problem(const nlohmann::json& doc, const std::string& name_hint,
                       const std::string& file = "", const Limits& = {});

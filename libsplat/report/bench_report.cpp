@@ -39,6 +39,9 @@ std::string format_bench_table(const std::vector<ProblemResult>& results, const 
                     k.deterministic ? "" : " (nondeterministic)");
       o << line;
     }
+    if (!r.tuning_source.empty() && r.tuning_source != "default")
+      o << "  " << r.name << " fused tuning: " << (r.tuning.empty() ? "the defaults" : r.tuning) << " (" << r.tuning_source
+        << ")\n";
   }
   o << "floors: memory = Q,K,V,O moved once at 4.23 TB/s; compute = 4*B*H*nnz*d at 686 (bf16/fp16), 355 (tf32), "
        "51 (fp32) TFLOP/s (H200 ceilings); rel_err = max|o-ref|/max|ref| against float64\n";
@@ -86,6 +89,7 @@ nlohmann::json bench_json(const std::vector<ProblemResult>& results, const std::
                                {"tensor_cores", r.tensor_cores},
                                {"engine", r.engine},
                                {"compile_seconds", r.compile_seconds},
+                               {"tuning", {{"values", r.tuning}, {"source", r.tuning_source}}},
                                {"kernels", ks}});
   }
   return out;

@@ -47,6 +47,8 @@ struct ProblemResult {
   bool tensor_cores = false;
   std::string engine;          // fused kernel's engine (GeneratedModule::engine)
   double compile_seconds = 0;
+  std::string tuning;          // the fused kernel's tuning (format_tuning; "" the defaults)
+  std::string tuning_source;   // "default", "--tune" or "cache FILE"
   std::vector<KernelResult> kernels;
   bool pass() const;
 };

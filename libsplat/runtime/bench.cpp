@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "libsplat/analysis/analysis.h"
@@ -58,6 +59,15 @@ struct Support {
   const void *fill, *to_double, *reference;
 };
 
+Support load_support(const std::string& image) {
+  Support s;
+  s.mod = std::make_shared<Module>(image);
+  s.fill = s.mod->kernel("splat_fill");
+  s.to_double = s.mod->kernel("splat_to_double");
+  s.reference = s.mod->kernel("splat_reference");
+  return s;
+}
+
 void launch1d(const void* fn, int64_t n, void** args) {
   int64_t blocks = std::min<int64_t>((n + 255) / 256, 65535 * 16);
   launch_kernel(fn, std::max<int64_t>(blocks, 1), 1, 256, 0, args, nullptr);
@@ -103,6 +113,7 @@ struct Prepared {
   std::shared_ptr<GeneratedModule> gen;
   std::future<CompileResult> cubin;
   std::string support_key;
+  ResolvedTuning tuning;
 };
 
 // Analyses and generates on this thread, compiles every module in parallel (NVRTC is the slow part):
@@ -120,7 +131,10 @@ std::vector<Prepared> prepare(const std::vector<Problem>& problems, const BenchO
     CodegenOptions co;
     co.fused = opt.fused;
     co.pipeline = opt.pipeline;
-    co.tuning = opt.tuning;
+    x.tuning = resolve_tuning(p, arch, opt.tuning, opt.cache);
+    if (opt.fused && x.tuning.source != "default")
+      spdlog::info("{}: fused kernel tuning {} ({})", p.name, format_tuning(x.tuning.tuning), x.tuning.source);
+    co.tuning = x.tuning.tuning;
     co.test = opt.test;
     co.arch = arch;
     x.gen = std::make_shared<GeneratedModule>(generate(p, x.acsr, co));
@@ -301,6 +315,12 @@ void run_kernel(const Kernel& kern, const Inputs& in, const std::vector<double>&
   }
 }
 
+std::string describe(const DeviceInfo& dev, const std::string& arch) {
+  return dev.name + " (" + arch + ", " + std::to_string(dev.sms) + " SMs, " + std::to_string(dev.memory >> 20) +
+         " MiB, driver " + std::to_string(dev.driver_version) + ", runtime " + std::to_string(dev.runtime_version) +
+         ", NVRTC " + nvrtc_version() + ")";
+}
+
 }  // namespace
 
 std::string support_source(DType t, int64_t hd) {
@@ -324,21 +344,11 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
   DeviceInfo dev = device_info();
   const std::string arch = opt.arch.empty() ? dev.target_arch() : opt.arch;
   const CompileTarget target = load_target(dev, arch);
-  device_description = dev.name + " (" + arch + ", " + std::to_string(dev.sms) + " SMs, " +
-                       std::to_string(dev.memory >> 20) + " MiB, driver " + std::to_string(dev.driver_version) +
-                       ", runtime " + std::to_string(dev.runtime_version) + ", NVRTC " + nvrtc_version() + ")";
-  if (opt.tuning != KernelTuning{}) spdlog::info("fused kernel tuning: {}", format_tuning(opt.tuning));
+  device_description = describe(dev, arch);
   std::map<std::string, std::future<CompileResult>> support_cubins;
   std::vector<Prepared> prep = prepare(problems, opt, arch, target, dev.target_arch(), support_cubins);
   std::map<std::string, Support> supports;
-  for (auto& [key, fut] : support_cubins) {
-    Support s;
-    s.mod = std::make_shared<Module>(fut.get().image);
-    s.fill = s.mod->kernel("splat_fill");
-    s.to_double = s.mod->kernel("splat_to_double");
-    s.reference = s.mod->kernel("splat_reference");
-    supports[key] = s;
-  }
+  for (auto& [key, fut] : support_cubins) supports[key] = load_support(fut.get().image);
   // L2 flush buffer: written before every timed run so that each run starts from HBM.
   DeviceBuffer flush(std::max<size_t>(size_t{256} << 20, 4 * dev.l2_bytes));
 
@@ -346,6 +356,8 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
   for (Prepared& x : prep) {
     const Problem& p = x.problem;
     ProblemResult r = problem_result(p, *x.gen, opt.ceilings);
+    r.tuning = format_tuning(x.tuning.tuning);
+    r.tuning_source = x.tuning.source;
     CompileResult cr = x.cubin.get();
     r.compile_seconds = cr.seconds;
     auto mod = std::make_shared<Module>(cr.image);
@@ -379,6 +391,92 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
     if (progress) progress(r);
   }
   return results;
+}
+
+}  // namespace splat
+
+namespace splat {
+
+CompiledFused compile_fused(const Problem& p, const Acsr& acsr, const KernelTuning& tuning, const std::string& arch,
+                            CompileTarget target) {
+  CodegenOptions co;
+  co.pipeline = false;
+  co.arch = arch;
+  co.tuning = tuning;
+  CompiledFused c;
+  c.gen = std::make_shared<const GeneratedModule>(generate(p, acsr, co));
+  CompileResult r = nvrtc_compile(c.gen->source, p.name + ".cu", arch, target);
+  c.image = std::move(r.image);
+  c.compile_seconds = r.seconds;
+  return c;
+}
+
+struct FusedBench::State {
+  BenchOptions opt;
+  DeviceInfo dev;
+  std::string arch, device;
+  CompileTarget target = CompileTarget::Cubin;  // how variants for arch load on the device (load_target)
+  std::map<std::string, Support> supports;  // by dtype/head_dim
+  std::unique_ptr<DeviceBuffer> flush;
+  // The current problem.
+  std::optional<Problem> problem;
+  const Support* support = nullptr;
+  std::unique_ptr<Inputs> inputs;
+  std::vector<double> ref;
+  ProblemResult facts;
+};
+
+FusedBench::FusedBench(const BenchOptions& opt) : s_(std::make_unique<State>()) {
+  s_->opt = opt;
+  s_->dev = device_info();
+  s_->arch = opt.arch.empty() ? s_->dev.target_arch() : opt.arch;
+  s_->target = load_target(s_->dev, s_->arch);
+  s_->device = describe(s_->dev, s_->arch);
+  s_->flush = std::make_unique<DeviceBuffer>(std::max<size_t>(size_t{256} << 20, 4 * s_->dev.l2_bytes));
+}
+
+FusedBench::~FusedBench() = default;
+const std::string& FusedBench::device_description() const { return s_->device; }
+const std::string& FusedBench::arch() const { return s_->arch; }
+CompileTarget FusedBench::target() const { return s_->target; }
+
+std::string FusedBench::set_problem(const Problem& p, const Acsr& acsr) {
+  State& s = *s_;
+  s.inputs.reset();
+  const std::string key = std::string(dtype_name(p.dtype)) + "/" + std::to_string(p.head_dim);
+  if (!s.supports.count(key))
+    s.supports[key] = load_support(nvrtc_compile(support_source(p.dtype, p.head_dim), "splat_support.cu",
+                                                 s.dev.target_arch(), CompileTarget::Cubin).image);
+  s.support = &s.supports.at(key);
+  s.problem = p;
+  s.inputs = std::make_unique<Inputs>(p, *s.support, s.opt.seed);
+  std::string what;
+  s.ref = reference(p, acsr, *s.inputs, *s.support, s.opt.host_reference_max_cells, what);
+  GeneratedModule facts;
+  facts.nnz = acsr.nnz();
+  s.facts = problem_result(p, facts, s.opt.ceilings);
+  return what;
+}
+
+KernelResult FusedBench::run(const CompiledFused& variant) {
+  State& s = *s_;
+  if (!s.problem) throw std::logic_error("FusedBench::run before set_problem");
+  const Problem& p = *s.problem;
+  KernelResult kr;
+  kr.kind = kernel_kind_name(KernelKind::Fused);
+  kr.tolerance = tolerance(p.dtype);
+  try {
+    auto mod = std::make_shared<Module>(variant.image);
+    run_kernel(Kernel(variant.gen, mod, KernelKind::Fused, p.batch * p.heads), *s.inputs, s.ref, *s.support, s.opt,
+               *s.flush, s.facts, kr);
+  } catch (const CudaError& e) {
+    kr.ran = false;
+    kr.pass = false;
+    kr.note = e.what();
+    cudaGetLastError();
+    if (cudaDeviceSynchronize() != cudaSuccess) throw;  // a sticky error: the context is lost
+  }
+  return kr;
 }
 
 }  // namespace splat

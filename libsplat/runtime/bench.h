@@ -4,10 +4,13 @@
 // reference in float64 for large ones) and times them.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "libsplat/codegen/codegen.h"
+#include "libsplat/compile/nvrtc.h"
+#include "libsplat/compile/tuning_cache.h"
 #include "libsplat/pattern/pattern.h"
 #include "libsplat/report/bench_report.h"
 
@@ -19,7 +22,8 @@ struct BenchOptions {
   int warmup = 3;
   uint64_t seed = 20261129;
   std::string arch;                      // "" = the device's (sm_90a on sm_90 devices); e.g. sm_90: mma.sync
-  KernelTuning tuning;                   // fused-kernel tuning (`--tune`)
+  std::optional<KernelTuning> tuning;    // fused-kernel tuning (`--tune`): wins over the cache
+  TuningCacheRef cache;                  // tuning cache: each problem's entry at the arch, else defaults
   CodegenTestHooks test;                 // test hooks (codegen.h)
   int64_t host_reference_max_cells = int64_t{1} << 22;  // seq_len*kv_len up to this: host float64
   Ceilings ceilings;
@@ -35,5 +39,42 @@ std::string support_source(DType t, int64_t hd);
 std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const BenchOptions& opt,
                                  std::string& device_description,
                                  const std::function<void(const ProblemResult&)>& progress = {});
+
+// The fused kernel of a problem under a tuning, generated and compiled for arch as target (CUBIN,
+// or PTX for the driver: load_target, runtime.h) with no GPU, callable from any thread. Throws Error
+// when the problem has no fused kernel, CompileError.
+struct CompiledFused {
+  std::shared_ptr<const GeneratedModule> gen;
+  std::string image;
+  double compile_seconds = 0;
+};
+CompiledFused compile_fused(const Problem& p, const Acsr& acsr, const KernelTuning& tuning, const std::string& arch,
+                            CompileTarget target);
+
+// One problem's fused kernel in many variants (splatc tune: tune/tune.h): the seeded inputs and the
+// float64 reference are made once per problem, then each variant is run, checked and timed exactly as
+// bench() does it (BenchOptions: warmup, repeat, seed, host_reference_max_cells).
+class FusedBench {
+ public:
+  // Throws NoGpuError when no GPU is usable, ArchMismatch when the device cannot run opt.arch ("":
+  // the device's).
+  explicit FusedBench(const BenchOptions& opt);
+  ~FusedBench();
+  FusedBench(const FusedBench&) = delete;
+  FusedBench& operator=(const FusedBench&) = delete;
+  const std::string& device_description() const;
+  const std::string& arch() const;  // what variants are compiled for
+  CompileTarget target() const;     // and as what (compile_fused)
+  // Makes p's inputs and reference (the support module is compiled once per dtype and head_dim);
+  // returns how the reference was computed. Throws CudaError.
+  std::string set_problem(const Problem& p, const Acsr& acsr);
+  // Runs, checks against the reference and times a variant of the current problem; a launch that
+  // fails is in the result (ran = false, note). Throws CudaError when the GPU context is lost.
+  KernelResult run(const CompiledFused& variant);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 }  // namespace splat

@@ -63,7 +63,7 @@ Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions
   co.fused = opt.kind == KernelKind::Fused;
   co.pipeline = opt.kind == KernelKind::Pipeline;
   co.arch = opt.arch.empty() ? dev.target_arch() : opt.arch;
-  co.tuning = opt.tuning;
+  co.tuning = resolve_tuning(problem, co.arch, opt.tuning, opt.cache).tuning;
   auto gen = std::make_shared<const GeneratedModule>(generate(problem, acsr, co));
   const std::string& arch = co.arch;
   CompileResult img = nvrtc_compile(gen->source, gen->name + ".cu", arch, load_target(dev, arch));

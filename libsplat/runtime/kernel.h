@@ -14,6 +14,7 @@
 
 #include "libsplat/analysis/acsr.h"
 #include "libsplat/codegen/codegen.h"
+#include "libsplat/compile/tuning_cache.h"
 #include "libsplat/pattern/pattern.h"
 #include "libsplat/runtime/runtime.h"
 
@@ -22,7 +23,10 @@ namespace splat {
 struct BuildOptions {
   KernelKind kind = KernelKind::Fused;
   std::string arch;  // "" = the current device's (sm_90a on sm_90 devices, else sm_XY)
-  KernelTuning tuning;  // fused-kernel tuning (codegen.h); defaults: the measured rules
+  // Fused-kernel tuning (codegen.h); it wins over the cache. Unset: the cache's entry for the
+  // problem at the architecture compiled for, else the measured defaults (resolve_tuning).
+  std::optional<KernelTuning> tuning;
+  TuningCacheRef cache;  // a tuning cache (load_tuning_cache); none when empty
 };
 
 class Kernel {
