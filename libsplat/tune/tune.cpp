@@ -44,21 +44,23 @@ void record(CandidateResult& c, const KernelResult& k) {
     c.status = k.note.empty() ? std::string(b) : "FAIL: " + k.note;
   } else {
     c.status = "pass";
-    c.us = c.us > 0 ? std::min(c.us, k.ms_median * 1e3) : k.ms_median * 1e3;
+    c.us = k.ms_median * 1e3;
   }
 }
 
 // Candidates generated and compiled on other threads, up to `ahead` at once, in order.
 class CompileQueue {
  public:
-  CompileQueue(const Problem& p, const Acsr& acsr, const std::vector<KernelTuning>& tunings, std::string arch,
-               CompileTarget target, int ahead)
-      : p_(p), acsr_(acsr), tunings_(tunings), arch_(std::move(arch)), target_(target), ahead_(std::max(1, ahead)) {}
-  // The next candidate's module (in order); throws what generating or compiling it threw.
-  CompiledFused next() {
-    while (static_cast<int>(pending_.size()) < ahead_ && started_ < tunings_.size()) {
+  CompileQueue(const CandidateRunner& runner, const Problem& p, const Acsr& acsr, const std::vector<KernelTuning>& tunings,
+               int ahead)
+      : runner_(runner), p_(p), acsr_(acsr), tunings_(tunings), ahead_(std::max(1, ahead)) {}
+  // The next candidate's module (in order); throws what generating or compiling it threw. At most
+  // `ahead` (and at least 1) compile at once, counting this one.
+  CompiledFused next(int ahead) {
+    ahead = std::clamp(ahead, 1, ahead_);
+    while ((pending_.empty() || static_cast<int>(pending_.size()) < ahead) && started_ < tunings_.size()) {
       const KernelTuning t = tunings_[started_++];
-      pending_.push_back(std::async(std::launch::async, [this, t] { return compile_fused(p_, acsr_, t, arch_, target_); }));
+      pending_.push_back(std::async(std::launch::async, [this, t] { return runner_.compile(p_, acsr_, t); }));
     }
     std::future<CompiledFused> f = std::move(pending_.front());
     pending_.pop_front();
@@ -70,30 +72,32 @@ class CompileQueue {
   }
 
  private:
+  const CandidateRunner& runner_;
   const Problem& p_;
   const Acsr& acsr_;
   const std::vector<KernelTuning>& tunings_;
-  std::string arch_;
-  CompileTarget target_;
   int ahead_;
   size_t started_ = 0;
   std::deque<std::future<CompiledFused>> pending_;
 };
 
-// Times the defaults and the best candidate again, alternately; each keeps the best of its medians.
-void confirm(FusedBench& fb, const CompiledFused& def, const CompiledFused& best, CandidateResult& d, CandidateResult& b,
+// Times the defaults and the best candidate again, alternately: each gets the best of these medians
+// (the sweep's one timing no longer counts, so a lucky first timing cannot win alone).
+void confirm(CandidateRunner& fb, const CompiledFused& def, const CompiledFused& best, CandidateResult& d, CandidateResult& b,
              int rounds) {
+  double du = 0, bu = 0;
   for (int i = 0; i < rounds; ++i) {
     KernelResult kd = fb.run(def), kb = fb.run(best);
     if (!kd.pass) return record(d, kd);
     if (!kb.pass) return record(b, kb);
-    d.us = std::min(d.us, kd.ms_median * 1e3);
-    b.us = std::min(b.us, kb.ms_median * 1e3);
+    du = i == 0 ? kd.ms_median * 1e3 : std::min(du, kd.ms_median * 1e3);
+    bu = i == 0 ? kb.ms_median * 1e3 : std::min(bu, kb.ms_median * 1e3);
   }
+  if (rounds > 0) d.us = du, b.us = bu;
 }
 
 // Picks the winner among the timed candidates and fills the entry to record.
-void decide(TuneResult& r, FusedBench& fb, const CompiledFused& def, const CompiledFused* best, size_t best_i,
+void decide(TuneResult& r, CandidateRunner& fb, const CompiledFused& def, const CompiledFused* best, size_t best_i,
             const TuneOptions& o, const std::string& device) {
   CandidateResult& d = r.candidates[0];
   r.winner = {};
@@ -108,7 +112,7 @@ void decide(TuneResult& r, FusedBench& fb, const CompiledFused& def, const Compi
       r.winner = b.tuning;
       r.winner_us = b.us;
       r.decision = "beats the defaults by more than " + std::to_string(static_cast<int>(o.margin * 100 + 0.5)) +
-                   "% (confirmed over " + std::to_string(o.confirm_rounds) + " more timings of each)";
+                   "% (confirmed by " + std::to_string(o.confirm_rounds) + " more timings of each, alternately)";
     } else {
       r.winner_us = r.default_us;
       r.decision = label(b.tuning) + " did not stay ahead when timed again: the defaults";
@@ -116,7 +120,7 @@ void decide(TuneResult& r, FusedBench& fb, const CompiledFused& def, const Compi
   } else {
     r.decision = best ? "no candidate beats the defaults by more than " +
                             std::to_string(static_cast<int>(o.margin * 100 + 0.5)) + "%: the defaults"
-                      : "no other candidate passed: the defaults";
+                      : "no other candidate ran and passed: the defaults";
   }
   if (d.status != "pass") {
     r.default_ok = false;
@@ -137,7 +141,25 @@ void decide(TuneResult& r, FusedBench& fb, const CompiledFused& def, const Compi
   r.entry = e;
 }
 
-TuneResult tune_problem(FusedBench& fb, const Problem& p, const TuneOptions& o, double budget) {
+// The GPU: FusedBench.
+class GpuRunner : public CandidateRunner {
+ public:
+  explicit GpuRunner(const BenchOptions& opt) : fb_(opt) {}
+  std::string arch() const override { return fb_.arch(); }
+  std::string device() const override { return fb_.device_description(); }
+  std::string set_problem(const Problem& p, const Acsr& acsr) override { return fb_.set_problem(p, acsr); }
+  CompiledFused compile(const Problem& p, const Acsr& acsr, const KernelTuning& t) const override {
+    return compile_fused(p, acsr, t, fb_.arch(), fb_.target());
+  }
+  KernelResult run(const CompiledFused& c) override { return fb_.run(c); }
+
+ private:
+  FusedBench fb_;
+};
+
+}  // namespace
+
+TuneResult tune_problem(CandidateRunner& fb, const Problem& p, const TuneOptions& o, double budget) {
   const Clock::time_point t0 = Clock::now();
   TuneResult r;
   r.name = p.name;
@@ -155,19 +177,28 @@ TuneResult tune_problem(FusedBench& fb, const Problem& p, const TuneOptions& o, 
   CompiledFused def, best;
   size_t best_i = 0;
   {
-    CompileQueue queue(p, acsr, cs.tunings, r.arch, fb.target(), o.compile_ahead);
+    CompileQueue queue(fb, p, acsr, cs.tunings, o.compile_ahead);
+    double compile_s = 0, run_s = 0;  // so far, over i candidates
     for (size_t i = 0; i < cs.tunings.size(); ++i) {
       if (i > 0 && since(t0) > budget) break;
       CandidateResult& c = r.candidates[i];
       CompiledFused m;
+      // Compiles ahead only for the candidates the budget is likely to reach (compiles started are
+      // waited for at the end): a candidate takes about its compile time shared by the parallel
+      // compiles, plus its run.
+      const double per = i > 0 ? (compile_s / std::max(1, o.compile_ahead) + run_s) / static_cast<double>(i) : 0;
+      const int reach = per > 0 ? static_cast<int>((budget - since(t0)) / per) : o.compile_ahead;
       try {
-        m = queue.next();
+        m = queue.next(reach);
       } catch (const std::exception& e) {
         c.status = std::string("not run: ") + e.what();
         if (i == 0) break;
         continue;
       }
+      compile_s += m.compile_seconds;
+      const Clock::time_point run0 = Clock::now();
       record(c, fb.run(m));
+      run_s += since(run0);
       spdlog::info("{} {}: {} ({:.1f} us)", p.name, label(c.tuning), c.status, c.us);
       if (c.kernel.ran && !c.kernel.pass) ++r.check_failures;
       if (i == 0) {
@@ -184,14 +215,12 @@ TuneResult tune_problem(FusedBench& fb, const Problem& p, const TuneOptions& o, 
     for (CandidateResult& c : r.candidates)
       if (c.status == "skipped: budget") c.status = "skipped: the defaults did not pass";
   if (r.default_ok)
-    decide(r, fb, def, best_i ? &best : nullptr, best_i, o, fb.device_description());
+    decide(r, fb, def, best_i ? &best : nullptr, best_i, o, fb.device());
   else
     r.decision = "the defaults did not pass: nothing recorded";
   r.seconds = since(t0);
   return r;
 }
-
-}  // namespace
 
 std::vector<TuneResult> tune(const std::vector<Problem>& problems, const TuneOptions& opt, std::string& device_description,
                              const std::function<void(const TuneResult&)>& done) {
@@ -202,8 +231,8 @@ std::vector<TuneResult> tune(const std::vector<Problem>& problems, const TuneOpt
   bo.repeat = opt.repeat;
   bo.warmup = opt.warmup;
   bo.seed = opt.seed;
-  FusedBench fb(bo);
-  device_description = fb.device_description();
+  GpuRunner fb(bo);
+  device_description = fb.device();
   const Clock::time_point t0 = Clock::now();
   std::vector<TuneResult> out;
   for (size_t i = 0; i < problems.size(); ++i) {

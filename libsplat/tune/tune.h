@@ -15,6 +15,7 @@
 #include "libsplat/compile/tuning_cache.h"
 #include "libsplat/pattern/pattern.h"
 #include "libsplat/report/bench_report.h"
+#include "libsplat/runtime/bench.h"
 
 namespace splat {
 
@@ -43,14 +44,16 @@ struct TuneOptions {
   int repeat = 20, warmup = 3; // timed and untimed runs per candidate (as bench)
   uint64_t seed = 20261129;
   int compile_ahead = 4;       // candidates generated and compiled in parallel ahead of the GPU
-  int confirm_rounds = 2;      // the best candidate and the defaults timed again, alternately
+  int confirm_rounds = 2;      // the best candidate and the defaults timed again, alternately, and
+                               // compared on these timings only
 };
 
 struct CandidateResult {
   KernelTuning tuning;
   std::string status;  // "pass", "FAIL: ...", "not run: ...", "skipped: budget"
   KernelResult kernel;
-  double us = 0;       // median time, the best of its timings (0: not timed)
+  double us = 0;       // median time (the defaults and the best candidate: the best median of the
+                       // confirmation's timings); 0: not timed
 };
 
 struct TuneResult {
@@ -65,6 +68,25 @@ struct TuneResult {
   double seconds = 0;
   std::optional<TuningEntry> entry;  // what goes into the cache (when default_ok)
 };
+
+// What the tuner runs candidates on: the GPU (FusedBench, runtime/bench.h) in tune(); tests give
+// their own.
+class CandidateRunner {
+ public:
+  virtual ~CandidateRunner() = default;
+  virtual std::string arch() const = 0;         // what candidates are compiled for (the cache key's arch)
+  virtual std::string device() const = 0;       // the device's description
+  // The problem the next runs are of: makes its inputs and reference; returns how the reference is made.
+  virtual std::string set_problem(const Problem& p, const Acsr& acsr) = 0;
+  // Generates and compiles a candidate (called from other threads); throws on failure.
+  virtual CompiledFused compile(const Problem& p, const Acsr& acsr, const KernelTuning& tuning) const = 0;
+  // Runs, checks and times a compiled candidate of the current problem.
+  virtual KernelResult run(const CompiledFused& candidate) = 0;
+};
+
+// One problem: the candidates in order within budget_seconds (the defaults always run), the winner
+// and the entry to record.
+TuneResult tune_problem(CandidateRunner& runner, const Problem& p, const TuneOptions& opt, double budget_seconds);
 
 // Tunes each problem in turn; done is called with each result (to write the cache as it goes).
 // Throws NoGpuError when no GPU is usable, CudaError when the GPU context is lost.

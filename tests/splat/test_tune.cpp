@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
+#include <stdexcept>
 
 #include <unistd.h>
 
@@ -245,4 +248,107 @@ TEST_CASE("tuner candidates: the keys of the engine, the defaults first, no two 
   const Problem none = window("fp32", 40);
   CHECK_THROWS_AS(tuning_candidates(none, analyze(none), "sm_90a"), Error);
   CHECK(tuning_keys(EngineKind::CudaCores).empty());
+}
+
+namespace {
+
+// A runner with scripted results: each candidate (by its tuning's text, "" the defaults) takes the
+// times in `us` in turn (the last one repeats); `fails` fail their check, `broken` fail to compile.
+struct ScriptedRunner : CandidateRunner {
+  std::map<std::string, std::vector<double>> us;
+  std::set<std::string> fails, broken;
+  std::map<std::string, int> runs;
+  std::string arch() const override { return "sm_90a"; }
+  std::string device() const override { return "scripted"; }
+  std::string set_problem(const Problem&, const Acsr&) override { return "none"; }
+  CompiledFused compile(const Problem&, const Acsr&, const KernelTuning& t) const override {
+    if (broken.count(format_tuning(t))) throw std::runtime_error("scripted compile error");
+    CompiledFused c;
+    c.image = format_tuning(t);
+    return c;
+  }
+  KernelResult run(const CompiledFused& c) override {
+    const int n = runs[c.image]++;
+    const auto it = us.find(c.image);
+    const double t = it == us.end() ? 100.0 : it->second[std::min<size_t>(static_cast<size_t>(n), it->second.size() - 1)];
+    KernelResult k;
+    k.kind = "fused";
+    k.ran = true;
+    k.ms_median = t * 1e-3;
+    k.tolerance = 2e-2;
+    k.rel_err = fails.count(c.image) ? 0.5 : 1e-3;
+    k.pass = !fails.count(c.image);
+    return k;
+  }
+};
+
+const CandidateResult& candidate(const TuneResult& r, const std::string& tuning) {
+  for (const CandidateResult& c : r.candidates)
+    if (format_tuning(c.tuning) == tuning) return c;
+  FAIL("no candidate " << tuning);
+  return r.candidates.front();
+}
+
+}  // namespace
+
+TEST_CASE("tuner decisions: failed candidates discarded, the margin, confirmation, budget") {
+  const Problem p = window("bf16", 64);  // wgmma band kernel on sm_90a: 12 candidates
+  TuneOptions o;
+  o.compile_ahead = 3;
+  SUBCASE("the fastest passing candidate beyond the margin wins; a failed one is discarded") {
+    ScriptedRunner run;
+    run.us = {{"", {100}}, {"qs=1", {90}}, {"stages=2", {97}}, {"minb=2", {95}}};
+    run.fails = {"qs=1"};
+    run.broken = {"minb=3"};
+    const TuneResult r = tune_problem(run, p, o, 1e6);
+    CHECK(r.candidates.size() == 12);
+    CHECK(r.default_ok);
+    CHECK(r.check_failures == 1);
+    CHECK(candidate(r, "qs=1").status.rfind("FAIL", 0) == 0);
+    CHECK(candidate(r, "minb=3").status == "not run: scripted compile error");
+    CHECK(candidate(r, "stages=2").status == "pass");
+    CHECK(format_tuning(r.winner) == "minb=2");
+    REQUIRE(r.entry);
+    CHECK(r.entry->tuning == "minb=2");
+    CHECK(r.entry->time_us == 95);
+    CHECK(r.entry->default_us == 100);
+    CHECK(r.entry->arch == "sm_90a");
+    CHECK(r.key == tuning_key(p, "sm_90a"));
+    CHECK(run.runs["minb=2"] == 1 + o.confirm_rounds);  // confirmed, alternately with the defaults
+    CHECK(run.runs[""] == 1 + o.confirm_rounds);
+    CHECK(format_tune_result(r).find("winner: minb=2, 95.0 us against the defaults' 100.0 us") != std::string::npos);
+  }
+  SUBCASE("within the margin, or not confirmed: the defaults win, and that is recorded") {
+    ScriptedRunner run;
+    run.us = {{"", {100}}, {"stages=2", {98.5}}};
+    TuneResult r = tune_problem(run, p, o, 1e6);
+    CHECK(r.winner == KernelTuning{});
+    REQUIRE(r.entry);
+    CHECK(r.entry->tuning.empty());
+    CHECK(run.runs[""] == 1);  // nothing to confirm
+    run = ScriptedRunner{};
+    run.us = {{"", {100}}, {"stages=2", {90, 100.5, 99.5}}};  // lucky once
+    r = tune_problem(run, p, o, 1e6);
+    CHECK(r.winner == KernelTuning{});
+    REQUIRE(r.entry);
+    CHECK(r.entry->tuning.empty());
+    CHECK(r.decision.find("did not stay ahead") != std::string::npos);
+  }
+  SUBCASE("budget spent: the defaults alone, the rest skipped") {
+    ScriptedRunner run;
+    const TuneResult r = tune_problem(run, p, o, 0);
+    CHECK(candidate(r, "").status == "pass");
+    CHECK(std::count_if(r.candidates.begin(), r.candidates.end(),
+                        [](const CandidateResult& c) { return c.status == "skipped: budget"; }) == 11);
+    REQUIRE(r.entry);
+    CHECK(r.entry->tuning.empty());
+  }
+  SUBCASE("the defaults fail: nothing is recorded") {
+    ScriptedRunner run;
+    run.fails = {""};
+    const TuneResult r = tune_problem(run, p, o, 1e6);
+    CHECK_FALSE(r.default_ok);
+    CHECK_FALSE(r.entry);
+    CHECK(run.runs.size() == 1);
+  }
 }
