@@ -222,8 +222,10 @@ TEST_CASE("tuner candidates: the keys of the engine, the defaults first, no two 
     CHECK(t.warp_rows == 0);
     CHECK(t.key_tile == 0);
   }
-  // 3 keys of 2, 2 and 3 values: 12 distinct kernels.
-  CHECK(c.tunings.size() == 12);
+  // 3 keys of 2, 2 and 3 values: 12 distinct kernels (minb=4 is the default's 4 blocks).
+  CHECK(l == std::vector<std::string>{"", "qs=1", "stages=2", "minb=2", "minb=3", "stages=2,qs=1", "minb=2,qs=1",
+                                      "minb=3,qs=1", "stages=2,minb=2", "stages=2,minb=3", "stages=2,minb=2,qs=1",
+                                      "stages=2,minb=3,qs=1"});
 
   // mma.sync (bf16 on sm_80): mw, minb, stages, bc; minb counts the blocks of the candidate's size.
   c = tuning_candidates(b16, analyze(b16), "sm_80");
