@@ -439,6 +439,30 @@ TEST_CASE("verify: nested real divisions and exp quotients are proved (x / 0 = 0
   CHECK(bad.verdict == Verdict::Counterexample);
 }
 
+TEST_CASE("verify: a nonlinear real query the default configuration leaves open is refuted with integer inputs" * doctest::test_suite("solver")) {
+  // (A / B) / C => A / (B / C): the default configuration runs out of 200000 units looking for a
+  // rational model; the same query with integer inputs has one at once (A = B = 1, C = 2: 1/2
+  // against 2). Without the probe (no portfolio) the task stays open.
+  const std::string src =
+      "rule reassoc : real {\n  rclass R\n  map s : R\n  tensor A, B, C : {R: s}\n  lhs (A / B) / C\n"
+      "  rhs A / (B / C)\n}";
+  VerifyOptions o;
+  o.budget = 200000;
+  auto r = verify_rule(one_rule(src), "v.tr", o);
+  REQUIRE(r.verdict == Verdict::Counterexample);
+  REQUIRE(r.cex.has_value());
+  REQUIRE(r.cex->inputs.size() == 3);
+  for (const auto& [k, v] : r.cex->inputs) {
+    CAPTURE(k);
+    CHECK(v.find('/') == std::string::npos);  // integers
+  }
+  CHECK(r.cex->lhs_value != r.cex->rhs_value);
+  CHECK(r.dtypes.at(0).units > o.budget);  // the default configuration used up its budget first
+  o.portfolio = false;
+  auto open = verify_rule(one_rule(src), "v.tr", o);
+  CHECK(open.verdict == Verdict::Timeout);
+}
+
 TEST_CASE("verify: a rule with exp gets an exact counterexample at exp(0) = 1") {
   auto r = run(R"(
 rule exp_lost : real {
