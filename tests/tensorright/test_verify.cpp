@@ -216,6 +216,31 @@ rule sum_drop_first : int {
   CHECK((r.verdict == Verdict::Counterexample || r.verdict == Verdict::Unknown));
 }
 
+TEST_CASE("verify: a sum plus a value is a sum with an offset; a wrong offset is a replayed counterexample") {
+  auto rule = [](const std::string& lhs, const std::string& rhs) {
+    return "rule r : int {\n  rclass R, K\n  map s : R\n  map t, i, j : K\n  tensor A : {R: s, K: t}\n"
+           "  scalar c, d\n  lhs " + lhs + "\n  rhs " + rhs + "\n  match i == j\n}";
+  };
+  CHECK(run(rule("sum(A, {K: i}) + c", "c + sum(A, {K: j})")).verdict == Verdict::Proved);
+  CHECK(run(rule("(sum(A, {K: i}) - c) * d", "sum(A * d, {K: j}) - c * d")).verdict == Verdict::Proved);
+  Rule wrong = one_rule(rule("sum(A, {K: i}) + c", "sum(A, {K: j}) + d"));
+  auto r = verify_rule(wrong, "v.tr", {});
+  REQUIRE(r.verdict == Verdict::Counterexample);
+  REQUIRE(r.cex.has_value());
+  // The printed values differ by c - d, whatever the sum is.
+  long c = std::stol(value_of(r.cex->scalars, "c")), d = std::stol(value_of(r.cex->scalars, "d"));
+  CHECK(c != d);
+  CHECK(std::stol(r.cex->lhs_value) - std::stol(r.cex->rhs_value) == c - d);
+  // Still refused: two sums under +, and a sum over a sum plus a value.
+  CHECK(run("rule r : int {\n  rclass R, K\n  map s : R\n  map t, i, j, l : K\n  tensor A : {R: s, K: t}\n"
+            "  lhs sum(A, {K: i}) + sum(A, {K: l})\n  rhs sum(A + A, {K: j})\n  match i == j\n}")
+            .verdict == Verdict::Unsupported);
+  CHECK(run("rule r : int {\n  rclass R, K\n  map s, u, v : R\n  map t, i, j : K\n  tensor A : {R: s, K: t}\n"
+            "  scalar c\n  lhs sum(sum(A, {K: i}) + c, {R: u})\n  rhs sum(sum(A, {K: j}) + c, {R: v})\n"
+            "  match i == j, u == v\n}")
+            .verdict == Verdict::Unsupported);
+}
+
 TEST_CASE("verify: an empty sum is 0, not a vacuous pass") {
   const std::string body = R"(
   rclass R, S
