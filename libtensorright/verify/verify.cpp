@@ -609,12 +609,14 @@ class DTypeRun {
   // (in a fresh solver, with the portfolio's budget) with every Real input element and scalar an
   // integer. A model of that restriction is a model of the query (so no configuration could
   // have proved the task) and is read, minimised and replayed like any other. True when it is
-  // satisfiable (the result is returned, *s holding the restricted query pushed).
+  // satisfiable (the result is returned, *s holding the restricted query pushed). Not for a
+  // query with exp: a model with a non-zero exp argument cannot replay exactly, and those with
+  // every exp argument 0 are the exp probe's.
   std::optional<cvc5::Result> probe_integers(const std::vector<int>& ranks, cvc5::Solver*& s,
                                              std::unique_ptr<enc::Encoder>& e, enc::Query& q,
                                              std::unique_ptr<cvc5::Solver>& s2, bool out_of_budget) {
     if (dt_ != DType::Real) return std::nullopt;
-    if (integer_probe(*e, q).isNull()) return std::nullopt;
+    if (integer_probe(*e, q).isNull() || !exp_free_probe(e->b, q.query).isNull()) return std::nullopt;
     s2 = make_solver(out_of_budget ? std::max<std::int64_t>(1, opts_.budget / 5) : opts_.budget, opts_.timeout_s,
                      configs()[0]);
     s = s2.get();
