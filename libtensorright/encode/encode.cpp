@@ -625,6 +625,7 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
         if (n.op != Op::Neg || !x.sum->f.tag.isNull() || is_fold(x)) no_sum(x);
         auto s = std::make_shared<SumVal>(*x.sum);
         s->f.v = b.neg(s->f.v);
+        if (!s->init.v.isNull()) s->init.v = b.neg(s->init.v);  // -(c + Σf) = -c + Σ -f
         return {x.def, {}, s};
       }
       Val v = x.val;
@@ -729,6 +730,8 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
       auto s = std::make_shared<SumVal>();
       if (body.sum) {
         if (!body.sum->f.tag.isNull()) throw Unsupported("a sum of infinities cannot be encoded" + where(n.loc));
+        if (!body.sum->init.v.isNull())
+          throw Unsupported("a sum of a sum plus a value cannot be encoded" + where(n.loc));
         s->f = body.sum->f;
         s->box = box;
         s->box.insert(s->box.end(), body.sum->box.begin(), body.sum->box.end());
@@ -854,7 +857,10 @@ Elem Encoder::arith(Op op, const Node& n, const Elem& x, const Elem& y) {
   DType t = n.etype.resolve(dtype);
   Term def = b.and_({x.def, y.def});
   if (is_fold(x) || is_fold(y)) return fold_arith(op, n, x, y);  // reduce.cpp
+  if ((x.sum && !y.sum) || (y.sum && !x.sum)) return offset_arith(op, n, x, y);
   if (x.sum || y.sum) {
+    if (!x.sum->init.v.isNull() || !y.sum->init.v.isNull())
+      throw Unsupported(std::string("a sum plus a value under ") + to_string(op) + " cannot be encoded" + where(n.loc));
     bool ok = op == Op::Mul || (op == Op::Div && t == DType::Real && !y.sum);
     if (!ok || (x.sum && !x.sum->f.tag.isNull()) || (y.sum && !y.sum->f.tag.isNull()) ||
         (!x.sum && !x.val.tag.isNull()) || (!y.sum && !y.val.tag.isNull()))
@@ -878,6 +884,51 @@ Elem Encoder::arith(Op op, const Node& n, const Elem& x, const Elem& y) {
   }
   Val v = num_op(op, x.val, y.val, n, def);
   return {def, v, nullptr};
+}
+
+// A sum (possibly with an offset c, SumVal::init) and a plain value p: the sum with another offset,
+// by identities of + and * (and real division, x / p = x * inv(p)) over numbers:
+//   (c + Σ f) + p = (c + p) + Σ f        p + (c + Σ f) = (p + c) + Σ f
+//   (c + Σ f) - p = (c - p) + Σ f        p - (c + Σ f) = (p - c) + Σ (-f)
+//   (c + Σ f) * p = c*p + Σ f*p          p * (c + Σ f) = p*c + Σ p*f      (c + Σ f) / p = c/p + Σ f/p
+// with c = 0 when there is no offset. Infinite values are refused (inf - inf is not 0).
+Elem Encoder::offset_arith(Op op, const Node& n, const Elem& x, const Elem& y) {
+  DType t = n.etype.resolve(dtype);
+  Term def = b.and_({x.def, y.def});
+  const Elem& se = x.sum ? x : y;
+  const Elem& pe = x.sum ? y : x;
+  const SumVal& in = *se.sum;
+  bool sum_first = x.sum != nullptr;
+  bool ok = op == Op::Add || op == Op::Sub || op == Op::Mul || (op == Op::Div && t == DType::Real && sum_first);
+  if (!ok || !in.f.tag.isNull() || !pe.val.tag.isNull() || (!in.init.v.isNull() && !in.init.tag.isNull()))
+    throw Unsupported(std::string("a sum under ") + to_string(op) + " cannot be encoded" + where(n.loc));
+  auto s = std::make_shared<SumVal>(in);
+  Term p = pe.val.v;
+  Term z = sort_for(t);
+  Term c = in.init.v.isNull() ? z : in.init.v;
+  bool none = in.init.v.isNull();  // no offset: a product or quotient keeps none
+  Term c2;
+  switch (op) {
+    case Op::Add: c2 = sum_first ? b.add(c, p) : b.add(p, c); break;
+    case Op::Sub:
+      if (sum_first) {
+        c2 = b.sub(c, p);
+      } else {
+        c2 = b.sub(p, c);
+        s->f.v = b.neg(in.f.v);
+      }
+      break;
+    case Op::Mul:
+      c2 = sum_first ? b.mul(c, p) : b.mul(p, c);
+      s->f.v = sum_first ? b.mul(in.f.v, p) : b.mul(p, in.f.v);
+      break;
+    default:  // real division by a plain value
+      c2 = b.real_div(c, p);
+      s->f.v = b.real_div(in.f.v, p);
+      break;
+  }
+  s->init = none && (op == Op::Mul || op == Op::Div) ? Val{} : Val{c2, {}};
+  return {def, {}, s};
 }
 
 void Encoder::collect_accesses(const Term& t, std::unordered_set<Term>& seen) {
@@ -1036,13 +1087,22 @@ Query Encoder::build() {
     Term unit_l = b.or_({el, box_unit(ul)}), unit_r = b.or_({er, box_unit(ur)});
     Term z = sort_for(dtype);
     Val vl{b.ite(el, z, sl.f.v), {}}, vr{b.ite(er, z, sr.f.v), {}};
+    // Offsets (c + Σ f): without matched indices each side's value is exactly c + (its unit or
+    // empty sum); with matched ones, equal offsets and equal sums are sufficient.
+    Term offsets_equal = b.T;
+    if (pl.empty()) {
+      if (!sl.init.v.isNull()) vl.v = b.add(sl.init.v, vl.v);
+      if (!sr.init.v.isNull()) vr.v = b.add(sr.init.v, vr.v);
+    } else if (!sl.init.v.isNull() || !sr.init.v.isNull()) {
+      offsets_equal = values_equal(Val{sl.init.v.isNull() ? z : sl.init.v, {}}, Val{sr.init.v.isNull() ? z : sr.init.v, {}});
+    }
     lhs_val = vl;
     rhs_val = vr;
     std::vector<Term> ldefs{in_range_l, le.def}, rdefs{re.def};
     for (const auto& [c, sub] : sl.defs) ldefs.push_back(b.implies(box_cond(sub), c));
     for (const auto& [c, sub] : sr.defs) rdefs.push_back(b.implies(box_cond(sub), c));
     lhs_access = b.and_(ldefs);
-    eq_goal = b.and_({bij, unit_l, unit_r, b.implies(dl, b.and_({b.and_(rdefs), values_equal(vl, vr)}))});
+    eq_goal = b.and_({bij, unit_l, unit_r, offsets_equal, b.implies(dl, b.and_({b.and_(rdefs), values_equal(vl, vr)}))});
   }
   lhs_def = lhs_access;
   rhs_def = eq_goal;

@@ -139,7 +139,9 @@ struct SumVal {
   std::vector<std::pair<Term, std::vector<BoxEntry>>> defs;
   // Extension (reduce.cpp, docs/verifier.md "Max, min and product reductions"): for red != Sum
   // this is the fold of `init` with f over the box (a "fold"); its unmatched SI entries carry fresh
-  // constants instead of 0, and the init's definedness is in the Elem's def.
+  // constants instead of 0, and the init's definedness is in the Elem's def. For red == Sum, a
+  // non-null init is an additive offset: the value is init + the sum (docs/verifier.md, "Sums
+  // with an offset"); its definedness, too, is in the Elem's def.
   Reducer red = Reducer::Sum;
   Val init;
   const Node* node = nullptr;  // the reduction (its element type, for arithmetic on the init)
@@ -236,6 +238,7 @@ class Encoder {
   void collect_sums(const Node& n, std::vector<int>& out);
   Elem at_uncached(const Node& n, const Index& idx);
   Elem arith(Op op, const Node& n, const Elem& x, const Elem& y);
+  Elem offset_arith(Op op, const Node& n, const Elem& x, const Elem& y);  // a sum and a plain value
   Term box_agg(const std::vector<BoxEntry>& box, bool all, const std::function<Term(const BoxEntry&)>& entry);
   Term box_cond(const std::vector<BoxEntry>& box);
   Term box_empty(const std::vector<BoxEntry>& box);

@@ -355,6 +355,18 @@ cvc5::Term exp_free_probe(const enc::Builder& b, const cvc5::Term& q) {
   return b.and_(cs);
 }
 
+// The element query with every Real input element it reads and every Real scalar an integer
+// (null when there is none). A restriction of the query: a model of it is a model of the query.
+cvc5::Term integer_probe(const enc::Encoder& e, const enc::Query& q) {
+  std::vector<cvc5::Term> cs{q.query};
+  for (const auto& a : e.accesses)
+    if (a.app.getSort().isReal()) cs.push_back(e.b.s.mkTerm(cvc5::Kind::IS_INTEGER, {a.app}));
+  for (const auto& c : e.scalar_consts)
+    if (!c.isNull() && c.getSort().isReal()) cs.push_back(e.b.s.mkTerm(cvc5::Kind::IS_INTEGER, {c}));
+  if (cs.size() == 1) return {};
+  return e.b.and_(cs);
+}
+
 struct DTypeOutcome {
   DTypeResult res;
   std::optional<Counterexample> cex;
@@ -556,6 +568,8 @@ class DTypeRun {
       s->pop();
       bool ro = r.getUnknownExplanation() == cvc5::UnknownExplanation::RESOURCEOUT;
       if (ci == 0) out_of_budget = ro;
+      if (ci == 0 && !degraded_ && opts_.portfolio)
+        if (auto probed = probe_integers(ranks, s, e, q, s2, out_of_budget)) return probed;  // keep the push
       if (!task_inc || ro) {
         task_inc = ro ? Verdict::Timeout : Verdict::Unknown;
         std::ostringstream msg;
@@ -587,6 +601,32 @@ class DTypeRun {
     cvc5::Result r = check(s, meter_, "probing exp(0)");
     if (r.isSat()) return r;
     s.pop();
+    return std::nullopt;
+  }
+
+  // Nonlinear real queries that the default configuration leaves undecided often have models
+  // with integer inputs, which cvc5 finds by branching on integers: the query is solved once more
+  // (in a fresh solver, with the portfolio's budget) with every Real input element and scalar an
+  // integer. A model of that restriction is a model of the query (so no configuration could
+  // have proved the task) and is read, minimised and replayed like any other. True when it is
+  // satisfiable (the result is returned, *s holding the restricted query pushed). Not for a
+  // query with exp: a model with a non-zero exp argument cannot replay exactly, and those with
+  // every exp argument 0 are the exp probe's.
+  std::optional<cvc5::Result> probe_integers(const std::vector<int>& ranks, cvc5::Solver*& s,
+                                             std::unique_ptr<enc::Encoder>& e, enc::Query& q,
+                                             std::unique_ptr<cvc5::Solver>& s2, bool out_of_budget) {
+    if (dt_ != DType::Real) return std::nullopt;
+    if (integer_probe(*e, q).isNull() || !exp_free_probe(e->b, q.query).isNull()) return std::nullopt;
+    s2 = make_solver(out_of_budget ? std::max<std::int64_t>(1, opts_.budget / 5) : opts_.budget, opts_.timeout_s,
+                     configs()[0]);
+    s = s2.get();
+    e = std::make_unique<enc::Encoder>(*s, rule_, dt_, ranks);
+    q = e->build();
+    s->push();
+    s->assertFormula(integer_probe(*e, q));
+    cvc5::Result r = check(*s, meter_, "probing integer inputs");
+    if (r.isSat()) return r;
+    s->pop();
     return std::nullopt;
   }
 

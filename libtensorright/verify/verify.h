@@ -18,7 +18,7 @@
 namespace tr {
 
 // The resource budget per solver call when none is given (docs/cli.md says how it was calibrated).
-constexpr std::int64_t kDefaultBudget = 600'000;
+constexpr std::int64_t kDefaultBudget = 200'000;
 
 // Every limit that can change a verdict is a count of cvc5 resource units (rlimit-per), so that
 // the same input gives the same verdicts on an idle and on a loaded machine; the wall clock

@@ -96,12 +96,12 @@ TEST_CASE("encode: forms outside the encoding are reported as unsupported") {
   auto f = load_rule_source(R"(
 rule r : int {
   rclass R, S
-  map s, i, j : R
+  map s, i, j, k, l : R
   map t : S
   tensor X : {R: s, S: t}
-  lhs sum(X, {R: i}) + 1
-  rhs sum(X, {R: j}) + 1
-  match i == j
+  lhs sum(X, {R: i}) + sum(X, {R: k})
+  rhs sum(X, {R: j}) + sum(X, {R: l})
+  match i == j, k == l
 })",
                             "e.tr");
   cvc5::Solver s;

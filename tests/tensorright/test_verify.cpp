@@ -216,6 +216,31 @@ rule sum_drop_first : int {
   CHECK((r.verdict == Verdict::Counterexample || r.verdict == Verdict::Unknown));
 }
 
+TEST_CASE("verify: a sum plus a value is a sum with an offset; a wrong offset is a replayed counterexample") {
+  auto rule = [](const std::string& lhs, const std::string& rhs) {
+    return "rule r : int {\n  rclass R, K\n  map s : R\n  map t, i, j : K\n  tensor A : {R: s, K: t}\n"
+           "  scalar c, d\n  lhs " + lhs + "\n  rhs " + rhs + "\n  match i == j\n}";
+  };
+  CHECK(run(rule("sum(A, {K: i}) + c", "c + sum(A, {K: j})")).verdict == Verdict::Proved);
+  CHECK(run(rule("(sum(A, {K: i}) - c) * d", "sum(A * d, {K: j}) - c * d")).verdict == Verdict::Proved);
+  Rule wrong = one_rule(rule("sum(A, {K: i}) + c", "sum(A, {K: j}) + d"));
+  auto r = verify_rule(wrong, "v.tr", {});
+  REQUIRE(r.verdict == Verdict::Counterexample);
+  REQUIRE(r.cex.has_value());
+  // The printed values differ by c - d, whatever the sum is.
+  long c = std::stol(value_of(r.cex->scalars, "c")), d = std::stol(value_of(r.cex->scalars, "d"));
+  CHECK(c != d);
+  CHECK(std::stol(r.cex->lhs_value) - std::stol(r.cex->rhs_value) == c - d);
+  // Still refused: two sums under +, and a sum over a sum plus a value.
+  CHECK(run("rule r : int {\n  rclass R, K\n  map s : R\n  map t, i, j, l : K\n  tensor A : {R: s, K: t}\n"
+            "  lhs sum(A, {K: i}) + sum(A, {K: l})\n  rhs sum(A + A, {K: j})\n  match i == j\n}")
+            .verdict == Verdict::Unsupported);
+  CHECK(run("rule r : int {\n  rclass R, K\n  map s, u, v : R\n  map t, i, j : K\n  tensor A : {R: s, K: t}\n"
+            "  scalar c\n  lhs sum(sum(A, {K: i}) + c, {R: u})\n  rhs sum(sum(A, {K: j}) + c, {R: v})\n"
+            "  match i == j, u == v\n}")
+            .verdict == Verdict::Unsupported);
+}
+
 TEST_CASE("verify: an empty sum is 0, not a vacuous pass") {
   const std::string body = R"(
   rclass R, S
@@ -437,6 +462,30 @@ TEST_CASE("verify: nested real divisions and exp quotients are proved (x / 0 = 0
   // A / (B / C) => (A * B) / C is wrong (B = C = 1, A = 2 is fine, A = 1, B = 2, C = 1 is not).
   auto bad = run("rule d : real {\n  rclass R\n  map s : R\n  tensor A, B, C : {R: s}\n  lhs A / (B / C)\n  rhs (A * B) / C\n}");
   CHECK(bad.verdict == Verdict::Counterexample);
+}
+
+TEST_CASE("verify: a nonlinear real query the default configuration leaves open is refuted with integer inputs" * doctest::test_suite("solver")) {
+  // (A / B) / C => A / (B / C): the default configuration runs out of 200000 units looking for a
+  // rational model; the same query with integer inputs has one at once (A = B = 1, C = 2: 1/2
+  // against 2). Without the probe (no portfolio) the task stays open.
+  const std::string src =
+      "rule reassoc : real {\n  rclass R\n  map s : R\n  tensor A, B, C : {R: s}\n  lhs (A / B) / C\n"
+      "  rhs A / (B / C)\n}";
+  VerifyOptions o;
+  o.budget = 200000;
+  auto r = verify_rule(one_rule(src), "v.tr", o);
+  REQUIRE(r.verdict == Verdict::Counterexample);
+  REQUIRE(r.cex.has_value());
+  REQUIRE(r.cex->inputs.size() == 3);
+  for (const auto& [k, v] : r.cex->inputs) {
+    CAPTURE(k);
+    CHECK(v.find('/') == std::string::npos);  // integers
+  }
+  CHECK(r.cex->lhs_value != r.cex->rhs_value);
+  CHECK(r.dtypes.at(0).units > o.budget);  // the default configuration used up its budget first
+  o.portfolio = false;
+  auto open = verify_rule(one_rule(src), "v.tr", o);
+  CHECK(open.verdict == Verdict::Timeout);
 }
 
 TEST_CASE("verify: a rule with exp gets an exact counterexample at exp(0) = 1") {
