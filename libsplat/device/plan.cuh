@@ -41,14 +41,17 @@ __device__ __forceinline__ i64 walk_key(const WalkD& w, int u, const int* table)
 // (kg, vg: this head's) into stage rows kd, vd (LDK, LDV elements apart); zeros past the walk.
 // Thread t copies 16-byte chunk t % CH of rows t / CH + k*RSTEP: one multiply per tile, except an
 // indexed walk, which reads each key from the table. Where CH does not divide NT (d = 96) the
-// spare threads repeat rows that others copy too; where there are fewer chunks than threads
-// (d < 32 in bf16) the rounds stop at BC rows.
+// NT % CH spare threads copy nothing: their rows would be those of threads t < CH, unordered writes
+// of the same bytes from another warp (a race, racecheck's write-write error); where there are
+// fewer chunks than threads (d < 32 in bf16) the rounds stop at BC rows.
 template <int HD, int BC, int NT, int LDK, int LDV, class S, class E>
 __device__ __forceinline__ void gather_kv(S* kd, S* vd, const E* kg, const E* vg, const WalkD& w, int u0,
                                           const int* table) {
   static_assert(sizeof(S) == sizeof(E), "stage and tensor elements differ in size");
   constexpr int EPC = 16 / (int)sizeof(E), CH = HD / EPC, RSTEP = NT / CH;
   const int c = threadIdx.x % CH, r0 = threadIdx.x / CH;
+  if constexpr (NT % CH != 0)
+    if (r0 >= RSTEP) return;
   const i64 off = ((i64)w.base + (i64)(u0 + r0) * w.step) * HD + c * EPC;
   const i64 dstep = (i64)RSTEP * w.step * HD;
 #pragma unroll
