@@ -15,7 +15,7 @@ namespace {
 // which the module's text has always held them.
 constexpr const char* kModuleHeaders[] = {
     "common.cuh",        "plan.cuh",         "engine_mma.cuh",     "engine_wgmma.cuh", "engine_tf32.cuh",
-    "engine_tf32x3.cuh", "engine_simt.cuh",  "engine_traits.cuh",  "fused_driver.cuh", "band_driver.cuh",
+    "engine_tf32x3.cuh", "engine_traits.cuh", "fused_driver.cuh",  "band_driver.cuh",
     "lattice_driver.cuh", "combine.cuh",     "pipeline.cuh"};
 
 const char* header_text(std::string_view name) {

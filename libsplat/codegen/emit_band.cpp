@@ -8,7 +8,7 @@ namespace {
 std::string band_pass_call(const Context& c, const EngineConfig& e, const BandTraits& b, const std::string& extra,
                            const std::string& block_arg) {
   return "band_pass<" + engine_type(c, e) + ", " + c.elt + ", SPLAT_SEQ, SPLAT_HD, " + std::to_string(b.band.dilation) + ", " +
-         std::to_string(b.band.k_lo) + ", " + std::to_string(b.band.k_hi) + ", true, " + (b.edge_masks ? "true" : "false") +
+         std::to_string(b.band.k_lo) + ", " + std::to_string(b.band.k_hi) + ", " + (b.edge_masks ? "true" : "false") +
          extra + ">(" + f32_literal(c.scale_log2) + ", " + tensor_args(c) + ", ws, tmaps" + block_arg + ");\n";
 }
 
@@ -73,7 +73,7 @@ void lattice(std::ostream& s, const Context& c, const KernelSpec& k) {
   s << entry(k.name, k.block, k.engine.min_blocks) << "  (void)scores;\n";
   if (k.launch_dependents) s << "  pdl_launch_dependents();\n";
   s << "  (void)table;\n  lattice_pass<" << engine_type(c, k.engine) << ", " << c.elt << ", SPLAT_SEQ, SPLAT_HD, " << L.period
-    << ", " << L.hole_lo << ", " << L.hole_hi << ", true" << (k.programmatic ? ", true" : ", false") << ">("
+    << ", " << L.hole_lo << ", " << L.hole_hi << (k.programmatic ? ", true" : ", false") << ">("
     << f32_literal(c.scale_log2) << ", " << tensor_args(c) << ", ws, tmaps);\n}\n";
 }
 

@@ -34,16 +34,15 @@ std::string engine_type(const Context& c, const EngineConfig& e) {
   const std::string dims = "SPLAT_HD, SPLAT_SEQ, SPLAT_KV, ";
   switch (e.kind) {
     case EngineKind::Wgmma:
-      // <T, HD, SEQ, KV, STAGES, WGS, LAZY, OVERLAP, CHK, RBAR, QS, EW[, TMA]>: one warpgroup, lazy
-      // rescale, no overlap, no refill barrier, early waits (the measured configuration).
-      return "WgmmaEngine<" + T + ", " + dims + std::to_string(e.stages) + ", 1, true, false, " + std::to_string(e.sum_checks) +
-             ", false, " + flag(e.q_shared) + ", true" + (e.tma ? ", true>" : ">");
+      // <T, HD, SEQ, KV, STAGES, CHK, QS[, TMA]>
+      return "WgmmaEngine<" + T + ", " + dims + std::to_string(e.stages) + ", " + std::to_string(e.sum_checks) + ", " +
+             flag(e.q_shared) + (e.tma ? ", true>" : ">");
     case EngineKind::MmaTf32: return "MmaTf32Engine<" + dims + std::to_string(e.stages) + ">";
     case EngineKind::MmaTf32x3: return "MmaTf32x3Engine<" + dims + std::to_string(e.stages) + ">";
     case EngineKind::Mma:
-      // <T, HD, SEQ, KV, MW, STAGES, BC, LAZY>: O rescaled every key tile.
+      // <T, HD, SEQ, KV, MW, STAGES, BC>
       return "MmaEngine<" + T + ", " + dims + std::to_string(e.warp_rows / 16) + ", " + std::to_string(e.stages) + ", " +
-             std::to_string(e.key_tile) + ", false>";
+             std::to_string(e.key_tile) + ">";
     case EngineKind::CudaCores: break;
   }
   return "";

@@ -20,8 +20,8 @@
 // the sequence (the two edge tiles of an interior row tile), masks by one comparison per score
 // against a constant of its position: keep iff c - 8h >= KLO - u0 + m0 (lower edge) or <= KHI - u0 + m0
 // (upper edge). Every other masked tile tests all four bounds (tile(): TileMask). band_pass's EMASK
-// (tuning key emask) selects the one-sided forms: on the H200 they made the dilated kernel ~1%
-// faster, and the unit-step windows slower (ptxas spilled 12 bytes in the window kernel).
+// selects the one-sided forms (codegen: for dilated bands; on the H200 they made the dilated kernel
+// ~1% faster, and the unit-step windows slower: ptxas spilled 12 bytes in the window kernel).
 // Kind 3 is a band-with-globals row tile's key tile of keys [0, 64) (band_pass, G > 0): row m keeps
 // global key c < G only outside its window (c - m < KLO or > KHI; inside, a band tile keeps it).
 template <int M, int KLO, int KHI, int G = 0>
@@ -78,12 +78,12 @@ struct BandMask {
 // (BX = 0: the whole grid).
 // LAST = false: the first pass of a window plus a lattice (Plan::lattice): hands its softmax state
 // over through ws instead of writing O.
-template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI, bool DPV = false, bool EMASK = false, int G = 0,
-          int B0 = 0, int BX = 0, bool LAST = true>
+template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI, bool EMASK = false, int G = 0, int B0 = 0, int BX = 0,
+          bool LAST = true>
 __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
                                           const void* tmaps, i64 nb = -1) {
   static_assert(UsesTma<E>::value, "band tiles start at any key: TMA boxes");
-  constexpr int M = SEQ / D, TPP = (M + 63) / 64, S = E::STAGES, LA = Lookahead<E>::value;
+  constexpr int M = SEQ / D, TPP = (M + 63) / 64, S = E::STAGES, LA = S - 1;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // Blocks in launch order take the row tiles whose keys are not clipped first, over every head and
   // phase, and the shorter ones at the sequence ends last (the last blocks to start finish sooner).
@@ -151,27 +151,23 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
     const bool inside = m_first + 63 < M && u0 >= 0 && u0 + 63 < M;
     const BandMask<M, KLO, KHI, G> keep = {
         u0, m0, gt ? 3 : !EMASK || !inside ? 0 : u0 + 63 - m_first <= KHI ? 1 : u0 - m_first - 63 >= KLO ? 2 : 0};
-    if constexpr (DPV) {
-      float s[1][8][4];
-      e.s_wait(buf, s);  // also the previous tile's P.V: its stage may be refilled now
-      if (c + LA < total) e.load(lbuf, w, G > 0 && c + LA >= count ? 0 : u0 + 64 * LA);
-      // Every row's first kept key is in the row tile's first key tile (rows keep one contiguous run
-      // from max(0, m + KLO), and the walk starts at the tile holding the lowest), so the checked
-      // softmax takes the exact step there and needs no vote on missing references after it.
-      e.s_finish(buf, s, full, scale_log2, keep, c == 0 ? 1 : 0);
-    } else {
-      if (c + LA < total) e.load(lbuf, w, G > 0 && c + LA >= count ? 0 : u0 + 64 * LA);
-      e.compute(buf, full, scale_log2, keep);
-    }
+    // The tile's S is issued while the previous tile's P.V may still run; one wait covers both.
+    float s[1][8][4];
+    e.s_wait(buf, s);  // also the previous tile's P.V: its stage may be refilled now
+    if (c + LA < total) e.load(lbuf, w, G > 0 && c + LA >= count ? 0 : u0 + 64 * LA);
+    // Every row's first kept key is in the row tile's first key tile (rows keep one contiguous run
+    // from max(0, m + KLO), and the walk starts at the tile holding the lowest), so the checked
+    // softmax takes the exact step there and needs no vote on missing references after it.
+    e.s_finish(buf, s, full, scale_log2, keep, c == 0 ? 1 : 0);
     if (++buf == S) {
       buf = 0;
       parity ^= 1u;
     }
   }
-  if constexpr (DPV) e.pv_done();
+  e.pv_done();
   if (total == 0) cp_async_wait<0>();  // no key tile (a one-sided band's last rows): Q's copies (QS)
   if constexpr (StagedEnd<E>::value && LAST)
     e.end_band(ph + D * m_first, D, min(64, M - m_first), bh, o);
   else
-    e.end(row, bh, LAST, o, ws);  // ovl=1: its last P.V is still deferred (flush)
+    e.end(row, bh, LAST, o, ws);
 }

@@ -13,9 +13,8 @@
 // h < 2*MW); m-tile mt holds h = 2mt (accumulator elements 0, 1) and h = 2mt + 1 (2, 3).
 // ================================================================================================
 // BCOLS: keys per online-softmax step (64, or 128: half the max/sum shuffles and O rescales per
-// key, twice the S registers). LAZY: a row's exponent reference (and O's scale) moves only when its
-// max rose by more than 2^8; O is rescaled only when some row of the warp moved (softmax()).
-template <class T, int HD, int SEQ, int KV, int MW, int NSTAGES, int BCOLS = 64, bool LAZY = false>
+// key, twice the S registers).
+template <class T, int HD, int SEQ, int KV, int MW, int NSTAGES, int BCOLS = 64>
 struct MmaEngine {
   static constexpr int NT = 128 / MW, BR = 64, BC = BCOLS, LDS = HD + 8, ROWS = 2 * MW, STAGES = NSTAGES;
   static constexpr int SMEM = STAGES * 2 * BC * LDS * 2;
@@ -130,26 +129,19 @@ struct MmaEngine {
     return t[0];
   }
 
-  // O's row slot h to a new row max: scaled by alpha now (RESCALE_O), or alpha handed back.
-  template <bool RESCALE_O>
-  __device__ __forceinline__ void rescale_row(int h, float alpha, float* alpha_out) {
+  // O's row slot h to a new row max: scaled by alpha.
+  __device__ __forceinline__ void rescale_row(int h, float alpha) {
     const int mt = h >> 1, hh = h & 1;
-    if (RESCALE_O) {
 #pragma unroll
-      for (int d = 0; d < HD / 8; ++d) {
-        acc[mt][d][2 * hh] *= alpha;
-        acc[mt][d][2 * hh + 1] *= alpha;
-      }
-    } else {
-      alpha_out[h] = alpha;
+    for (int d = 0; d < HD / 8; ++d) {
+      acc[mt][d][2 * hh] *= alpha;
+      acc[mt][d][2 * hh + 1] *= alpha;
     }
   }
 
   // The exact online-softmax step on masked scores (mul: the scale still to apply, 1 if applied):
-  // references to the row maxima, l and O rescaled (or O's factors handed back, RESCALE_O), S
-  // becomes the probabilities in place.
-  template <bool RESCALE_O = true>
-  __device__ __forceinline__ void exact_step(float (&s)[MW][BC / 8][4], float mul, float* alpha_out = nullptr) {
+  // references to the row maxima, l and O rescaled, S becomes the probabilities in place.
+  __device__ __forceinline__ void exact_step(float (&s)[MW][BC / 8][4], float mul) {
 #pragma unroll
     for (int h = 0; h < ROWS; ++h) {
       const int mt = h >> 1, hh = h & 1;
@@ -166,18 +158,14 @@ struct MmaEngine {
         s[mt][n][2 * hh + 1] = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref));
       }
       l[h] = l[h] * alpha + row_sum(s[mt], hh);
-      rescale_row<RESCALE_O>(h, alpha, alpha_out);
+      rescale_row(h, alpha);
     }
   }
 
   // Masks, scales and exponentiates S in place (probabilities, not yet normalised) and rescales
-  // the running sums and O to the new row maxima. RESCALE_O = false: O's factors are returned in
-  // alpha_out instead, and whether any is not 1 (warp-uniform), for an engine whose O is still
-  // being accumulated asynchronously (WgmmaEngine with OVL).
-  template <bool RESCALE_O = true, class Keep>
-  __device__ __forceinline__ bool softmax(float (&s)[MW][BC / 8][4], bool full, float scale_log2, Keep keep,
-                                          float* alpha_out = nullptr) {
-    bool rescaled = true;
+  // the running sums and O to the new row maxima.
+  template <class Keep>
+  __device__ __forceinline__ void softmax(float (&s)[MW][BC / 8][4], bool full, float scale_log2, Keep keep) {
     const int t4 = threadIdx.x & 3;
     // Masked scores become -inf; with a positive scale the row max is taken on raw scores and the
     // scale folds into the exponent (one FFMA + EX2 per score).
@@ -200,50 +188,7 @@ struct MmaEngine {
           for (int e = 0; e < 4; ++e)
             if (!keep(2 * mt + (e >> 1), n * 8 + 2 * t4 + (e & 1))) s[mt][n][e] = neg_inf();
     }
-    const float mul = pos ? scale_log2 : 1.f;
-    if (LAZY) {
-      // The exponents' reference need not be the exact running max: any m with every score
-      // - m <= 8 keeps p <= 2^8 (no overflow in fp32 sums, bf16/fp16 P keeps its relative
-      // precision), and O and l share it, so O / l is unchanged. So a row's reference moves
-      // only when its max rose by more than 8 (log2 units) and O is rescaled only when some row
-      // of the warp moved (warp vote): after the first key tiles that almost never happens,
-      // which saves the rescale's multiplies (HD / 2 per thread and tile) and its ex2.
-      float mx[ROWS];
-      bool raise = false;
-#pragma unroll
-      for (int h = 0; h < ROWS; ++h) {
-        const int mt = h >> 1, hh = h & 1;
-        mx[h] = row_max(s[mt], hh);
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2)) * mul;
-        raise = raise || mx[h] > m[h] + 8.f;  // m = -inf: raised by any kept score
-      }
-      rescaled = __any_sync(0xffffffffu, raise);
-      if (rescaled) {
-#pragma unroll
-        for (int h = 0; h < ROWS; ++h) {
-          const float m_new = fmaxf(m[h], mx[h]);
-          const float alpha = fast_exp2(m[h] - (m_new == neg_inf() ? 0.f : m_new));
-          m[h] = m_new;
-          l[h] *= alpha;
-          rescale_row<RESCALE_O>(h, alpha, alpha_out);
-        }
-      }
-#pragma unroll
-      for (int h = 0; h < ROWS; ++h) {
-        const int mt = h >> 1, hh = h & 1;
-        const float ref = m[h] == neg_inf() ? 0.f : m[h];
-#pragma unroll
-        for (int n = 0; n < BC / 8; ++n) {
-          s[mt][n][2 * hh] = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref));
-          s[mt][n][2 * hh + 1] = fast_exp2(fmaf(s[mt][n][2 * hh + 1], mul, -ref));
-        }
-        l[h] += row_sum(s[mt], hh);
-      }
-    } else {
-      exact_step<RESCALE_O>(s, mul, alpha_out);
-    }
-    return rescaled;
+    exact_step(s, pos ? scale_log2 : 1.f);
   }
 
   // O += P.V for the tile in stage buf, P the probabilities left in s by softmax().

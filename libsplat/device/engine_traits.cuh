@@ -7,8 +7,6 @@
 // stage's copies have completed and before the barrier that publishes it.
 template <class E, class = void> struct HasLanded { static constexpr bool value = false; };
 template <class E> struct HasLanded<E, decltype(void(&E::landed))> { static constexpr bool value = true; };
-// Key tiles loaded ahead of the computed one: STAGES - 1, unless the engine still reads a stage
-// after its compute returned (LOOKAHEAD: WgmmaEngine's deferred P.V).
 // Whether a stage may be refilled only after a block barrier (every warp past its last read), unless
 // the engine says its own waits suffice (REFILL_BARRIER: WgmmaEngine with one warpgroup, whose
 // wgmma reads complete for all four warps at once).
@@ -25,5 +23,4 @@ template <class E> struct UsesTma<E, decltype(void(E::USES_TMA))> { static const
 // The engine stores a finished row tile's O through shared memory as whole rows (end_band).
 template <class E, class = void> struct StagedEnd { static constexpr bool value = false; };
 template <class E> struct StagedEnd<E, decltype(void(E::STAGED_END))> { static constexpr bool value = E::STAGED_END; };
-template <class E, class = void> struct Lookahead { static constexpr int value = E::STAGES - 1; };
-template <class E> struct Lookahead<E, decltype(void(E::LOOKAHEAD))> { static constexpr int value = E::LOOKAHEAD; };
+

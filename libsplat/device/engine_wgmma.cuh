@@ -108,29 +108,22 @@ __device__ __forceinline__ void wg_mma_ss(float (&d)[ND][4], u64 da, u64 db) {
 #undef SPLAT_WG_SS
 #undef SPLAT_WG_D
 
-// WGS: warpgroups per block (1 or 2). Two share every K/V stage: a 128-row tile, so half the
-// blocks, half the per-block start-up (Q, first stages) and half the K/V traffic per row; measured
-// 10-30% slower on the H200 (8-warp barriers), so a tuning key (`wgrows=128`), not the default. Warp w
-// owns rows 16w .. 16w + 15 as before (MmaEngine::slot), so warpgroup w / 4 holds rows 64(w / 4)
-// onwards. Split-KV state slots assume 64-row tiles: plans with split tiles use WGS = 1.
-// OVL: a key tile's O += P.V is issued right after the next tile's S = Q.K^T and runs while that
-// tile's softmax does (FlashAttention-3's intra-warpgroup overlap): compute(c) issues S_c and
-// P_{c-1}.V_{c-1}, waits for S_c only, computes the softmax of tile c with O's rescale held back,
-// then waits for P_{c-1}.V_{c-1}, rescales O and keeps P_c for the next call. A stage's V is read
-// one tile after its K, so the driver loads STAGES - 2 tiles ahead (LOOKAHEAD), STAGES >= 3.
+// One warpgroup (128 threads, a 64-row tile, as split-KV state slots assume), 64-key softmax steps.
+// compute() (table passes) waits for a tile's P.V before it returns; the band and lattice kernels
+// defer it (s_wait, s_finish): it runs on through the next tile's load and S = Q.K^T.
 // CHK: no row max on the common path. The exponentials are taken against the rows' current
 // references at once and only their sums checked: a warp whose partial row sums (16 scores a
-// thread) all stay <= 2^8 has every p <= 2^8, the lazy rescale's bound, and keeps its references;
-// otherwise (a row max rose, p overflowed, NaN) and for rows with no reference yet, the warp takes
-// the exact step (MmaEngine::softmax without LAZY: references moved to the row maxima), after
-// recomputing its 16 rows of S with mma.sync from the K stage where the exponentials overwrote
-// them. Saves the max tree, its shuffles and their latency before the exponentials (~45 of ~300
-// instructions per key tile). CHK = 2 fails every check (tests the recompute on the GPU).
-// RBAR: a block barrier before a stage is refilled. Not needed with one warpgroup: a warp past its
-// wait for a tile's P.V has seen that wgmma complete, which needed all four warps to issue it, and
-// their reads of the stage (S's wgmma, the rare recompute's ldmatrix) come before that.
-// EW: the driver waits for the computed tile's copies (and fences) before issuing the next load
-// (EarlyWait), instead of after.
+// thread) all stay <= 2^8 has every p <= 2^8, and keeps its references (O and l share them, so
+// O / l is unchanged; no O rescale); otherwise (a row max rose, p overflowed, NaN) and for rows
+// with no reference yet, the warp takes the exact step (MmaEngine::exact_step: references moved to
+// the row maxima), after recomputing its 16 rows of S with mma.sync from the K stage where the
+// exponentials overwrote them. Saves the max tree, its shuffles and their latency before the
+// exponentials (~45 of ~300 instructions per key tile). CHK = 2 fails every check (tests the
+// recompute on the GPU; CodegenTestHooks).
+// No block barrier before a stage is refilled (REFILL_BARRIER): a warp past its wait for a tile's
+// P.V has seen that wgmma complete, which needed all four warps to issue it, and their reads of the
+// stage (S's wgmma, the rare recompute's ldmatrix) come before that. The driver waits for the
+// computed tile's copies (and fences) before issuing the next load (EARLY_WAIT).
 // QS: Q in shared memory (swizzled like K, after the stages) and S = Q.K^T with both operands
 // from shared memory: frees Q's 16 fragment registers per thread.
 // TMA: K/V stages loaded by the tensor memory accelerator (one thread issues a key tile's two
@@ -141,30 +134,24 @@ __device__ __forceinline__ void wg_mma_ss(float (&d)[ND][4], u64 da, u64 db) {
 // descriptors name. Every walk of the pass must have step 1 or 2 (codegen). A partial key tile
 // loads whole 64-key boxes: keys past the walk are real keys of the tensor (zeros past its end),
 // masked like every key outside the rows' runs.
-template <class T, int HD, int SEQ, int KV, int NSTAGES, int WGS = 1, bool LAZY = false, bool OVL = false, int CHK = 0,
-          bool RBAR = true, bool QS = false, bool EW = false, bool TMA = false>
-struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
-  static_assert(WGS == 1 || WGS == 2, "one or two warpgroups");
-  static_assert(!TMA || (WGS == 1 && !RBAR), "TMA stages: one warpgroup, whose P.V waits free a stage");
-  static_assert(!(OVL && CHK), "the overlapped softmax holds O's rescale back");
-  static_assert(!OVL || NSTAGES >= 3, "the deferred P.V reads the previous tile's V stage");
-  static constexpr int NT = 128 * WGS, BR = 64 * WGS, LOOKAHEAD = OVL ? NSTAGES - 2 : NSTAGES - 1;
-  static constexpr bool REFILL_BARRIER = RBAR || WGS > 1;
-  static constexpr bool EARLY_WAIT = EW;
+template <class T, int HD, int SEQ, int KV, int NSTAGES, int CHK = 1, bool QS = false, bool TMA = false>
+struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
+  static_assert(CHK == 1 || CHK == 2, "checked row sums (2: every check fails)");
+  static constexpr int NT = 128, BR = 64;
+  static constexpr bool REFILL_BARRIER = false;
+  static constexpr bool EARLY_WAIT = true;
   static constexpr bool USES_TMA = TMA;
-  static constexpr bool STAGED_END = WGS == 1 && !OVL;  // end_band for a last pass's tiles
   // A stage holds HB column blocks of 64 keys x 64 head columns (128-byte rows, the swizzle's
   // width): head column 64 b + x of key r at block b, row r, element x.
   static_assert(HD == 64 || HD == 128, "the wgmma engine's stages hold 64-column blocks");
-  using Base = MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY>;
+  using Base = MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64>;
   static constexpr int HB = HD / 64, BLK = 64 * 128;               // column blocks, bytes per block
   static constexpr int TILE = 64 * HD * 2;                         // one K or V stage, bytes
-  static constexpr int SMEM = (2 * NSTAGES + (QS ? WGS : 0)) * TILE + 1024;  // + Q (QS), alignment slack
+  static constexpr int SMEM = (2 * NSTAGES + (QS ? 1 : 0)) * TILE + 1024;  // + Q (QS), alignment slack
   static constexpr int RS = NT / 8;                                // keys per copy round
   u32 kbase;  // shared address of K stage 0 (1024-aligned); V stage s at kbase + (NSTAGES + s) * TILE
   u32 sdst;   // this thread's byte offset in a stage: key row t / 8, 16-byte chunk t % 8, swizzled
-  u32 pa[4][4];  // OVL: P of the previous tile, packed (A operand of its deferred P.V)
-  int pbuf;      // OVL: the previous tile's stage; -1: no P.V pending
+  u32 pa[4][4];  // P of the tile, packed (A operand of its P.V)
   const char* tmap;  // TMA: tensor maps K, V (step 1), K, V (step 2), 128 bytes each
   int keyoff;        // TMA: first key row of this head in the maps (bh * kv_len)
 
@@ -251,7 +238,6 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     kbase = (smem_addr(smem) + 1023u) & ~1023u;
     const u32 c = threadIdx.x & 7, r0 = threadIdx.x >> 3;
     sdst = r0 * 128 + ((c ^ (r0 & 7)) << 4);  // (r0 + RS*k) % 8 == r0 % 8
-    pbuf = -1;
     if (QS) {
       // This thread's two rows, 16-byte chunks 2 t4 and 2 t4 + 1 of each (a row's quad copies it
       // whole), zeros for padding rows; in the first stage's commit group, so landed() and the
@@ -260,7 +246,8 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
       const int t4 = threadIdx.x & 3;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        // Row r of the block's tile: row r % 64 of warpgroup r / 64's Q tile (TILE bytes each).
+        // Row r of the block's Q tile. (r >> 6, threadIdx.x >> 7 below: 0 in a block of 128 threads,
+        // which the compiler does not know; the terms keep the kernels' code as measured.)
         const u32 r = (u32)Base::slot(h), rq = (r >> 6) * TILE + (r & 63) * 128;
 #pragma unroll
         for (int j = 0; j < 2 * HB; ++j) {
@@ -433,7 +420,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
                      : "=r"(b0), "=r"(b1), "=r"(b2), "=r"(b3) : "r"(addr));
         u32 a[4];
         if (QS) {
-          // Row `row` of this warpgroup's Q tile (warp w: rows 16 (w % 4) ..).
+          // Row `row` of the Q tile (warp w: rows 16 w ..).
           const u32 row = ((threadIdx.x >> 5) & 3) * 16 + (lane & 15), qc = 2 * (kb & 3) + (lane >> 4);
           asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                        : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
@@ -514,7 +501,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     const u64 dk = wg_desc(kbase + buf * TILE);
     wg_fence();
     if (QS) {
-      const u64 dq = wg_desc(qbase() + (threadIdx.x >> 7) * TILE);  // this warpgroup's 64 rows
+      const u64 dq = wg_desc(qbase() + (threadIdx.x >> 7) * TILE);  // the Q tile
       wg_mma_ss<T, false>(s[0], dq, dk);
 #pragma unroll
       for (int kb = 1; kb < HD / 16; ++kb) wg_mma_ss<T, true>(s[0], dq + kdesc(kb), dk + kdesc(kb));
@@ -526,7 +513,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
     wg_commit();
   }
 
-  // Deferred P.V (band_pass with DPV): a key tile's S is issued while the previous tile's P.V may
+  // Deferred P.V (band_pass, lattice_pass): a key tile's S is issued while the previous tile's P.V may
   // still run, and one wait covers both (s_wait); the softmax then issues this tile's P.V and
   // leaves it running (s_finish) through the next tile's start. pv_done() before end().
   __device__ __forceinline__ void s_wait(int buf, float (&s)[1][8][4]) {
@@ -537,10 +524,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   template <class Keep>
   __device__ __forceinline__ void s_finish(int buf, float (&s)[1][8][4], bool full, float scale_log2, Keep keep,
                                            int first = -1) {
-    if (CHK)
-      softmax_checked(buf, s, full, scale_log2, keep, first);
-    else
-      this->softmax(s, full, scale_log2, keep);
+    softmax_checked(buf, s, full, scale_log2, keep, first);
     pack_p(s[0]);
     issue_pv(buf);
   }
@@ -549,52 +533,12 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
     float s[1][8][4];
     issue_s(buf, s);
-    if (OVL) {
-      if (pbuf >= 0) {
-        issue_pv(pbuf);
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");  // S only
-      } else {
-        wg_wait0();
-      }
-      wg_hold(s[0]);
-      float alpha[2] = {1.f, 1.f};
-      const bool rescale = this->template softmax<false>(s, full, scale_log2, keep, alpha);
-      pv_done();  // every warp of the warpgroup, whatever its vote
-      if (rescale) {
-#pragma unroll
-        for (int d = 0; d < HD / 8; ++d) {
-          this->acc[0][d][0] *= alpha[0];
-          this->acc[0][d][1] *= alpha[0];
-          this->acc[0][d][2] *= alpha[1];
-          this->acc[0][d][3] *= alpha[1];
-        }
-      }
-      pack_p(s[0]);
-      pbuf = buf;
-    } else {
-      wg_wait0();
-      wg_hold(s[0]);
-      s_finish(buf, s, full, scale_log2, keep);
-      pv_done();
-    }
+    wg_wait0();
+    wg_hold(s[0]);
+    s_finish(buf, s, full, scale_log2, keep);
+    pv_done();
   }
 
-  // OVL: the last tile's deferred P.V (its stage is not refilled: the stream has ended).
-  __device__ __forceinline__ void flush() {
-    if (OVL && pbuf >= 0) {
-      issue_pv(pbuf);
-      pv_done();
-      pbuf = -1;
-    }
-  }
-  __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float* wsplit) {
-    flush();
-    Base::end_partial(bh, nslots, split_slot, wsplit);
-  }
-  __device__ __forceinline__ void end(const i64* row, i64 bh, bool last, T* o, float* ws) {
-    flush();
-    Base::end(row, bh, last, o, ws);
-  }
   // O of a row tile (rows row0 + rstep * r, r < nrows of 64; band_pass, fused_pass's last pass),
   // normalised, through shared memory: each warp writes its 16 rows there (swizzled: conflict-free)
   // and stores them as whole 128-byte rows, 4 x 16 bytes per thread, instead of 16 x 4 bytes
@@ -603,7 +547,6 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64, LAZY> {
   // landed and the last P.V completed in this warp; the barrier covers the other warps' wgmmas,
   // so the stages are free.
   __device__ __forceinline__ void end_band(int row0, int rstep, int nrows, i64 bh, T* o) {
-    static_assert(!OVL && WGS == 1, "one warpgroup, nothing in flight");
     const int lane = threadIdx.x & 31, wrp = threadIdx.x >> 5, t4 = lane & 3;
     __syncthreads();  // every warp's wgmmas done reading the stages
 #pragma unroll

@@ -58,12 +58,13 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
   if constexpr (UsesTma<E>::value) e.tma_setup(tmaps, bh);
   (void)tmaps;
   // cp.async pipeline of S stages: the tile's key tiles, over all its walks and groups, form one
-  // stream; loads run LA tiles (S - 1, or fewer: Lookahead) ahead of the computation, across walk
-  // and group boundaries (so short walks, e.g. one lattice tile each, do not each wait for a load). The c-th computed tile
-  // is the c-th loaded one, in stage c % S. One commit group per tile slot (empty past the end)
+  // stream; loads run LA = S - 1 tiles ahead of the computation, across walk and group boundaries
+  // (so short walks, e.g. one lattice tile each, do not each wait for a load). The c-th computed
+  // tile is the c-th loaded one, in stage c % S. One commit group per tile slot (empty past the end)
   // keeps the wait count uniform. The first loads are issued before the group and item tables are
   // read (a chain of dependent loads), so that their latency overlaps the run look-up.
-  constexpr int S = E::STAGES, LA = Lookahead<E>::value;
+  constexpr int S = E::STAGES, LA = S - 1;
+  static_assert(S >= 2, "a load runs ahead of the computation");
   int lw = -1, lu = 0, issued = 0, computed = 0;  // load cursor: walk lw of the tile, key offset lu
   WalkD lwalk = {0, 1, 0, 0, 0, 0};
   auto next_walk = [&]() {  // the next walk with keys (the compute loop skips empty ones too)
@@ -82,11 +83,9 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
     cp_async_commit();
     ++issued;
   };
-  if (S > 1) {
-    next_walk();
+  next_walk();
 #pragma unroll
-    for (int p = 0; p < LA; ++p) load_next();
-  }
+  for (int p = 0; p < LA; ++p) load_next();
   // The staged items are visible; with TMA stages also the stage barriers thread 0 initialised
   // (before its first copies), which no other thread waits on before this.
   if (use_staged || UsesTma<E>::value) __syncthreads();
@@ -178,31 +177,28 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
       const bool modular = w.modular != 0;
       const int ntiles = (w.count + BC - 1) / BC;
       for (int kt = 0; kt < ntiles; ++kt) {
-        const int buf = S > 1 ? computed % S : 0;
+        const int buf = computed % S;
         const int u0 = kt * BC;
         if constexpr (UsesTma<E>::value) {
           e.wait_stage(buf, (u32)(computed / S) & 1u, computed == 0);
           load_next();
-        } else if (S > 1 && EarlyWait<E>::value) {
+        } else if constexpr (EarlyWait<E>::value) {
           // This tile has landed (this thread's copies; the barrier below: all), then the next load.
           cp_async_wait<LA - 1>();
           if constexpr (HasLanded<E>::value) e.landed();
           load_next();
-        } else if (S > 1) {
+        } else {
           load_next();  // into the stage freed S - LA tiles ago (all threads are past it)
           // This tile has landed (this thread's copies; the barrier below: all).
           cp_async_wait<LA>();
           if constexpr (HasLanded<E>::value) e.landed();
-        } else {
-          __syncthreads();
-          e.load(0, w, u0, GKEYS ? table : nullptr);
         }
         // Full key tiles come from the plan (every row keeps every key): no per-tile vote. The
         // plan counts 64-key tiles; an engine tile of BC = 128 keys is full when both of its are.
         constexpr int R64 = BC / 64;
         const bool full = kt * R64 >= w.full_begin && (kt + 1) * R64 <= w.full_end;
         (void)full;  // unused with NOMASK
-        if constexpr (!UsesTma<E>::value) __syncthreads();  // the stage is complete for every thread (landed, or stored when S == 1)
+        if constexpr (!UsesTma<E>::value) __syncthreads();  // the stage is complete for every thread
         if constexpr (NOMASK) {
           e.compute(buf, true, scale_log2, [](int, int) { return true; });
         } else if (GKEYS && g.tabulated == 2) {  // global keys: every key of the walk, or the row's prefix
@@ -240,7 +236,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
             return kp;
           });
         }
-        if (S > 1 && RefillBarrier<E>::value) __syncthreads();  // no thread still reads the stage the next load refills
+        if (RefillBarrier<E>::value) __syncthreads();  // no thread still reads the stage the next load refills
         ++computed;
       }
     }

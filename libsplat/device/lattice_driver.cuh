@@ -24,12 +24,12 @@ struct LatticeMask {
   }
 };
 
-template <class E, class T, int SEQ, int HD, int P, int HLO, int HHI, bool DPV = false, bool PDL = false>
+template <class E, class T, int SEQ, int HD, int P, int HLO, int HHI, bool PDL = false>
 __device__ __forceinline__ void lattice_pass(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
                                              const void* tmaps) {
   static_assert(UsesTma<E>::value, "stride-P key tiles: TMA boxes");
   static_assert(SEQ % P == 0, "every phase has M rows");
-  constexpr int M = SEQ / P, TPP = (M + 63) / 64, S = E::STAGES, LA = Lookahead<E>::value;
+  constexpr int M = SEQ / P, TPP = (M + 63) / 64, S = E::STAGES, LA = S - 1;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // Block n: row tile n % TPP of group n / TPP (head bh, phase c); consecutive blocks share keys.
   const i64 n = blockIdx.x + (i64)gridDim.x * blockIdx.y, g = n / TPP;
@@ -64,25 +64,17 @@ __device__ __forceinline__ void lattice_pass(float scale_log2, const T* q, const
     // The checked softmax's vote (first = -1) sends a warp with a row that has no reference yet to
     // the exact step: every warp on the first tile, later ones whose rows had no kept key before
     // (the hole, padding rows).
-    if constexpr (DPV) {
-      float s[1][8][4];
-      e.s_wait(buf, s);  // also the previous tile's P.V: its stage may be refilled now
-      if (c + LA < TPP) e.template tma_load_step<P>(lbuf, w, u0 + 64 * LA);
-      e.s_finish(buf, s, full, scale_log2, keep, -1);
-    } else {
-      if (c + LA < TPP) e.template tma_load_step<P>(lbuf, w, u0 + 64 * LA);
-      e.compute(buf, full, scale_log2, keep);
-    }
+    float s[1][8][4];
+    e.s_wait(buf, s);  // also the previous tile's P.V: its stage may be refilled now
+    if (c + LA < TPP) e.template tma_load_step<P>(lbuf, w, u0 + 64 * LA);
+    e.s_finish(buf, s, full, scale_log2, keep, -1);
     if (++buf == S) {
       buf = 0;
       parity ^= 1u;
     }
   }
-  if constexpr (DPV) e.pv_done();
+  e.pv_done();
   if constexpr (PDL) pdl_wait();  // a programmatic launch: the window's kernel has completed from here on
   e.merge_state(row, bh, ws);
-  if constexpr (StagedEnd<E>::value)
-    e.end_band(ph + P * m_first, P, min(64, M - m_first), bh, o);
-  else
-    e.end(row, bh, true, o, ws);
+  e.end_band(ph + P * m_first, P, min(64, M - m_first), bh, o);
 }

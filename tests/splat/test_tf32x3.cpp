@@ -203,7 +203,7 @@ TEST_CASE("3xTF32: engine selection, launch configuration and manifest") {
 // The fp32 engine (3xTF32) builds (ptxas) for both architectures on the fp32 default patterns: one
 // pass (window), two runs per row with split-KV tiles (longformer), two passes (strided); and at
 // every head_dim it takes.
-TEST_CASE("3xTF32 and CUDA-core fp32 engines compile to CUBIN for sm_80 and sm_90" * doctest::test_suite("nvrtc")) {
+TEST_CASE("the 3xTF32 fp32 engine compiles to CUBIN for sm_80 and sm_90" * doctest::test_suite("nvrtc")) {
   for (const char* name : {"window-4k-fp32.json", "longformer-4k-fp32.json", "strided-4k-fp32.json"}) {
     Problem p = load_problem((fs::path(TRSPLAT_SOURCE_DIR) / "patterns" / name).string());
     GeneratedModule m = gen(p, "");
