@@ -1,7 +1,8 @@
 #pragma once
 // splatc subcommands. Each register_* adds its subcommand to the app and returns the function to
 // run when that subcommand was given (main.cpp runs it and maps exceptions to exit codes:
-// splat::Error -> 2 (bad input, message printed once), anything else -> 3).
+// splat::Error and splat::ArchMismatch -> 2 (bad input, message printed once), splat::NoGpuError and
+// anything else -> 3).
 //   analyze, show: apps/splatc/analysis_commands.cpp (front half: pattern + analysis)
 //   emit, bench:   apps/splatc/gpu_commands.cpp      (back half: codegen + GPU, codegen engineer)
 //   tune:          apps/splatc/tune_command.cpp      (the tuner; --cache etc.: tuning_flags.h)

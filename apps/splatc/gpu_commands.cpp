@@ -82,19 +82,11 @@ int run_bench(BenchArgs& a) {
   opt.cache = a.cache.ref();
   std::string device;
   std::vector<splat::ProblemResult> results;
-  try {
-    results = splat::bench(problems, opt, device, [](const splat::ProblemResult& r) {
-      for (const splat::KernelResult& k : r.kernels)
-        spdlog::info("{} {}: {:.1f} us, rel err {:.2e} {}", r.name, k.kind, k.ms_median * 1e3, k.rel_err,
-                     k.pass ? "pass" : "FAIL " + k.note);
-    });
-  } catch (const splat::NoGpuError& e) {
-    spdlog::error("{}", e.what());
-    return cli::kEnvironment;
-  } catch (const splat::ArchMismatch& e) {
-    spdlog::error("--arch: {}", e.what());
-    return cli::kBadInput;
-  }
+  results = splat::bench(problems, opt, device, [](const splat::ProblemResult& r) {
+    for (const splat::KernelResult& k : r.kernels)
+      spdlog::info("{} {}: {:.1f} us, rel err {:.2e} {}", r.name, k.kind, k.ms_median * 1e3, k.rel_err,
+                   k.pass ? "pass" : "FAIL " + k.note);
+  });
   if (a.json)
     std::cout << splat::bench_json(results, device).dump(2) << "\n";
   else

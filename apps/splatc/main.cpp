@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "common/cli.h"
 #include "libsplat/pattern/pattern.h"
+#include "libsplat/runtime/runtime.h"
 
 namespace splatc {
 
@@ -81,6 +82,12 @@ int main(int argc, char** argv) {
   } catch (const splat::Error& e) {
     spdlog::error("{}", e.what());
     return cli::kBadInput;
+  } catch (const splat::ArchMismatch& e) {
+    spdlog::error("--arch: {}", e.what());
+    return cli::kBadInput;
+  } catch (const splat::NoGpuError& e) {
+    spdlog::error("{}", e.what());
+    return cli::kEnvironment;
   } catch (const std::bad_alloc& e) {
     spdlog::error("internal error: out of memory ({}) in an allocation the --max-memory budget did not foresee", e.what());
     return cli::kEnvironment;

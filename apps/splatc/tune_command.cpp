@@ -55,21 +55,13 @@ int run_tune(TuneArgs& a) {
   std::string device;
   std::vector<splat::TuneResult> results;
   bool header = false;
-  try {
-    results = splat::tune(problems, opt, device, [&](const splat::TuneResult& r) {
-      if (!header) std::cout << "device: " << device << "\n";
-      header = true;
-      std::cout << splat::format_tune_result(r);
-      record(a, r);
-      std::cout.flush();
-    });
-  } catch (const splat::NoGpuError& e) {
-    spdlog::error("{}", e.what());
-    return cli::kEnvironment;
-  } catch (const splat::ArchMismatch& e) {
-    spdlog::error("--arch: {}", e.what());
-    return cli::kBadInput;
-  }
+  results = splat::tune(problems, opt, device, [&](const splat::TuneResult& r) {
+    if (!header) std::cout << "device: " << device << "\n";
+    header = true;
+    std::cout << splat::format_tune_result(r);
+    record(a, r);
+    std::cout.flush();
+  });
   int rc = cli::kOk;
   for (const splat::TuneResult& r : results) {
     if (!r.default_ok) spdlog::error("{}: {}", r.name, r.decision);
