@@ -1028,358 +1028,431 @@ class RuleChecker {
       attributes(e, {});
       return elementwise(Op::Abs, {tensor(*e.args[0])}, loc, what, true, true);
     }
-    if (f == "exp") {
-      positional(e, 1, 1);
-      attributes(e, {});
-      TN a = tensor(*e.args[0]);
-      if (a.poly) a = fixed(coerce(a, t_only(DType::Real) ? tvar() : concrete(DType::Real), loc));
-      if (!is_real(a.n->etype))
-        fail(loc, "'exp' needs element type real, got " + ety_str(a.n->etype) +
-                      (a.n->etype.is_t ? " (T stands for " + dtypes_str() + ")" : ""));
-      return elementwise(Op::Exp, {a}, loc, what, true, false);
-    }
-    if (f == "pow") {
-      // Extension: pow(A, k) with a literal k >= 0 is desugared into multiplications.
-      positional(e, 2, 2);
-      attributes(e, {});
-      const Expr& k = *e.args[1];
-      if (k.kind != EK::Int) fail(k.loc, "the exponent of 'pow' must be a non-negative integer literal");
-      if (k.ival > 64) fail(k.loc, "the exponent of 'pow' is limited to 64");
-      TN a = tensor(*e.args[0]);
-      if (!a.poly) need_numeric(a.n->etype, loc, what);
-      if (k.ival == 0) {
-        // 1 wherever A is valid and defined: A stays an operand of the Const (ir.h), so that its
-        // validity and definedness survive the fold. A scalar of literal arithmetic is always
-        // valid and defined, so there the 1 stands alone.
-        Literal one;
-        one.num = 1;
-        TN lit = literal(one, loc, true);
-        if (is_scalar(a) && a.poly) return lit;
-        auto n = mk_node(Op::Const, loc);
-        n->shape = a.n->shape;
-        n->etype = a.poly ? tvar() : a.n->etype;
-        n->args = {a.poly ? finalize(lit) : coerce(lit, a.n->etype, loc), a.poly ? finalize(a) : a.n};
-        return TN{n, false, std::nullopt};
-      }
-      TN acc = a;
-      for (int64_t i = 1; i < k.ival; ++i) acc = elementwise(Op::Mul, {acc, a}, loc, "'pow'", true, true);
-      return acc;
-    }
-    if (f == "select") {
-      positional(e, 3, 3);
-      attributes(e, {});
-      TN p = tensor(*e.args[0]);
-      if (p.poly) fail(e.args[0]->loc, "the predicate of 'select' must be bool");
-      need_bool(p.n->etype, e.args[0]->loc, "the predicate of 'select'");
-      TN a = tensor(*e.args[1]), b = tensor(*e.args[2]);
-      std::optional<EType> et = common_etype({&a, &b}, loc, what);
-      if (!et) {
-        a = fixed(finalize(a));
-        b = fixed(finalize(b));
-        et = tvar();
-      }
-      auto n = mk_node(Op::Select, loc);
-      n->shape = common_shape({&p, &a, &b}, loc, what);
-      n->etype = *et;
-      n->args = {p.n, a.n, b.n};
-      return fixed(n);
-    }
+    if (f == "exp") return call_exp(e);
+    if (f == "pow") return call_pow(e);
+    if (f == "select") return call_select(e);
     if (f == "clamp") {
       positional(e, 3, 3);
       attributes(e, {});
       return elementwise(Op::Clamp, {tensor(*e.args[0]), tensor(*e.args[1]), tensor(*e.args[2])}, loc, what, true, true);
     }
-    if (f == "const") {
-      positional(e, 2, 2);
-      attributes(e, {});
-      TN v = scalar_operand(*e.args[0], "the value of 'const'");
-      auto n = mk_node(Op::Const, loc);
-      n->shape = shape_literal(*e.args[1], "the shape of 'const'");
-      n->etype = v.n->etype;
-      n->args = {v.n};
-      return TN{n, v.poly, v.decimal};
-    }
-    if (f == "iota") {
-      positional(e, 2, 2);
-      attributes(e, {});
-      auto n = mk_node(Op::Iota, loc);
-      n->shape = shape_literal(*e.args[0], "the shape of 'iota'");
-      AxisKey k = key_arg(*e.args[1], "the axis of 'iota'");
-      if (!n->shape.count(k)) fail(e.args[1]->loc, "the axis of 'iota' (" + key_str(k) + ") is not in its shape " + keys_str(n->shape));
-      mark_single(k.rclass);
-      n->axes = {k};
-      n->etype = concrete(DType::Int);
-      return fixed(n);
-    }
-    if (f == "broadcast") {
-      positional(e, 2, 2);
-      attributes(e, {});
-      TN a = tensor(*e.args[0]);
-      AxisMap add = shape_literal(*e.args[1], "the new axes of 'broadcast'");
-      auto n = mk_node(Op::Broadcast, loc);
-      n->shape = a.n->shape;
-      for (const auto& [k, v] : add) {
-        if (a.n->shape.count(k)) fail(entry_loc(*e.args[1], k), "broadcast adds axis " + key_str(k) + ", which the operand already has");
-        n->shape[k] = v;
-      }
-      n->etype = a.n->etype;
-      n->args = {a.n};
-      return TN{n, a.poly, a.decimal};
-    }
-    if (f == "sum") {
-      positional(e, 2, 2);
-      attributes(e, {});
-      TN a = non_poly(tensor(*e.args[0]));
-      need_numeric(a.n->etype, loc, what);
-      auto n = mk_node(Op::Sum, loc);
-      n->sum_index = si_map(*e.args[1], a.n->shape, "'sum'");
-      if (n->sum_index.empty()) fail(e.args[1]->loc, "'sum' needs at least one axis");
-      n->shape = a.n->shape;
-      for (const auto& [k, m] : n->sum_index) n->shape.erase(k);
-      n->etype = a.n->etype;
-      n->args = {a.n};
-      return fixed(n);
-    }
-    if (f == "reduce_max" || f == "reduce_min" || f == "reduce_prod") {
-      // Extension: XLA's Reduce with a max/min/multiply computation and an init value (ir.h, Reducer).
-      positional(e, 2, 2);
-      auto at = attributes(e, {"init"});
-      if (!at.count("init")) fail(loc, what + " needs an init value: init=...");
-      const Expr& ie = *at["init"]->value;
-      TN a = tensor(*e.args[0]);
-      TN v = scalar_operand(ie, "the init value of " + what);
-      std::optional<EType> et = common_etype({&a, &v}, ie.loc, "the init value of " + what);
-      if (!et) {
-        a = fixed(finalize(a));
-        v = fixed(finalize(v));
-        et = tvar();
-      }
-      need_numeric(*et, loc, what);
-      auto n = mk_node(Op::Sum, loc);
-      n->reducer = f == "reduce_max" ? Reducer::Max : f == "reduce_min" ? Reducer::Min : Reducer::Prod;
-      n->sum_index = si_map(*e.args[1], a.n->shape, what);
-      if (n->sum_index.empty()) fail(e.args[1]->loc, what + " needs at least one axis");
-      n->shape = a.n->shape;
-      for (const auto& [k, m] : n->sum_index) n->shape.erase(k);
-      n->etype = *et;
-      n->args = {a.n, v.n};
-      return fixed(n);
-    }
-    if (f == "slice") {
-      positional(e, 1, 1);
-      auto at = attributes(e, {"start", "end", "stride"});
-      TN a = non_poly(tensor(*e.args[0]));
-      const AxisMap& sh = a.n->shape;
-      auto n = mk_node(Op::Slice, loc);
-      AxisMap st = at.count("start") ? attr_map(*at["start"], sh, what) : AxisMap{};
-      AxisMap en = at.count("end") ? attr_map(*at["end"], sh, what) : AxisMap{};
-      AxisMap sd = at.count("stride") ? attr_map(*at["stride"], sh, what) : AxisMap{};
-      for (const auto& [k, size] : sh) {
-        if (!st.count(k)) st[k] = mk_int(0);
-        if (!en.count(k)) en[k] = size;
-        if (!sd.count(k)) sd[k] = mk_int(1);
-        // (end - start + stride - 1) div stride
-        n->shape[k] = fold_bin(IK::Div, fold_bin(IK::Add, fold_bin(IK::Sub, en[k], st[k]), fold_bin(IK::Sub, sd[k], mk_int(1))), sd[k]);
-      }
-      n->attrs["start"] = st;
-      n->attrs["end"] = en;
-      n->attrs["stride"] = sd;
-      n->etype = a.n->etype;
-      n->args = {a.n};
-      return fixed(n);
-    }
-    if (f == "pad") {
-      positional(e, 2, 2);
-      auto at = attributes(e, {"low", "high", "interior"});
-      TN a = tensor(*e.args[0]);
-      TN v = scalar_operand(*e.args[1], "the padding value of 'pad'");
-      std::optional<EType> et = common_etype({&a, &v}, loc, what);
-      if (!et) {
-        a = fixed(finalize(a));
-        v = fixed(finalize(v));
-        et = tvar();
-      }
-      const AxisMap& sh = a.n->shape;
-      auto n = mk_node(Op::Pad, loc);
-      AxisMap lo = at.count("low") ? attr_map(*at["low"], sh, what) : AxisMap{};
-      AxisMap hi = at.count("high") ? attr_map(*at["high"], sh, what) : AxisMap{};
-      AxisMap in = at.count("interior") ? attr_map(*at["interior"], sh, what) : AxisMap{};
-      for (const auto& [k, size] : sh) {
-        if (!lo.count(k)) lo[k] = mk_int(0);
-        if (!hi.count(k)) hi[k] = mk_int(0);
-        if (!in.count(k)) in[k] = mk_int(0);
-        // low + high + size + max(0, size - 1) * interior
-        n->shape[k] = fold_bin(IK::Add, fold_bin(IK::Add, fold_bin(IK::Add, lo[k], hi[k]), size),
-                               fold_bin(IK::Mul, fold_bin(IK::Max, mk_int(0), fold_bin(IK::Sub, size, mk_int(1))), in[k]));
-      }
-      n->attrs["low"] = lo;
-      n->attrs["high"] = hi;
-      n->attrs["interior"] = in;
-      n->etype = *et;
-      n->args = {a.n, v.n};
-      return fixed(n);
-    }
-    if (f == "dynslice") {
-      positional(e, 1, 1);
-      auto at = attributes(e, {"start", "size"});
-      TN a = non_poly(tensor(*e.args[0]));
-      const AxisMap& sh = a.n->shape;
-      if (!at.count("start") || !at.count("size")) fail(loc, "'dynslice' needs both 'start' and 'size'");
-      AxisMap st = attr_map(*at["start"], sh, what);
-      AxisMap sz = attr_map(*at["size"], sh, what);
-      if (!same_keys(st, sz))
-        fail(at["size"]->loc, "'dynslice': 'start' and 'size' must name the same axes (" + keys_str(st) + " vs " + keys_str(sz) + ")");
-      auto n = mk_node(Op::DynSlice, loc);
-      n->shape = sh;
-      for (const auto& [k, v] : sz) n->shape[k] = v;
-      n->attrs["start"] = st;
-      n->attrs["size"] = sz;
-      n->etype = a.n->etype;
-      n->args = {a.n};
-      return fixed(n);
-    }
-    if (f == "dynupdate") {
-      positional(e, 2, 2);
-      auto at = attributes(e, {"start"});
-      TN a = tensor(*e.args[0]), u = tensor(*e.args[1]);
-      std::optional<EType> et = common_etype({&a, &u}, loc, what);
-      if (!et) fail(loc, "'dynupdate' needs tensor operands");
-      if (is_scalar(a) || is_scalar(u)) fail(loc, "'dynupdate' needs tensor operands, not scalars");
-      if (!same_keys(a.n->shape, u.n->shape))
-        fail(e.args[1]->loc, "'dynupdate': the update has axes " + keys_str(u.n->shape) + ", the operand " + keys_str(a.n->shape));
-      if (!at.count("start")) fail(loc, "'dynupdate' needs 'start' on every axis of the operand");
-      AxisMap st = attr_map(*at["start"], a.n->shape, what);
-      for (const auto& [k, v] : a.n->shape)
-        if (!st.count(k)) fail(at["start"]->loc, "'dynupdate': 'start' must give every axis of the operand; " + key_str(k) + " is missing");
-      auto n = mk_node(Op::DynUpdate, loc);
-      n->shape = a.n->shape;
-      n->attrs["start"] = st;
-      n->etype = *et;
-      n->args = {a.n, u.n};
-      return fixed(n);
-    }
-    if (f == "concat") {
-      positional(e, 2, SIZE_MAX);
-      auto at = attributes(e, {"axis"});
-      if (!at.count("axis")) fail(loc, "'concat' needs 'axis=R'");
-      std::vector<TN> ops;
-      for (const auto& x : e.args) ops.push_back(tensor(*x));
-      std::vector<TN*> ptrs;
-      for (auto& t : ops) ptrs.push_back(&t);
-      std::optional<EType> et = common_etype(ptrs, loc, what);
-      if (!et) fail(loc, "'concat' needs tensor operands");
-      for (size_t i = 0; i < ops.size(); ++i) {
-        if (is_scalar(ops[i])) fail(e.args[i]->loc, "'concat' needs tensor operands, not scalars");
-        if (!same_keys(ops[0].n->shape, ops[i].n->shape))
-          fail(e.args[i]->loc, "'concat': operands have different axes: " + keys_str(ops[0].n->shape) + " and " + keys_str(ops[i].n->shape));
-      }
-      AxisKey k = key_arg(*at["axis"]->value, "the axis of 'concat'");
-      if (!ops[0].n->shape.count(k))
-        fail(at["axis"]->value->loc, "the axis of 'concat' (" + key_str(k) + ") is not an axis of its operands " + keys_str(ops[0].n->shape));
-      mark_single(k.rclass);
-      auto n = mk_node(Op::Concat, loc);
-      n->shape = ops[0].n->shape;
-      IExprP total = ops[0].n->shape.at(k);
-      for (size_t i = 1; i < ops.size(); ++i) total = fold_bin(IK::Add, total, ops[i].n->shape.at(k));
-      n->shape[k] = total;
-      n->axes = {k};
-      n->etype = *et;
-      for (auto& t : ops) n->args.push_back(t.n);
-      return fixed(n);
-    }
-    if (f == "relabel") {
-      positional(e, 2, 2);
-      attributes(e, {});
-      TN a = non_poly(tensor(*e.args[0]));
-      const Expr& b = need_braces(*e.args[1], "the renaming of 'relabel'");
-      auto n = mk_node(Op::Relabel, loc);
-      for (const auto& be : b.entries) {
-        if (!be.to) fail(be.key.loc, "'relabel' takes renamings 'R@a -> R@b'");
-        AxisKey from = key(be.key), to = key(*be.to);
-        if (!a.n->shape.count(from))
-          fail(be.key.loc, "'relabel' renames axis " + be.key.str() + ", which the operand does not have (its axes: " + keys_str(a.n->shape) + ")");
-        if (from.rclass != to.rclass)
-          fail(be.to->loc, "'relabel' can only rename an axis to another copy of the same rclass (" + be.key.str() + " -> " + be.to->str() + ")");
-        if (n->relabel.count(from)) fail(be.key.loc, "'relabel' renames axis " + be.key.str() + " twice");
-        n->relabel[from] = to;
-      }
-      AxisMap out;
-      for (const auto& [k, v] : a.n->shape) {
-        auto r = n->relabel.find(k);
-        AxisKey nk = r == n->relabel.end() ? k : r->second;
-        if (out.count(nk)) fail(b.loc, "'relabel' is not injective: two axes become " + key_str(nk));
-        out[nk] = v;
-      }
-      n->shape = out;
-      n->etype = a.n->etype;
-      n->args = {a.n};
-      return fixed(n);
-    }
-    if (f == "reverse") {
-      positional(e, 2, 2);
-      attributes(e, {});
-      TN a = non_poly(tensor(*e.args[0]));
-      auto n = mk_node(Op::Reverse, loc);
-      n->axes = key_set(*e.args[1], &a.n->shape, "'reverse'");
-      n->shape = a.n->shape;
-      n->etype = a.n->etype;
-      n->args = {a.n};
-      return fixed(n);
-    }
-    if (f == "dot") {
-      positional(e, 2, 2);
-      auto at = attributes(e, {"contract", "batch"});
-      TN a = non_poly(tensor(*e.args[0])), b = non_poly(tensor(*e.args[1]));
-      EType et = unify(a.n->etype, b.n->etype, loc, what);
-      need_numeric(et, loc, what);
-      AxisMap common;
-      for (const auto& [k, v] : a.n->shape)
-        if (b.n->shape.count(k)) common[k] = v;
-      auto n = mk_node(Op::Dot, loc);
-      if (at.count("contract")) n->sum_index = si_map(*at["contract"]->value, common, "'dot' contract", kCommon);
-      if (at.count("batch")) n->axes = key_set(*at["batch"]->value, &common, "'dot' batch", kCommon);
-      for (const AxisKey& k : n->axes)
-        if (n->sum_index.count(k)) fail(at["batch"]->value->loc, "'dot': axis " + key_str(k) + " is both contracted and batch");
-      for (const auto& [k, v] : common)
-        if (!n->sum_index.count(k) && std::find(n->axes.begin(), n->axes.end(), k) == n->axes.end())
-          fail(loc, "'dot': common axis " + key_str(k) + " must be listed in 'contract' or 'batch'");
-      n->shape = a.n->shape;
-      for (const auto& [k, m] : n->sum_index) n->shape.erase(k);
-      for (const auto& [k, v] : b.n->shape)
-        if (!common.count(k)) n->shape[k] = v;
-      n->etype = et;
-      n->args = {a.n, b.n};
-      return fixed(n);
-    }
+    if (f == "const") return call_const(e);
+    if (f == "iota") return call_iota(e);
+    if (f == "broadcast") return call_broadcast(e);
+    if (f == "sum") return call_sum(e);
+    if (f == "reduce_max" || f == "reduce_min" || f == "reduce_prod") return call_reduce(e);
+    if (f == "slice") return call_slice(e);
+    if (f == "pad") return call_pad(e);
+    if (f == "dynslice") return call_dynslice(e);
+    if (f == "dynupdate") return call_dynupdate(e);
+    if (f == "concat") return call_concat(e);
+    if (f == "relabel") return call_relabel(e);
+    if (f == "reverse") return call_reverse(e);
+    if (f == "dot") return call_dot(e);
     if (f == "conv") return conv(e);
-    if (f == "degenerate") {
-      positional(e, 1, 1);
-      auto at = attributes(e, {"add", "remove"});
-      TN a = non_poly(tensor(*e.args[0]));
-      auto n = mk_node(Op::Degenerate, loc);
-      n->shape = a.n->shape;
-      if (at.count("remove")) n->axes = key_set(*at["remove"]->value, &a.n->shape, "'degenerate' remove");
-      for (const AxisKey& k : n->axes) n->shape.erase(k);
-      AxisMap add;
-      if (at.count("add")) {
-        const Expr& b = need_braces(*at["add"]->value, "attribute 'add'");
-        for (const auto& be : b.entries) {
-          if (be.to || (be.value && !(be.value->kind == EK::Int && be.value->ival == 1)))
-            fail(be.value ? be.value->loc : be.key.loc, "'degenerate' adds axes of size 1 only ('{" + be.key.str() + ": 1}')");
-          AxisKey k = key(be.key);
-          if (a.n->shape.count(k) && std::find(n->axes.begin(), n->axes.end(), k) == n->axes.end())
-            fail(be.key.loc, "'degenerate' adds axis " + be.key.str() + ", which the operand already has");
-          if (add.count(k)) fail(be.key.loc, "'degenerate' adds axis " + be.key.str() + " twice");
-          add[k] = mk_int(1, be.key.loc);
-          n->shape[k] = add[k];
-        }
-      }
-      n->attrs["add"] = add;
-      n->etype = a.n->etype;
-      n->args = {a.n};
-      return fixed(n);
-    }
+    if (f == "degenerate") return call_degenerate(e);
     fail(loc, "unknown function '" + f + "'");
+  }
+
+  TN call_exp(const Expr& e) {
+    const std::string& f = e.text;
+    const SourceLoc& loc = e.loc;
+    std::string what = "'" + f + "'";
+    positional(e, 1, 1);
+    attributes(e, {});
+    TN a = tensor(*e.args[0]);
+    if (a.poly) a = fixed(coerce(a, t_only(DType::Real) ? tvar() : concrete(DType::Real), loc));
+    if (!is_real(a.n->etype))
+      fail(loc, "'exp' needs element type real, got " + ety_str(a.n->etype) +
+                    (a.n->etype.is_t ? " (T stands for " + dtypes_str() + ")" : ""));
+    return elementwise(Op::Exp, {a}, loc, what, true, false);
+  }
+
+  // Extension: pow(A, k) with a literal k >= 0 is desugared into multiplications.
+  TN call_pow(const Expr& e) {
+    const std::string& f = e.text;
+    const SourceLoc& loc = e.loc;
+    std::string what = "'" + f + "'";
+    positional(e, 2, 2);
+    attributes(e, {});
+    const Expr& k = *e.args[1];
+    if (k.kind != EK::Int) fail(k.loc, "the exponent of 'pow' must be a non-negative integer literal");
+    if (k.ival > 64) fail(k.loc, "the exponent of 'pow' is limited to 64");
+    TN a = tensor(*e.args[0]);
+    if (!a.poly) need_numeric(a.n->etype, loc, what);
+    if (k.ival == 0) {
+      // 1 wherever A is valid and defined: A stays an operand of the Const (ir.h), so that its
+      // validity and definedness survive the fold. A scalar of literal arithmetic is always
+      // valid and defined, so there the 1 stands alone.
+      Literal one;
+      one.num = 1;
+      TN lit = literal(one, loc, true);
+      if (is_scalar(a) && a.poly) return lit;
+      auto n = mk_node(Op::Const, loc);
+      n->shape = a.n->shape;
+      n->etype = a.poly ? tvar() : a.n->etype;
+      n->args = {a.poly ? finalize(lit) : coerce(lit, a.n->etype, loc), a.poly ? finalize(a) : a.n};
+      return TN{n, false, std::nullopt};
+    }
+    TN acc = a;
+    for (int64_t i = 1; i < k.ival; ++i) acc = elementwise(Op::Mul, {acc, a}, loc, "'pow'", true, true);
+    return acc;
+  }
+
+  TN call_select(const Expr& e) {
+    const std::string& f = e.text;
+    const SourceLoc& loc = e.loc;
+    std::string what = "'" + f + "'";
+    positional(e, 3, 3);
+    attributes(e, {});
+    TN p = tensor(*e.args[0]);
+    if (p.poly) fail(e.args[0]->loc, "the predicate of 'select' must be bool");
+    need_bool(p.n->etype, e.args[0]->loc, "the predicate of 'select'");
+    TN a = tensor(*e.args[1]), b = tensor(*e.args[2]);
+    std::optional<EType> et = common_etype({&a, &b}, loc, what);
+    if (!et) {
+      a = fixed(finalize(a));
+      b = fixed(finalize(b));
+      et = tvar();
+    }
+    auto n = mk_node(Op::Select, loc);
+    n->shape = common_shape({&p, &a, &b}, loc, what);
+    n->etype = *et;
+    n->args = {p.n, a.n, b.n};
+    return fixed(n);
+  }
+
+  TN call_const(const Expr& e) {
+    const SourceLoc& loc = e.loc;
+    positional(e, 2, 2);
+    attributes(e, {});
+    TN v = scalar_operand(*e.args[0], "the value of 'const'");
+    auto n = mk_node(Op::Const, loc);
+    n->shape = shape_literal(*e.args[1], "the shape of 'const'");
+    n->etype = v.n->etype;
+    n->args = {v.n};
+    return TN{n, v.poly, v.decimal};
+  }
+
+  TN call_iota(const Expr& e) {
+    const SourceLoc& loc = e.loc;
+    positional(e, 2, 2);
+    attributes(e, {});
+    auto n = mk_node(Op::Iota, loc);
+    n->shape = shape_literal(*e.args[0], "the shape of 'iota'");
+    AxisKey k = key_arg(*e.args[1], "the axis of 'iota'");
+    if (!n->shape.count(k)) fail(e.args[1]->loc, "the axis of 'iota' (" + key_str(k) + ") is not in its shape " + keys_str(n->shape));
+    mark_single(k.rclass);
+    n->axes = {k};
+    n->etype = concrete(DType::Int);
+    return fixed(n);
+  }
+
+  TN call_broadcast(const Expr& e) {
+    const SourceLoc& loc = e.loc;
+    positional(e, 2, 2);
+    attributes(e, {});
+    TN a = tensor(*e.args[0]);
+    AxisMap add = shape_literal(*e.args[1], "the new axes of 'broadcast'");
+    auto n = mk_node(Op::Broadcast, loc);
+    n->shape = a.n->shape;
+    for (const auto& [k, v] : add) {
+      if (a.n->shape.count(k)) fail(entry_loc(*e.args[1], k), "broadcast adds axis " + key_str(k) + ", which the operand already has");
+      n->shape[k] = v;
+    }
+    n->etype = a.n->etype;
+    n->args = {a.n};
+    return TN{n, a.poly, a.decimal};
+  }
+
+  TN call_sum(const Expr& e) {
+    const std::string& f = e.text;
+    const SourceLoc& loc = e.loc;
+    std::string what = "'" + f + "'";
+    positional(e, 2, 2);
+    attributes(e, {});
+    TN a = non_poly(tensor(*e.args[0]));
+    need_numeric(a.n->etype, loc, what);
+    auto n = mk_node(Op::Sum, loc);
+    n->sum_index = si_map(*e.args[1], a.n->shape, "'sum'");
+    if (n->sum_index.empty()) fail(e.args[1]->loc, "'sum' needs at least one axis");
+    n->shape = a.n->shape;
+    for (const auto& [k, m] : n->sum_index) n->shape.erase(k);
+    n->etype = a.n->etype;
+    n->args = {a.n};
+    return fixed(n);
+  }
+
+  // Extension: XLA's Reduce with a max/min/multiply computation and an init value (ir.h, Reducer).
+  TN call_reduce(const Expr& e) {
+    const std::string& f = e.text;
+    const SourceLoc& loc = e.loc;
+    std::string what = "'" + f + "'";
+    positional(e, 2, 2);
+    auto at = attributes(e, {"init"});
+    if (!at.count("init")) fail(loc, what + " needs an init value: init=...");
+    const Expr& ie = *at["init"]->value;
+    TN a = tensor(*e.args[0]);
+    TN v = scalar_operand(ie, "the init value of " + what);
+    std::optional<EType> et = common_etype({&a, &v}, ie.loc, "the init value of " + what);
+    if (!et) {
+      a = fixed(finalize(a));
+      v = fixed(finalize(v));
+      et = tvar();
+    }
+    need_numeric(*et, loc, what);
+    auto n = mk_node(Op::Sum, loc);
+    n->reducer = f == "reduce_max" ? Reducer::Max : f == "reduce_min" ? Reducer::Min : Reducer::Prod;
+    n->sum_index = si_map(*e.args[1], a.n->shape, what);
+    if (n->sum_index.empty()) fail(e.args[1]->loc, what + " needs at least one axis");
+    n->shape = a.n->shape;
+    for (const auto& [k, m] : n->sum_index) n->shape.erase(k);
+    n->etype = *et;
+    n->args = {a.n, v.n};
+    return fixed(n);
+  }
+
+  TN call_slice(const Expr& e) {
+    const std::string& f = e.text;
+    const SourceLoc& loc = e.loc;
+    std::string what = "'" + f + "'";
+    positional(e, 1, 1);
+    auto at = attributes(e, {"start", "end", "stride"});
+    TN a = non_poly(tensor(*e.args[0]));
+    const AxisMap& sh = a.n->shape;
+    auto n = mk_node(Op::Slice, loc);
+    AxisMap st = at.count("start") ? attr_map(*at["start"], sh, what) : AxisMap{};
+    AxisMap en = at.count("end") ? attr_map(*at["end"], sh, what) : AxisMap{};
+    AxisMap sd = at.count("stride") ? attr_map(*at["stride"], sh, what) : AxisMap{};
+    for (const auto& [k, size] : sh) {
+      if (!st.count(k)) st[k] = mk_int(0);
+      if (!en.count(k)) en[k] = size;
+      if (!sd.count(k)) sd[k] = mk_int(1);
+      // (end - start + stride - 1) div stride
+      n->shape[k] = fold_bin(IK::Div, fold_bin(IK::Add, fold_bin(IK::Sub, en[k], st[k]), fold_bin(IK::Sub, sd[k], mk_int(1))), sd[k]);
+    }
+    n->attrs["start"] = st;
+    n->attrs["end"] = en;
+    n->attrs["stride"] = sd;
+    n->etype = a.n->etype;
+    n->args = {a.n};
+    return fixed(n);
+  }
+
+  TN call_pad(const Expr& e) {
+    const std::string& f = e.text;
+    const SourceLoc& loc = e.loc;
+    std::string what = "'" + f + "'";
+    positional(e, 2, 2);
+    auto at = attributes(e, {"low", "high", "interior"});
+    TN a = tensor(*e.args[0]);
+    TN v = scalar_operand(*e.args[1], "the padding value of 'pad'");
+    std::optional<EType> et = common_etype({&a, &v}, loc, what);
+    if (!et) {
+      a = fixed(finalize(a));
+      v = fixed(finalize(v));
+      et = tvar();
+    }
+    const AxisMap& sh = a.n->shape;
+    auto n = mk_node(Op::Pad, loc);
+    AxisMap lo = at.count("low") ? attr_map(*at["low"], sh, what) : AxisMap{};
+    AxisMap hi = at.count("high") ? attr_map(*at["high"], sh, what) : AxisMap{};
+    AxisMap in = at.count("interior") ? attr_map(*at["interior"], sh, what) : AxisMap{};
+    for (const auto& [k, size] : sh) {
+      if (!lo.count(k)) lo[k] = mk_int(0);
+      if (!hi.count(k)) hi[k] = mk_int(0);
+      if (!in.count(k)) in[k] = mk_int(0);
+      // low + high + size + max(0, size - 1) * interior
+      n->shape[k] = fold_bin(IK::Add, fold_bin(IK::Add, fold_bin(IK::Add, lo[k], hi[k]), size),
+                             fold_bin(IK::Mul, fold_bin(IK::Max, mk_int(0), fold_bin(IK::Sub, size, mk_int(1))), in[k]));
+    }
+    n->attrs["low"] = lo;
+    n->attrs["high"] = hi;
+    n->attrs["interior"] = in;
+    n->etype = *et;
+    n->args = {a.n, v.n};
+    return fixed(n);
+  }
+
+  TN call_dynslice(const Expr& e) {
+    const std::string& f = e.text;
+    const SourceLoc& loc = e.loc;
+    std::string what = "'" + f + "'";
+    positional(e, 1, 1);
+    auto at = attributes(e, {"start", "size"});
+    TN a = non_poly(tensor(*e.args[0]));
+    const AxisMap& sh = a.n->shape;
+    if (!at.count("start") || !at.count("size")) fail(loc, "'dynslice' needs both 'start' and 'size'");
+    AxisMap st = attr_map(*at["start"], sh, what);
+    AxisMap sz = attr_map(*at["size"], sh, what);
+    if (!same_keys(st, sz))
+      fail(at["size"]->loc, "'dynslice': 'start' and 'size' must name the same axes (" + keys_str(st) + " vs " + keys_str(sz) + ")");
+    auto n = mk_node(Op::DynSlice, loc);
+    n->shape = sh;
+    for (const auto& [k, v] : sz) n->shape[k] = v;
+    n->attrs["start"] = st;
+    n->attrs["size"] = sz;
+    n->etype = a.n->etype;
+    n->args = {a.n};
+    return fixed(n);
+  }
+
+  TN call_dynupdate(const Expr& e) {
+    const std::string& f = e.text;
+    const SourceLoc& loc = e.loc;
+    std::string what = "'" + f + "'";
+    positional(e, 2, 2);
+    auto at = attributes(e, {"start"});
+    TN a = tensor(*e.args[0]), u = tensor(*e.args[1]);
+    std::optional<EType> et = common_etype({&a, &u}, loc, what);
+    if (!et) fail(loc, "'dynupdate' needs tensor operands");
+    if (is_scalar(a) || is_scalar(u)) fail(loc, "'dynupdate' needs tensor operands, not scalars");
+    if (!same_keys(a.n->shape, u.n->shape))
+      fail(e.args[1]->loc, "'dynupdate': the update has axes " + keys_str(u.n->shape) + ", the operand " + keys_str(a.n->shape));
+    if (!at.count("start")) fail(loc, "'dynupdate' needs 'start' on every axis of the operand");
+    AxisMap st = attr_map(*at["start"], a.n->shape, what);
+    for (const auto& [k, v] : a.n->shape)
+      if (!st.count(k)) fail(at["start"]->loc, "'dynupdate': 'start' must give every axis of the operand; " + key_str(k) + " is missing");
+    auto n = mk_node(Op::DynUpdate, loc);
+    n->shape = a.n->shape;
+    n->attrs["start"] = st;
+    n->etype = *et;
+    n->args = {a.n, u.n};
+    return fixed(n);
+  }
+
+  TN call_concat(const Expr& e) {
+    const std::string& f = e.text;
+    const SourceLoc& loc = e.loc;
+    std::string what = "'" + f + "'";
+    positional(e, 2, SIZE_MAX);
+    auto at = attributes(e, {"axis"});
+    if (!at.count("axis")) fail(loc, "'concat' needs 'axis=R'");
+    std::vector<TN> ops;
+    for (const auto& x : e.args) ops.push_back(tensor(*x));
+    std::vector<TN*> ptrs;
+    for (auto& t : ops) ptrs.push_back(&t);
+    std::optional<EType> et = common_etype(ptrs, loc, what);
+    if (!et) fail(loc, "'concat' needs tensor operands");
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (is_scalar(ops[i])) fail(e.args[i]->loc, "'concat' needs tensor operands, not scalars");
+      if (!same_keys(ops[0].n->shape, ops[i].n->shape))
+        fail(e.args[i]->loc, "'concat': operands have different axes: " + keys_str(ops[0].n->shape) + " and " + keys_str(ops[i].n->shape));
+    }
+    AxisKey k = key_arg(*at["axis"]->value, "the axis of 'concat'");
+    if (!ops[0].n->shape.count(k))
+      fail(at["axis"]->value->loc, "the axis of 'concat' (" + key_str(k) + ") is not an axis of its operands " + keys_str(ops[0].n->shape));
+    mark_single(k.rclass);
+    auto n = mk_node(Op::Concat, loc);
+    n->shape = ops[0].n->shape;
+    IExprP total = ops[0].n->shape.at(k);
+    for (size_t i = 1; i < ops.size(); ++i) total = fold_bin(IK::Add, total, ops[i].n->shape.at(k));
+    n->shape[k] = total;
+    n->axes = {k};
+    n->etype = *et;
+    for (auto& t : ops) n->args.push_back(t.n);
+    return fixed(n);
+  }
+
+  TN call_relabel(const Expr& e) {
+    const SourceLoc& loc = e.loc;
+    positional(e, 2, 2);
+    attributes(e, {});
+    TN a = non_poly(tensor(*e.args[0]));
+    const Expr& b = need_braces(*e.args[1], "the renaming of 'relabel'");
+    auto n = mk_node(Op::Relabel, loc);
+    for (const auto& be : b.entries) {
+      if (!be.to) fail(be.key.loc, "'relabel' takes renamings 'R@a -> R@b'");
+      AxisKey from = key(be.key), to = key(*be.to);
+      if (!a.n->shape.count(from))
+        fail(be.key.loc, "'relabel' renames axis " + be.key.str() + ", which the operand does not have (its axes: " + keys_str(a.n->shape) + ")");
+      if (from.rclass != to.rclass)
+        fail(be.to->loc, "'relabel' can only rename an axis to another copy of the same rclass (" + be.key.str() + " -> " + be.to->str() + ")");
+      if (n->relabel.count(from)) fail(be.key.loc, "'relabel' renames axis " + be.key.str() + " twice");
+      n->relabel[from] = to;
+    }
+    AxisMap out;
+    for (const auto& [k, v] : a.n->shape) {
+      auto r = n->relabel.find(k);
+      AxisKey nk = r == n->relabel.end() ? k : r->second;
+      if (out.count(nk)) fail(b.loc, "'relabel' is not injective: two axes become " + key_str(nk));
+      out[nk] = v;
+    }
+    n->shape = out;
+    n->etype = a.n->etype;
+    n->args = {a.n};
+    return fixed(n);
+  }
+
+  TN call_reverse(const Expr& e) {
+    const SourceLoc& loc = e.loc;
+    positional(e, 2, 2);
+    attributes(e, {});
+    TN a = non_poly(tensor(*e.args[0]));
+    auto n = mk_node(Op::Reverse, loc);
+    n->axes = key_set(*e.args[1], &a.n->shape, "'reverse'");
+    n->shape = a.n->shape;
+    n->etype = a.n->etype;
+    n->args = {a.n};
+    return fixed(n);
+  }
+
+  TN call_dot(const Expr& e) {
+    const std::string& f = e.text;
+    const SourceLoc& loc = e.loc;
+    std::string what = "'" + f + "'";
+    positional(e, 2, 2);
+    auto at = attributes(e, {"contract", "batch"});
+    TN a = non_poly(tensor(*e.args[0])), b = non_poly(tensor(*e.args[1]));
+    EType et = unify(a.n->etype, b.n->etype, loc, what);
+    need_numeric(et, loc, what);
+    AxisMap common;
+    for (const auto& [k, v] : a.n->shape)
+      if (b.n->shape.count(k)) common[k] = v;
+    auto n = mk_node(Op::Dot, loc);
+    if (at.count("contract")) n->sum_index = si_map(*at["contract"]->value, common, "'dot' contract", kCommon);
+    if (at.count("batch")) n->axes = key_set(*at["batch"]->value, &common, "'dot' batch", kCommon);
+    for (const AxisKey& k : n->axes)
+      if (n->sum_index.count(k)) fail(at["batch"]->value->loc, "'dot': axis " + key_str(k) + " is both contracted and batch");
+    for (const auto& [k, v] : common)
+      if (!n->sum_index.count(k) && std::find(n->axes.begin(), n->axes.end(), k) == n->axes.end())
+        fail(loc, "'dot': common axis " + key_str(k) + " must be listed in 'contract' or 'batch'");
+    n->shape = a.n->shape;
+    for (const auto& [k, m] : n->sum_index) n->shape.erase(k);
+    for (const auto& [k, v] : b.n->shape)
+      if (!common.count(k)) n->shape[k] = v;
+    n->etype = et;
+    n->args = {a.n, b.n};
+    return fixed(n);
+  }
+
+  TN call_degenerate(const Expr& e) {
+    const SourceLoc& loc = e.loc;
+    positional(e, 1, 1);
+    auto at = attributes(e, {"add", "remove"});
+    TN a = non_poly(tensor(*e.args[0]));
+    auto n = mk_node(Op::Degenerate, loc);
+    n->shape = a.n->shape;
+    if (at.count("remove")) n->axes = key_set(*at["remove"]->value, &a.n->shape, "'degenerate' remove");
+    for (const AxisKey& k : n->axes) n->shape.erase(k);
+    AxisMap add;
+    if (at.count("add")) {
+      const Expr& b = need_braces(*at["add"]->value, "attribute 'add'");
+      for (const auto& be : b.entries) {
+        if (be.to || (be.value && !(be.value->kind == EK::Int && be.value->ival == 1)))
+          fail(be.value ? be.value->loc : be.key.loc, "'degenerate' adds axes of size 1 only ('{" + be.key.str() + ": 1}')");
+        AxisKey k = key(be.key);
+        if (a.n->shape.count(k) && std::find(n->axes.begin(), n->axes.end(), k) == n->axes.end())
+          fail(be.key.loc, "'degenerate' adds axis " + be.key.str() + ", which the operand already has");
+        if (add.count(k)) fail(be.key.loc, "'degenerate' adds axis " + be.key.str() + " twice");
+        add[k] = mk_int(1, be.key.loc);
+        n->shape[k] = add[k];
+      }
+    }
+    n->attrs["add"] = add;
+    n->etype = a.n->etype;
+    n->args = {a.n};
+    return fixed(n);
   }
 
   // conv(IN, W, feature={F: i}, spatial={S: k}, batch={B}, output={O}, stride=, low=, high=,

@@ -31,6 +31,18 @@ void scan(const Node& n, const std::function<void(const Node&)>& f) {
   }
 }
 
+// The entries of `from` on the axes of x.
+Encoder::Index restrict_to(const Node& x, const Encoder::Index& from) {
+  Encoder::Index r;
+  for (const auto& [k, sz] : x.shape) r[k] = from.at(k);
+  return r;
+}
+
+// Rejects a sum (kept as its summand) as an operand of n, which cannot encode it.
+void no_sum(const Elem& e, const Node& n) {
+  if (e.sum) throw Unsupported(std::string("a sum under ") + to_string(n.op) + " cannot be encoded" + where(n.loc));
+}
+
 }  // namespace
 
 // Identifies an index: its keys, then the term ids of its entries (at() caches, sum_use_).
@@ -551,139 +563,91 @@ Term Encoder::box_unit(const std::vector<BoxEntry>& box) {
   return box_agg(box, true, [&](const BoxEntry& e) { return b.eq(e.size, b.integer(1)); });
 }
 
-Elem Encoder::at_uncached(const Node& n, const Index& idx) {
-  DType t = n.etype.resolve(dtype);
-  auto sub = [&](size_t i) -> Elem {
-    const Node& x = *n.args.at(i);
-    return scalar_shape(x) ? at(x, {}) : at(x, idx);
-  };
-  auto restrict_to = [&](const Node& x, const Index& from) {
-    Index r;
-    for (const auto& [k, sz] : x.shape) r[k] = from.at(k);
-    return r;
-  };
-  auto no_sum = [&](const Elem& e) {
-    if (e.sum) throw Unsupported(std::string("a sum under ") + to_string(n.op) + " cannot be encoded" + where(n.loc));
-  };
-  auto attr = [&](const char* name, const AxisKey& k, int j, Term dflt) -> Term {
-    auto it = n.attrs.find(name);
-    if (it == n.attrs.end()) return dflt;
-    auto jt = it->second.find(k);
-    if (jt == it->second.end() || !jt->second) return dflt;
-    return iexpr(*jt->second, j);
-  };
-  auto ite_elem = [&](const Term& c, const Elem& x, const Elem& y) -> Elem {
-    if (Builder::is_true(c)) return x;
-    if (Builder::is_false(c)) return y;
-    no_sum(x);
-    no_sum(y);
-    Elem r;
-    r.def = b.ite(c, x.def, y.def);
-    r.val.v = b.ite(c, x.val.v, y.val.v);
-    if (!x.val.tag.isNull() || !y.val.tag.isNull()) r.val.tag = b.ite(c, tag_of(b, x.val), tag_of(b, y.val));
-    return r;
-  };
-  auto with_def = [&](Elem e, const Term& d) {
-    e.def = b.and_({d, e.def});
-    return e;
-  };
+// Operand i of n at idx (a scalar operand at the empty index).
+Elem Encoder::operand_at(const Node& n, size_t i, const Index& idx) {
+  const Node& x = *n.args.at(i);
+  return scalar_shape(x) ? at(x, {}) : at(x, idx);
+}
 
+// Attribute `name` of n on axis j of k, or dflt where n does not give it.
+Term Encoder::index_attr(const Node& n, const char* name, const AxisKey& k, int j, Term dflt) {
+  auto it = n.attrs.find(name);
+  if (it == n.attrs.end()) return dflt;
+  auto jt = it->second.find(k);
+  if (jt == it->second.end() || !jt->second) return dflt;
+  return iexpr(*jt->second, j);
+}
+
+// if c then x else y, elementwise (n: the operator, for the error on a sum).
+Elem Encoder::ite_elem(const Node& n, const Term& c, const Elem& x, const Elem& y) {
+  if (Builder::is_true(c)) return x;
+  if (Builder::is_false(c)) return y;
+  no_sum(x, n);
+  no_sum(y, n);
+  Elem r;
+  r.def = b.ite(c, x.def, y.def);
+  r.val.v = b.ite(c, x.val.v, y.val.v);
+  if (!x.val.tag.isNull() || !y.val.tag.isNull()) r.val.tag = b.ite(c, tag_of(b, x.val), tag_of(b, y.val));
+  return r;
+}
+
+// e, defined only where d also holds.
+Elem Encoder::with_def(Elem e, const Term& d) {
+  e.def = b.and_({d, e.def});
+  return e;
+}
+
+Elem Encoder::at_uncached(const Node& n, const Index& idx) {
   switch (n.op) {
-    case Op::Input: {
-      const auto& td = rule.tensors.at(n.input);
-      Term f = tensor_fns.at(n.input);
-      std::vector<Term> args;
-      for (const auto& [k, sz] : td.shape)
-        for (const auto& x : idx.at(k)) args.push_back(x);
-      Term app;
-      if (args.empty()) {
-        app = f;
-      } else {
-        std::vector<Term> ch{f};
-        ch.insert(ch.end(), args.begin(), args.end());
-        app = b.s.mkTerm(Kind::APPLY_UF, ch);
-      }
-      accesses.push_back({n.input, app, args});
-      return {b.T, {app, {}}, nullptr};
-    }
+    case Op::Input: return input_at(n, idx);
     case Op::Literal: return {b.T, literal(n), nullptr};
     case Op::ScalarRef: return {b.T, {scalar_consts.at(n.input), {}}, nullptr};
     case Op::Const: {
       Elem v = at(*n.args.at(0), {});
       if (n.args.size() < 2) return v;
       // A kept operand (ir.h: pow(A, 0)): defined where it is; its value is never read.
-      Elem kept = sub(1);
+      Elem kept = operand_at(n, 1, idx);
       if (kept.sum) throw Unsupported("pow(A, 0) of a reduction cannot be encoded" + where(n.loc));
       return with_def(v, kept.def);
     }
     case Op::Iota: return {b.T, {idx.at(n.axes.at(0)).at(0), {}}, nullptr};
     case Op::Neg:
     case Op::Abs:
-    case Op::Exp: {
-      Elem x = sub(0);
-      if (x.sum) {
-        if (n.op != Op::Neg || !x.sum->f.tag.isNull() || is_fold(x)) no_sum(x);
-        auto s = std::make_shared<SumVal>(*x.sum);
-        s->f.v = b.neg(s->f.v);
-        if (!s->init.v.isNull()) s->init.v = b.neg(s->init.v);  // -(c + Σf) = -c + Σ -f
-        return {x.def, {}, s};
-      }
-      Val v = x.val;
-      Term tg = v.tag;
-      Val r;
-      if (n.op == Op::Neg) {
-        r.v = b.neg(v.v);
-        if (!tg.isNull()) r.tag = b.ite(b.eq(tg, b.integer(2)), tg, b.neg(tg));
-      } else if (n.op == Op::Abs) {
-        r.v = b.abs(v.v);
-        if (!tg.isNull()) r.tag = b.ite(b.eq(tg, b.zero), b.zero, b.ite(b.eq(tg, b.integer(2)), tg, b.integer(1)));
-      } else {
-        if (t != DType::Real) throw InternalError("exp on a non-real value" + where(n.loc));
-        Term e = b.exp(v.v);
-        if (tg.isNull()) {
-          r.v = e;
-        } else {  // exp(-inf) = 0, exp(+inf) = +inf, exp(Unknown) = Unknown
-          Term mi = b.eq(tg, b.integer(-1));
-          r.v = b.ite(mi, b.real(0), e);
-          r.tag = b.ite(mi, b.zero, tg);
-        }
-      }
-      return {x.def, r, nullptr};
-    }
+    case Op::Exp: return unary_at(n, idx);
     case Op::Not: {
-      Elem x = sub(0);
-      no_sum(x);
+      Elem x = operand_at(n, 0, idx);
+      no_sum(x, n);
       return {x.def, {b.not_(x.val.v), {}}, nullptr};
     }
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Rem: case Op::Max: case Op::Min:
-      return arith(n.op, n, sub(0), sub(1));
+      return arith(n.op, n, operand_at(n, 0, idx), operand_at(n, 1, idx));
     case Op::And:
     case Op::Or: {
-      Elem x = sub(0), y = sub(1);
-      no_sum(x);
-      no_sum(y);
+      Elem x = operand_at(n, 0, idx), y = operand_at(n, 1, idx);
+      no_sum(x, n);
+      no_sum(y, n);
       Term v = n.op == Op::And ? b.and_({x.val.v, y.val.v}) : b.or_({x.val.v, y.val.v});
       return {b.and_({x.def, y.def}), {v, {}}, nullptr};
     }
     case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge: {
-      Elem x = sub(0), y = sub(1);
-      no_sum(x);
-      no_sum(y);
+      Elem x = operand_at(n, 0, idx), y = operand_at(n, 1, idx);
+      no_sum(x, n);
+      no_sum(y, n);
       Term def = b.and_({x.def, y.def});
       Term v = cmp_op(n.op, x.val, y.val, def);
       return {def, {v, {}}, nullptr};
     }
     case Op::Select: {
-      Elem p = sub(0);
-      no_sum(p);
-      Elem r = ite_elem(p.val.v, sub(1), sub(2));
+      Elem p = operand_at(n, 0, idx);
+      no_sum(p, n);
+      Elem r = ite_elem(n, p.val.v, operand_at(n, 1, idx), operand_at(n, 2, idx));
       return with_def(r, p.def);
     }
     case Op::Clamp: {
-      Elem lo = sub(0), x = sub(1), hi = sub(2);
-      no_sum(lo);
-      no_sum(x);
-      no_sum(hi);
+      Elem lo = operand_at(n, 0, idx), x = operand_at(n, 1, idx), hi = operand_at(n, 2, idx);
+      no_sum(lo, n);
+      no_sum(x, n);
+      no_sum(hi, n);
       Term def = b.and_({lo.def, x.def, hi.def});
       Val m = num_op(Op::Max, x.val, lo.val, n, def);
       Val r = num_op(Op::Min, hi.val, m, n, def);
@@ -694,130 +658,25 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
       return at(x, restrict_to(x, idx));
     }
     case Op::Sum:
-    case Op::Dot: {
-      if (n.op == Op::Sum && n.reducer != Reducer::Sum) return fold_at(n, idx);  // reduce.cpp
-      // Summation-index constants for the contracted keys; the sum is kept as its summand.
-      std::vector<BoxEntry> box;
-      Index full = idx;
-      const Node& x = *n.args.at(0);
-      auto sig = signature_of(idx);
-      for (const auto& [k, mid] : n.sum_index) {
-        auto [it, fresh] = sum_use_.emplace(mid, sig);
-        if (!fresh && it->second != sig)
-          throw Unsupported("summation index " + rule.maps[mid].name +
-                            " is used by a sum read at two different indices" + where(n.loc));
-        std::vector<Term> sis;
-        for (int j = 0; j < ranks[k.rclass]; ++j) {
-          Term si = map_const(mid, j);
-          sis.push_back(si);
-          // Pair by the lhs partner of a matched index (the constants are shared).
-          int canon = mid;
-          for (const auto& m : rule.match)
-            if (m.rhs_si == mid) canon = m.lhs_si;
-          box.push_back({canon, k.rclass, j, si, size(x, k, j)});
-        }
-        full[k] = sis;
-      }
-      Elem body;
-      if (n.op == Op::Sum) {
-        body = reduced_element(n, full, box);  // reindex.cpp
-      } else {
-        const Node& y = *n.args.at(1);
-        body = arith(Op::Mul, n, at(x, restrict_to(x, full)), at(y, restrict_to(y, full)));
-      }
-      if (box.empty()) return body;
-      if (is_fold(body)) throw Unsupported("a sum of max/min/prod reductions cannot be encoded" + where(n.loc));
-      auto s = std::make_shared<SumVal>();
-      if (body.sum) {
-        if (!body.sum->f.tag.isNull()) throw Unsupported("a sum of infinities cannot be encoded" + where(n.loc));
-        if (!body.sum->init.v.isNull())
-          throw Unsupported("a sum of a sum plus a value cannot be encoded" + where(n.loc));
-        s->f = body.sum->f;
-        s->box = box;
-        s->box.insert(s->box.end(), body.sum->box.begin(), body.sum->box.end());
-        s->defs.push_back({body.def, box});
-        for (auto d : body.sum->defs) {
-          d.second.insert(d.second.end(), box.begin(), box.end());
-          s->defs.push_back(d);
-        }
-      } else {
-        if (!body.val.tag.isNull()) throw Unsupported("a sum of infinities cannot be encoded" + where(n.loc));
-        s->f = body.val;
-        s->box = box;
-        s->defs.push_back({body.def, box});
-      }
-      return {b.T, {}, s};
-    }
+    case Op::Dot: return sum_at(n, idx);
     case Op::Slice: {
       const Node& x = *n.args.at(0);
       Index ci;
       for (const auto& [k, sz] : x.shape)
         for (int j = 0; j < ranks[k.rclass]; ++j)
-          ci[k].push_back(b.add(attr("start", k, j, b.zero), b.mul(attr("stride", k, j, b.integer(1)), idx.at(k).at(j))));
+          ci[k].push_back(b.add(index_attr(n, "start", k, j, b.zero), b.mul(index_attr(n, "stride", k, j, b.integer(1)), idx.at(k).at(j))));
       return at(x, ci);
     }
-    case Op::Pad: {
-      const Node& x = *n.args.at(0);
-      Index ci;
-      std::vector<Term> padded;
-      for (const auto& [k, sz] : x.shape) {
-        std::vector<Term> rel, step;
-        for (int j = 0; j < ranks[k.rclass]; ++j) {
-          rel.push_back(b.sub(idx.at(k).at(j), attr("low", k, j, b.zero)));
-          step.push_back(b.add(attr("interior", k, j, b.zero), b.integer(1)));
-          // interior >= 0 is part of validity, so the divisor is positive wherever it matters.
-          ci[k].push_back(b.ediv(rel.back(), step.back()));
-        }
-        padded.push_back(agg(k.rclass, false, [&, &k = k](int j) {
-          Term s = size(x, k, j);
-          Term in = attr("interior", k, j, b.zero);
-          Term inner = b.add(s, b.mul(b.max(b.zero, b.sub(s, b.integer(1))), in));
-          return b.or_({b.lt(rel[j], b.zero), b.le(inner, rel[j]), b.not_(b.eq(b.emod(rel[j], step[j]), b.zero))});
-        }));
-      }
-      Term inpad = b.or_(padded);
-      if (Builder::is_true(inpad)) return at(*n.args.at(1), {});
-      if (Builder::is_false(inpad)) return at(x, ci);
-      return ite_elem(inpad, at(*n.args.at(1), {}), at(x, ci));
-    }
+    case Op::Pad: return pad_at(n, idx);
     case Op::DynSlice: {
       const Node& x = *n.args.at(0);
       Index ci;
       for (const auto& [k, sz] : x.shape)
-        for (int j = 0; j < ranks[k.rclass]; ++j) ci[k].push_back(b.add(attr("start", k, j, b.zero), idx.at(k).at(j)));
+        for (int j = 0; j < ranks[k.rclass]; ++j) ci[k].push_back(b.add(index_attr(n, "start", k, j, b.zero), idx.at(k).at(j)));
       return at(x, ci);
     }
-    case Op::DynUpdate: {
-      const Node& x = *n.args.at(0);
-      const Node& u = *n.args.at(1);
-      Index ui;
-      std::vector<Term> win;
-      for (const auto& [k, sz] : x.shape) {
-        for (int j = 0; j < ranks[k.rclass]; ++j) ui[k].push_back(b.sub(idx.at(k).at(j), attr("start", k, j, b.zero)));
-        win.push_back(agg(k.rclass, true, [&, &k = k](int j) {
-          Term st = attr("start", k, j, b.zero);
-          Term i = idx.at(k).at(j);
-          return b.and_({b.le(st, i), b.lt(i, b.add(st, size(u, k, j)))});
-        }));
-      }
-      return ite_elem(b.and_(win), at(u, ui), at(x, idx));
-    }
-    case Op::Concat: {
-      const AxisKey& ck = n.axes.at(0);
-      if (ranks[ck.rclass] != 1) throw Unsupported("concat along an rclass with more than one axis" + where(n.loc));
-      Term i = idx.at(ck).at(0);
-      // Right-nested: x1 if i < s1, else x2 at i - s1 if i - s1 < s2, ...
-      std::vector<Term> offs{b.zero};
-      for (size_t a = 0; a + 1 < n.args.size(); ++a) offs.push_back(b.add(offs.back(), size(*n.args[a], ck, 0)));
-      auto shifted = [&](size_t a) {
-        Index ci = idx;
-        ci[ck] = {b.sub(i, offs[a])};
-        return at(*n.args[a], ci);
-      };
-      Elem r = shifted(n.args.size() - 1);
-      for (size_t a = n.args.size() - 1; a-- > 0;) r = ite_elem(b.lt(i, offs[a + 1]), shifted(a), r);
-      return r;
-    }
+    case Op::DynUpdate: return dynupdate_at(n, idx);
+    case Op::Concat: return concat_at(n, idx);
     case Op::Relabel: {
       const Node& x = *n.args.at(0);
       Index ci;
@@ -849,6 +708,170 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
     case Op::Conv: return conv_at(n, idx);  // conv.cpp
   }
   throw InternalError("unknown operator");
+}
+
+Elem Encoder::input_at(const Node& n, const Index& idx) {
+  const auto& td = rule.tensors.at(n.input);
+  Term f = tensor_fns.at(n.input);
+  std::vector<Term> args;
+  for (const auto& [k, sz] : td.shape)
+    for (const auto& x : idx.at(k)) args.push_back(x);
+  Term app;
+  if (args.empty()) {
+    app = f;
+  } else {
+    std::vector<Term> ch{f};
+    ch.insert(ch.end(), args.begin(), args.end());
+    app = b.s.mkTerm(Kind::APPLY_UF, ch);
+  }
+  accesses.push_back({n.input, app, args});
+  return {b.T, {app, {}}, nullptr};
+}
+
+Elem Encoder::unary_at(const Node& n, const Index& idx) {
+  DType t = n.etype.resolve(dtype);
+  Elem x = operand_at(n, 0, idx);
+  if (x.sum) {
+    if (n.op != Op::Neg || !x.sum->f.tag.isNull() || is_fold(x)) no_sum(x, n);
+    auto s = std::make_shared<SumVal>(*x.sum);
+    s->f.v = b.neg(s->f.v);
+    if (!s->init.v.isNull()) s->init.v = b.neg(s->init.v);  // -(c + Σf) = -c + Σ -f
+    return {x.def, {}, s};
+  }
+  Val v = x.val;
+  Term tg = v.tag;
+  Val r;
+  if (n.op == Op::Neg) {
+    r.v = b.neg(v.v);
+    if (!tg.isNull()) r.tag = b.ite(b.eq(tg, b.integer(2)), tg, b.neg(tg));
+  } else if (n.op == Op::Abs) {
+    r.v = b.abs(v.v);
+    if (!tg.isNull()) r.tag = b.ite(b.eq(tg, b.zero), b.zero, b.ite(b.eq(tg, b.integer(2)), tg, b.integer(1)));
+  } else {
+    if (t != DType::Real) throw InternalError("exp on a non-real value" + where(n.loc));
+    Term e = b.exp(v.v);
+    if (tg.isNull()) {
+      r.v = e;
+    } else {  // exp(-inf) = 0, exp(+inf) = +inf, exp(Unknown) = Unknown
+      Term mi = b.eq(tg, b.integer(-1));
+      r.v = b.ite(mi, b.real(0), e);
+      r.tag = b.ite(mi, b.zero, tg);
+    }
+  }
+  return {x.def, r, nullptr};
+}
+
+Elem Encoder::sum_at(const Node& n, const Index& idx) {
+  if (n.op == Op::Sum && n.reducer != Reducer::Sum) return fold_at(n, idx);  // reduce.cpp
+  // Summation-index constants for the contracted keys; the sum is kept as its summand.
+  std::vector<BoxEntry> box;
+  Index full = idx;
+  const Node& x = *n.args.at(0);
+  auto sig = signature_of(idx);
+  for (const auto& [k, mid] : n.sum_index) {
+    auto [it, fresh] = sum_use_.emplace(mid, sig);
+    if (!fresh && it->second != sig)
+      throw Unsupported("summation index " + rule.maps[mid].name +
+                        " is used by a sum read at two different indices" + where(n.loc));
+    std::vector<Term> sis;
+    for (int j = 0; j < ranks[k.rclass]; ++j) {
+      Term si = map_const(mid, j);
+      sis.push_back(si);
+      // Pair by the lhs partner of a matched index (the constants are shared).
+      int canon = mid;
+      for (const auto& m : rule.match)
+        if (m.rhs_si == mid) canon = m.lhs_si;
+      box.push_back({canon, k.rclass, j, si, size(x, k, j)});
+    }
+    full[k] = sis;
+  }
+  Elem body;
+  if (n.op == Op::Sum) {
+    body = reduced_element(n, full, box);  // reindex.cpp
+  } else {
+    const Node& y = *n.args.at(1);
+    body = arith(Op::Mul, n, at(x, restrict_to(x, full)), at(y, restrict_to(y, full)));
+  }
+  if (box.empty()) return body;
+  if (is_fold(body)) throw Unsupported("a sum of max/min/prod reductions cannot be encoded" + where(n.loc));
+  auto s = std::make_shared<SumVal>();
+  if (body.sum) {
+    if (!body.sum->f.tag.isNull()) throw Unsupported("a sum of infinities cannot be encoded" + where(n.loc));
+    if (!body.sum->init.v.isNull())
+      throw Unsupported("a sum of a sum plus a value cannot be encoded" + where(n.loc));
+    s->f = body.sum->f;
+    s->box = box;
+    s->box.insert(s->box.end(), body.sum->box.begin(), body.sum->box.end());
+    s->defs.push_back({body.def, box});
+    for (auto d : body.sum->defs) {
+      d.second.insert(d.second.end(), box.begin(), box.end());
+      s->defs.push_back(d);
+    }
+  } else {
+    if (!body.val.tag.isNull()) throw Unsupported("a sum of infinities cannot be encoded" + where(n.loc));
+    s->f = body.val;
+    s->box = box;
+    s->defs.push_back({body.def, box});
+  }
+  return {b.T, {}, s};
+}
+
+Elem Encoder::pad_at(const Node& n, const Index& idx) {
+  const Node& x = *n.args.at(0);
+  Index ci;
+  std::vector<Term> padded;
+  for (const auto& [k, sz] : x.shape) {
+    std::vector<Term> rel, step;
+    for (int j = 0; j < ranks[k.rclass]; ++j) {
+      rel.push_back(b.sub(idx.at(k).at(j), index_attr(n, "low", k, j, b.zero)));
+      step.push_back(b.add(index_attr(n, "interior", k, j, b.zero), b.integer(1)));
+      // interior >= 0 is part of validity, so the divisor is positive wherever it matters.
+      ci[k].push_back(b.ediv(rel.back(), step.back()));
+    }
+    padded.push_back(agg(k.rclass, false, [&, &k = k](int j) {
+      Term s = size(x, k, j);
+      Term in = index_attr(n, "interior", k, j, b.zero);
+      Term inner = b.add(s, b.mul(b.max(b.zero, b.sub(s, b.integer(1))), in));
+      return b.or_({b.lt(rel[j], b.zero), b.le(inner, rel[j]), b.not_(b.eq(b.emod(rel[j], step[j]), b.zero))});
+    }));
+  }
+  Term inpad = b.or_(padded);
+  if (Builder::is_true(inpad)) return at(*n.args.at(1), {});
+  if (Builder::is_false(inpad)) return at(x, ci);
+  return ite_elem(n, inpad, at(*n.args.at(1), {}), at(x, ci));
+}
+
+Elem Encoder::dynupdate_at(const Node& n, const Index& idx) {
+  const Node& x = *n.args.at(0);
+  const Node& u = *n.args.at(1);
+  Index ui;
+  std::vector<Term> win;
+  for (const auto& [k, sz] : x.shape) {
+    for (int j = 0; j < ranks[k.rclass]; ++j) ui[k].push_back(b.sub(idx.at(k).at(j), index_attr(n, "start", k, j, b.zero)));
+    win.push_back(agg(k.rclass, true, [&, &k = k](int j) {
+      Term st = index_attr(n, "start", k, j, b.zero);
+      Term i = idx.at(k).at(j);
+      return b.and_({b.le(st, i), b.lt(i, b.add(st, size(u, k, j)))});
+    }));
+  }
+  return ite_elem(n, b.and_(win), at(u, ui), at(x, idx));
+}
+
+Elem Encoder::concat_at(const Node& n, const Index& idx) {
+  const AxisKey& ck = n.axes.at(0);
+  if (ranks[ck.rclass] != 1) throw Unsupported("concat along an rclass with more than one axis" + where(n.loc));
+  Term i = idx.at(ck).at(0);
+  // Right-nested: x1 if i < s1, else x2 at i - s1 if i - s1 < s2, ...
+  std::vector<Term> offs{b.zero};
+  for (size_t a = 0; a + 1 < n.args.size(); ++a) offs.push_back(b.add(offs.back(), size(*n.args[a], ck, 0)));
+  auto shifted = [&](size_t a) {
+    Index ci = idx;
+    ci[ck] = {b.sub(i, offs[a])};
+    return at(*n.args[a], ci);
+  };
+  Elem r = shifted(n.args.size() - 1);
+  for (size_t a = n.args.size() - 1; a-- > 0;) r = ite_elem(n, b.lt(i, offs[a + 1]), shifted(a), r);
+  return r;
 }
 
 // Elementwise arithmetic; with sums, only products (and real division by a plain value)

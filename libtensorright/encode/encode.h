@@ -237,6 +237,16 @@ class Encoder {
   Term same_sizes(const Node& x, const Node& n);  // x's sizes equal n's on x's keys
   void collect_sums(const Node& n, std::vector<int>& out);
   Elem at_uncached(const Node& n, const Index& idx);
+  Elem operand_at(const Node& n, size_t i, const Index& idx);
+  Term index_attr(const Node& n, const char* name, const AxisKey& k, int j, Term dflt);
+  Elem ite_elem(const Node& n, const Term& c, const Elem& x, const Elem& y);
+  Elem with_def(Elem e, const Term& d);
+  Elem input_at(const Node& n, const Index& idx);
+  Elem unary_at(const Node& n, const Index& idx);  // neg, abs, exp
+  Elem sum_at(const Node& n, const Index& idx);    // sum (Reducer::Sum) and dot
+  Elem pad_at(const Node& n, const Index& idx);
+  Elem dynupdate_at(const Node& n, const Index& idx);
+  Elem concat_at(const Node& n, const Index& idx);
   Elem arith(Op op, const Node& n, const Elem& x, const Elem& y);
   Elem offset_arith(Op op, const Node& n, const Elem& x, const Elem& y);  // a sum and a plain value
   Term box_agg(const std::vector<BoxEntry>& box, bool all, const std::function<Term(const BoxEntry&)>& entry);

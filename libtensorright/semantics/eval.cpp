@@ -266,8 +266,31 @@ class Evaluator {
     return good(std::move(s));
   }
 
+  // The shape and tensor-level validity of n (a: its operands' infos, all defined).
   Info compute_info(const Node& n);
+  Info elementwise_info(const Node& n, const std::vector<const Info*>& a);
+  Info slice_info(const Node& n, const Shape& x);
+  Info pad_info(const Node& n, const Shape& x, const Shape& pad_value);
+  Info dynslice_info(const Node& n, const Shape& x);
+  Info dynupdate_info(const Node& n, const Shape& xs, const Shape& us);
+  Info concat_info(const Node& n, const std::vector<const Info*>& a);
+  Info conv_info(const Node& n, const Shape& in, const Shape& w);
+  Info degenerate_info(const Node& n, const Shape& x);
+
+  // The element of n at idx (within n's shape, which at() has checked).
   Point access(const Node& n, const Index& idx);
+  Point operand(const Node& n, size_t i, const Index& idx);
+  Point unary(const Node& n, const Index& idx, Value (*f)(const Value&));
+  Point binary(const Node& n, const Index& idx, Value (*f)(const Value&, const Value&));
+  Point comparison(const Node& n, const Index& idx, bool (*pred)(int));
+  Point logical(const Node& n, const Index& idx, bool (*f)(bool, bool));
+  Point literal_element(const Node& n);
+  Point reduce_element(const Node& n, const Index& idx);
+  Point pad_element(const Node& n, const Index& idx);
+  Point dynupdate_element(const Node& n, const Index& idx);
+  Point concat_element(const Node& n, const Index& idx);
+  Point dot_element(const Node& n, const Index& idx);
+  Point conv_element(const Node& n, const Index& idx);
   Point padded_access(const Node& x, const Index& idx, const std::map<AxisKey, std::vector<int64_t>>& low,
                       const std::map<AxisKey, std::vector<int64_t>>& interior, const Value& pad_value,
                       DType t);
@@ -328,26 +351,7 @@ Evaluator::Info Evaluator::compute_info(const Node& n) {
     case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Rem: case Op::Max: case Op::Min:
     case Op::And: case Op::Or:
     case Op::Eq: case Op::Ne: case Op::Lt: case Op::Le: case Op::Gt: case Op::Ge:
-    case Op::Select: case Op::Clamp: {
-      // Tensor operands must agree; scalar operands (empty shape) are splatted.
-      const Shape* first = nullptr;
-      for (const Info* ai : a) {
-        if (is_scalar_shape(ai->shape)) continue;
-        if (!first) {
-          first = &ai->shape;
-          continue;
-        }
-        for (const auto& [k, v] : ai->shape) {
-          auto f = first->find(k);
-          if (f == first->end() || first->size() != ai->shape.size())
-            throw EvalError(op + " operands have different axes" + at_loc(n.loc));
-          if (f->second != v)
-            return bad(op + " operand sizes differ on " + key_str(k, rule_) + ": " + vec_str(f->second) + " vs " +
-                       vec_str(v) + at_loc(n.loc));
-        }
-      }
-      return good(first ? *first : Shape{});
-    }
+    case Op::Select: case Op::Clamp: return elementwise_info(n, a);
     case Op::Broadcast: {
       Shape s = a[0]->shape;
       Shape wanted = eval_shape(n.shape, n.loc);
@@ -369,98 +373,11 @@ Evaluator::Info Evaluator::compute_info(const Node& n) {
       }
       return good(std::move(s));
     }
-    case Op::Slice: {
-      Shape s;
-      for (const auto& [k, size] : a[0]->shape) {
-        auto st = attr(n, "start", k, std::vector<int64_t>(size.size(), 0));
-        auto en = attr(n, "end", k, size);
-        auto sd = attr(n, "stride", k, std::vector<int64_t>(size.size(), 1));
-        auto& out = s[k];
-        for (size_t j = 0; j < size.size(); ++j) {
-          if (sd[j] <= 0) return bad("slice: stride " + std::to_string(sd[j]) + " <= 0, " + ctx(n, k, j));
-          if (!(0 <= st[j] && st[j] <= en[j] && en[j] <= size[j]))
-            return bad("slice: not 0 <= start <= end <= size (start " + std::to_string(st[j]) + ", end " +
-                       std::to_string(en[j]) + ", size " + std::to_string(size[j]) + "), " + ctx(n, k, j));
-          out.push_back(floor_div(checked_sub(checked_add(checked_sub(en[j], st[j]), sd[j]), 1), sd[j]));
-        }
-      }
-      return good(std::move(s));
-    }
-    case Op::Pad: {
-      if (!is_scalar_shape(a[1]->shape)) throw EvalError("pad value must be a scalar" + at_loc(n.loc));
-      Shape s;
-      for (const auto& [k, size] : a[0]->shape) {
-        std::vector<int64_t> zero(size.size(), 0);
-        auto lo = attr(n, "low", k, zero), hi = attr(n, "high", k, zero), in = attr(n, "interior", k, zero);
-        auto& out = s[k];
-        for (size_t j = 0; j < size.size(); ++j) {
-          if (in[j] < 0) return bad("pad: interior " + std::to_string(in[j]) + " < 0, " + ctx(n, k, j));
-          int64_t o = checked_add(checked_add(lo[j], hi[j]),
-                                  checked_add(size[j], checked_mul(std::max<int64_t>(0, size[j] - 1), in[j])));
-          if (o < 0) return bad("pad: output size " + std::to_string(o) + " < 0, " + ctx(n, k, j));
-          out.push_back(o);
-        }
-      }
-      return good(std::move(s));
-    }
-    case Op::DynSlice: {
-      Shape s = a[0]->shape;
-      for (auto& [k, size] : s) {
-        if (!has_attr(n, "size", k) && !has_attr(n, "start", k)) continue;
-        if (!has_attr(n, "size", k) || !has_attr(n, "start", k))
-          throw EvalError("dynslice needs both start and size on " + key_str(k, rule_) + at_loc(n.loc));
-        auto st = attr(n, "start", k, {}), sz = attr(n, "size", k, {});
-        for (size_t j = 0; j < size.size(); ++j) {
-          if (st[j] < 0) return bad("dynslice: start " + std::to_string(st[j]) + " < 0, " + ctx(n, k, j));
-          if (sz[j] <= 0) return bad("dynslice: size " + std::to_string(sz[j]) + " <= 0, " + ctx(n, k, j));
-          if (checked_add(st[j], sz[j]) > size[j])
-            return bad("dynslice: start + size = " + std::to_string(st[j] + sz[j]) + " > " + std::to_string(size[j]) +
-                       ", " + ctx(n, k, j));
-        }
-        size = sz;
-      }
-      return good(std::move(s));
-    }
-    case Op::DynUpdate: {
-      const Shape &xs = a[0]->shape, &us = a[1]->shape;
-      for (const auto& [k, xsz] : xs) {
-        auto u = us.find(k);
-        if (u == us.end() || us.size() != xs.size())
-          throw EvalError("dynupdate: update must have the operand's axes" + at_loc(n.loc));
-        if (!has_attr(n, "start", k))
-          throw EvalError("dynupdate: no start on " + key_str(k, rule_) + at_loc(n.loc));
-        auto st = attr(n, "start", k, {});
-        for (size_t j = 0; j < xsz.size(); ++j) {
-          if (st[j] < 0) return bad("dynupdate: start " + std::to_string(st[j]) + " < 0, " + ctx(n, k, j));
-          if (u->second[j] <= 0)
-            return bad("dynupdate: update size " + std::to_string(u->second[j]) + " <= 0, " + ctx(n, k, j));
-          if (checked_add(st[j], u->second[j]) > xsz[j])
-            return bad("dynupdate: start + update size = " + std::to_string(st[j] + u->second[j]) + " > " +
-                       std::to_string(xsz[j]) + ", " + ctx(n, k, j));
-        }
-      }
-      return good(xs);
-    }
-    case Op::Concat: {
-      if (n.axes.empty()) throw EvalError("concat without an axis" + at_loc(n.loc));
-      const AxisKey& ck = n.axes[0];
-      Shape s = a[0]->shape;
-      if (!s.count(ck) || s[ck].size() != 1)
-        throw EvalError("concat axis " + key_str(ck, rule_) + " must be a single axis of the operands" + at_loc(n.loc));
-      for (size_t i = 1; i < a.size(); ++i) {
-        const Shape& o = a[i]->shape;
-        if (o.size() != s.size()) throw EvalError("concat operands have different axes" + at_loc(n.loc));
-        for (const auto& [k, v] : o) {
-          if (!s.count(k)) throw EvalError("concat operands have different axes" + at_loc(n.loc));
-          if (k == ck) continue;
-          if (s[k] != v)
-            return bad("concat: operand " + std::to_string(i + 1) + " size " + vec_str(v) + " differs from " +
-                       vec_str(s[k]) + " on " + key_str(k, rule_) + at_loc(n.loc));
-        }
-        s[ck][0] = checked_add(s[ck][0], o.at(ck)[0]);
-      }
-      return good(std::move(s));
-    }
+    case Op::Slice: return slice_info(n, a[0]->shape);
+    case Op::Pad: return pad_info(n, a[0]->shape, a[1]->shape);
+    case Op::DynSlice: return dynslice_info(n, a[0]->shape);
+    case Op::DynUpdate: return dynupdate_info(n, a[0]->shape, a[1]->shape);
+    case Op::Concat: return concat_info(n, a);
     case Op::Relabel: {
       Shape s;
       for (const auto& [k, v] : a[0]->shape) {
@@ -488,58 +405,179 @@ Evaluator::Info Evaluator::compute_info(const Node& n) {
       }
       return good(std::move(s));
     }
-    case Op::Conv: {
-      if (!n.conv) throw EvalError("conv without its attributes" + at_loc(n.loc));
-      const ConvAttrs& c = *n.conv;
-      const Shape &in = a[0]->shape, &w = a[1]->shape;
-      Shape s;
-      for (const auto& k : c.batch) s[k] = in.at(k);
-      for (const auto& k : c.output_feature) s[k] = w.at(k);
-      for (const auto& k : c.feature)
-        if (in.at(k) != w.at(k))
-          return bad("conv: feature sizes differ on " + key_str(k, rule_) + at_loc(n.loc));
-      for (const auto& k : c.spatial) {
-        const auto &si = in.at(k), &sw = w.at(k);
-        std::vector<int64_t> one(si.size(), 1), zero(si.size(), 0);
-        auto st = attr(n, "stride", k, one), lo = attr(n, "low", k, zero), hi = attr(n, "high", k, zero);
-        auto ld = attr(n, "lhs_dilation", k, one), rd = attr(n, "rhs_dilation", k, one);
-        auto& out = s[k];
-        for (size_t j = 0; j < si.size(); ++j) {
-          if (st[j] <= 0) return bad("conv: stride " + std::to_string(st[j]) + " <= 0, " + ctx(n, k, j));
-          if (ld[j] < 1 || rd[j] < 1) return bad("conv: dilation < 1, " + ctx(n, k, j));
-          int64_t pin = checked_add(checked_add(lo[j], hi[j]),
-                                    checked_add(si[j], checked_mul(std::max<int64_t>(0, si[j] - 1), ld[j] - 1)));
-          if (pin < 0) return bad("conv: padded input size " + std::to_string(pin) + " < 0, " + ctx(n, k, j));
-          int64_t pw = checked_add(sw[j], checked_mul(std::max<int64_t>(0, sw[j] - 1), rd[j] - 1));
-          int64_t o = floor_div(checked_add(checked_sub(pin, pw), st[j]), st[j]);
-          if (o < 0) return bad("conv: output size " + std::to_string(o) + " < 0, " + ctx(n, k, j));
-          out.push_back(o);
-        }
-      }
-      return good(std::move(s));
-    }
-    case Op::Degenerate: {
-      Shape s = a[0]->shape;
-      for (const auto& k : n.axes) {
-        auto it = s.find(k);
-        if (it == s.end()) throw EvalError("degenerate removes an axis the operand lacks" + at_loc(n.loc));
-        for (size_t j = 0; j < it->second.size(); ++j)
-          if (it->second[j] != 1)
-            return bad("degenerate: removed axis has size " + std::to_string(it->second[j]) + " != 1, " + ctx(n, k, j));
-        s.erase(it);
-      }
-      auto add = n.attrs.find("add");
-      if (add != n.attrs.end())
-        for (const auto& [k, e] : add->second) {
-          auto v = per_axis(e, k.rclass, n.loc);
-          for (size_t j = 0; j < v.size(); ++j)
-            if (v[j] != 1) return bad("degenerate: added axis has size " + std::to_string(v[j]) + " != 1, " + ctx(n, k, j));
-          if (!s.emplace(k, v).second) throw EvalError("degenerate adds an existing axis" + at_loc(n.loc));
-        }
-      return good(std::move(s));
-    }
+    case Op::Conv: return conv_info(n, a[0]->shape, a[1]->shape);
+    case Op::Degenerate: return degenerate_info(n, a[0]->shape);
   }
   throw EvalError("unknown operator" + at_loc(n.loc));
+}
+
+Evaluator::Info Evaluator::elementwise_info(const Node& n, const std::vector<const Info*>& a) {
+  // Tensor operands must agree; scalar operands (empty shape) are splatted.
+  const std::string op = to_string(n.op);
+  const Shape* first = nullptr;
+  for (const Info* ai : a) {
+    if (is_scalar_shape(ai->shape)) continue;
+    if (!first) {
+      first = &ai->shape;
+      continue;
+    }
+    for (const auto& [k, v] : ai->shape) {
+      auto f = first->find(k);
+      if (f == first->end() || first->size() != ai->shape.size())
+        throw EvalError(op + " operands have different axes" + at_loc(n.loc));
+      if (f->second != v)
+        return bad(op + " operand sizes differ on " + key_str(k, rule_) + ": " + vec_str(f->second) + " vs " +
+                   vec_str(v) + at_loc(n.loc));
+    }
+  }
+  return good(first ? *first : Shape{});
+}
+
+Evaluator::Info Evaluator::slice_info(const Node& n, const Shape& x) {
+  Shape s;
+  for (const auto& [k, size] : x) {
+    auto st = attr(n, "start", k, std::vector<int64_t>(size.size(), 0));
+    auto en = attr(n, "end", k, size);
+    auto sd = attr(n, "stride", k, std::vector<int64_t>(size.size(), 1));
+    auto& out = s[k];
+    for (size_t j = 0; j < size.size(); ++j) {
+      if (sd[j] <= 0) return bad("slice: stride " + std::to_string(sd[j]) + " <= 0, " + ctx(n, k, j));
+      if (!(0 <= st[j] && st[j] <= en[j] && en[j] <= size[j]))
+        return bad("slice: not 0 <= start <= end <= size (start " + std::to_string(st[j]) + ", end " +
+                   std::to_string(en[j]) + ", size " + std::to_string(size[j]) + "), " + ctx(n, k, j));
+      out.push_back(floor_div(checked_sub(checked_add(checked_sub(en[j], st[j]), sd[j]), 1), sd[j]));
+    }
+  }
+  return good(std::move(s));
+}
+
+Evaluator::Info Evaluator::pad_info(const Node& n, const Shape& x, const Shape& pad_value) {
+  if (!is_scalar_shape(pad_value)) throw EvalError("pad value must be a scalar" + at_loc(n.loc));
+  Shape s;
+  for (const auto& [k, size] : x) {
+    std::vector<int64_t> zero(size.size(), 0);
+    auto lo = attr(n, "low", k, zero), hi = attr(n, "high", k, zero), in = attr(n, "interior", k, zero);
+    auto& out = s[k];
+    for (size_t j = 0; j < size.size(); ++j) {
+      if (in[j] < 0) return bad("pad: interior " + std::to_string(in[j]) + " < 0, " + ctx(n, k, j));
+      int64_t o = checked_add(checked_add(lo[j], hi[j]),
+                              checked_add(size[j], checked_mul(std::max<int64_t>(0, size[j] - 1), in[j])));
+      if (o < 0) return bad("pad: output size " + std::to_string(o) + " < 0, " + ctx(n, k, j));
+      out.push_back(o);
+    }
+  }
+  return good(std::move(s));
+}
+
+Evaluator::Info Evaluator::dynslice_info(const Node& n, const Shape& x) {
+  Shape s = x;
+  for (auto& [k, size] : s) {
+    if (!has_attr(n, "size", k) && !has_attr(n, "start", k)) continue;
+    if (!has_attr(n, "size", k) || !has_attr(n, "start", k))
+      throw EvalError("dynslice needs both start and size on " + key_str(k, rule_) + at_loc(n.loc));
+    auto st = attr(n, "start", k, {}), sz = attr(n, "size", k, {});
+    for (size_t j = 0; j < size.size(); ++j) {
+      if (st[j] < 0) return bad("dynslice: start " + std::to_string(st[j]) + " < 0, " + ctx(n, k, j));
+      if (sz[j] <= 0) return bad("dynslice: size " + std::to_string(sz[j]) + " <= 0, " + ctx(n, k, j));
+      if (checked_add(st[j], sz[j]) > size[j])
+        return bad("dynslice: start + size = " + std::to_string(st[j] + sz[j]) + " > " + std::to_string(size[j]) +
+                   ", " + ctx(n, k, j));
+    }
+    size = sz;
+  }
+  return good(std::move(s));
+}
+
+Evaluator::Info Evaluator::dynupdate_info(const Node& n, const Shape& xs, const Shape& us) {
+  for (const auto& [k, xsz] : xs) {
+    auto u = us.find(k);
+    if (u == us.end() || us.size() != xs.size())
+      throw EvalError("dynupdate: update must have the operand's axes" + at_loc(n.loc));
+    if (!has_attr(n, "start", k))
+      throw EvalError("dynupdate: no start on " + key_str(k, rule_) + at_loc(n.loc));
+    auto st = attr(n, "start", k, {});
+    for (size_t j = 0; j < xsz.size(); ++j) {
+      if (st[j] < 0) return bad("dynupdate: start " + std::to_string(st[j]) + " < 0, " + ctx(n, k, j));
+      if (u->second[j] <= 0)
+        return bad("dynupdate: update size " + std::to_string(u->second[j]) + " <= 0, " + ctx(n, k, j));
+      if (checked_add(st[j], u->second[j]) > xsz[j])
+        return bad("dynupdate: start + update size = " + std::to_string(st[j] + u->second[j]) + " > " +
+                   std::to_string(xsz[j]) + ", " + ctx(n, k, j));
+    }
+  }
+  return good(xs);
+}
+
+Evaluator::Info Evaluator::concat_info(const Node& n, const std::vector<const Info*>& a) {
+  if (n.axes.empty()) throw EvalError("concat without an axis" + at_loc(n.loc));
+  const AxisKey& ck = n.axes[0];
+  Shape s = a[0]->shape;
+  if (!s.count(ck) || s[ck].size() != 1)
+    throw EvalError("concat axis " + key_str(ck, rule_) + " must be a single axis of the operands" + at_loc(n.loc));
+  for (size_t i = 1; i < a.size(); ++i) {
+    const Shape& o = a[i]->shape;
+    if (o.size() != s.size()) throw EvalError("concat operands have different axes" + at_loc(n.loc));
+    for (const auto& [k, v] : o) {
+      if (!s.count(k)) throw EvalError("concat operands have different axes" + at_loc(n.loc));
+      if (k == ck) continue;
+      if (s[k] != v)
+        return bad("concat: operand " + std::to_string(i + 1) + " size " + vec_str(v) + " differs from " +
+                   vec_str(s[k]) + " on " + key_str(k, rule_) + at_loc(n.loc));
+    }
+    s[ck][0] = checked_add(s[ck][0], o.at(ck)[0]);
+  }
+  return good(std::move(s));
+}
+
+Evaluator::Info Evaluator::conv_info(const Node& n, const Shape& in, const Shape& w) {
+  if (!n.conv) throw EvalError("conv without its attributes" + at_loc(n.loc));
+  const ConvAttrs& c = *n.conv;
+  Shape s;
+  for (const auto& k : c.batch) s[k] = in.at(k);
+  for (const auto& k : c.output_feature) s[k] = w.at(k);
+  for (const auto& k : c.feature)
+    if (in.at(k) != w.at(k))
+      return bad("conv: feature sizes differ on " + key_str(k, rule_) + at_loc(n.loc));
+  for (const auto& k : c.spatial) {
+    const auto &si = in.at(k), &sw = w.at(k);
+    std::vector<int64_t> one(si.size(), 1), zero(si.size(), 0);
+    auto st = attr(n, "stride", k, one), lo = attr(n, "low", k, zero), hi = attr(n, "high", k, zero);
+    auto ld = attr(n, "lhs_dilation", k, one), rd = attr(n, "rhs_dilation", k, one);
+    auto& out = s[k];
+    for (size_t j = 0; j < si.size(); ++j) {
+      if (st[j] <= 0) return bad("conv: stride " + std::to_string(st[j]) + " <= 0, " + ctx(n, k, j));
+      if (ld[j] < 1 || rd[j] < 1) return bad("conv: dilation < 1, " + ctx(n, k, j));
+      int64_t pin = checked_add(checked_add(lo[j], hi[j]),
+                                checked_add(si[j], checked_mul(std::max<int64_t>(0, si[j] - 1), ld[j] - 1)));
+      if (pin < 0) return bad("conv: padded input size " + std::to_string(pin) + " < 0, " + ctx(n, k, j));
+      int64_t pw = checked_add(sw[j], checked_mul(std::max<int64_t>(0, sw[j] - 1), rd[j] - 1));
+      int64_t o = floor_div(checked_add(checked_sub(pin, pw), st[j]), st[j]);
+      if (o < 0) return bad("conv: output size " + std::to_string(o) + " < 0, " + ctx(n, k, j));
+      out.push_back(o);
+    }
+  }
+  return good(std::move(s));
+}
+
+Evaluator::Info Evaluator::degenerate_info(const Node& n, const Shape& x) {
+  Shape s = x;
+  for (const auto& k : n.axes) {
+    auto it = s.find(k);
+    if (it == s.end()) throw EvalError("degenerate removes an axis the operand lacks" + at_loc(n.loc));
+    for (size_t j = 0; j < it->second.size(); ++j)
+      if (it->second[j] != 1)
+        return bad("degenerate: removed axis has size " + std::to_string(it->second[j]) + " != 1, " + ctx(n, k, j));
+    s.erase(it);
+  }
+  auto add = n.attrs.find("add");
+  if (add != n.attrs.end())
+    for (const auto& [k, e] : add->second) {
+      auto v = per_axis(e, k.rclass, n.loc);
+      for (size_t j = 0; j < v.size(); ++j)
+        if (v[j] != 1) return bad("degenerate: added axis has size " + std::to_string(v[j]) + " != 1, " + ctx(n, k, j));
+      if (!s.emplace(k, v).second) throw EvalError("degenerate adds an existing axis" + at_loc(n.loc));
+    }
+  return good(std::move(s));
 }
 
 // The element of pad(x, v, low, interior) at idx (high only bounds the shape, checked by at()).
@@ -562,40 +600,46 @@ Point Evaluator::padded_access(const Node& x, const Index& idx, const std::map<A
   return at(x, orig);
 }
 
+// Operand i of n at idx (a scalar operand at the empty index).
+Point Evaluator::operand(const Node& n, size_t i, const Index& idx) {
+  const Node& x = arg(n, i);
+  return is_scalar_shape(info(x).shape) ? at(x, {}) : at(x, idx);
+}
+
+Point Evaluator::unary(const Node& n, const Index& idx, Value (*f)(const Value&)) {
+  Point x = operand(n, 0, idx);
+  if (!x.defined) return x;
+  return value(convert(f(*x.value), dtype(n), n.loc));
+}
+
+Point Evaluator::binary(const Node& n, const Index& idx, Value (*f)(const Value&, const Value&)) {
+  Point x = operand(n, 0, idx), y = operand(n, 1, idx);
+  if (!x.defined) return x;
+  if (!y.defined) return y;
+  return value(convert(f(*x.value, *y.value), dtype(n), n.loc));
+}
+
+// A comparison; pred gets the sign of the three-way comparison of the operands.
+Point Evaluator::comparison(const Node& n, const Index& idx, bool (*pred)(int)) {
+  Point x = operand(n, 0, idx), y = operand(n, 1, idx);
+  if (!x.defined) return x;
+  if (!y.defined) return y;
+  auto c = vops::compare(*x.value, *y.value);
+  if (!c) return undefined(std::string("comparison with an unknown value (") + to_string(n.op) + ")" + at_loc(n.loc));
+  Value r = Value::boolean(pred(*c));
+  r.inexact = x.value->inexact || y.value->inexact;
+  return value(r);
+}
+
+Point Evaluator::logical(const Node& n, const Index& idx, bool (*f)(bool, bool)) {
+  Point x = operand(n, 0, idx), y = operand(n, 1, idx);
+  if (!x.defined) return x;
+  if (!y.defined) return y;
+  return value(Value::boolean(f(as_bool(*x.value, n.loc), as_bool(*y.value, n.loc))));
+}
+
 Point Evaluator::access(const Node& n, const Index& idx) {
   const DType t = dtype(n);
-  auto sub = [&](size_t i) -> Point {  // an operand at idx (scalars at the empty index)
-    const Node& x = arg(n, i);
-    return is_scalar_shape(info(x).shape) ? at(x, {}) : at(x, idx);
-  };
-  auto cmp = [&](auto pred) -> Point {
-    Point x = sub(0), y = sub(1);
-    if (!x.defined) return x;
-    if (!y.defined) return y;
-    auto c = vops::compare(*x.value, *y.value);
-    if (!c) return undefined(std::string("comparison with an unknown value (") + to_string(n.op) + ")" + at_loc(n.loc));
-    Value r = Value::boolean(pred(*c));
-    r.inexact = x.value->inexact || y.value->inexact;
-    return value(r);
-  };
-  auto bin = [&](Value (*f)(const Value&, const Value&)) -> Point {
-    Point x = sub(0), y = sub(1);
-    if (!x.defined) return x;
-    if (!y.defined) return y;
-    return value(convert(f(*x.value, *y.value), t, n.loc));
-  };
-  auto un = [&](Value (*f)(const Value&)) -> Point {
-    Point x = sub(0);
-    if (!x.defined) return x;
-    return value(convert(f(*x.value), t, n.loc));
-  };
-  auto boolean = [&](auto f) -> Point {
-    Point x = sub(0), y = sub(1);
-    if (!x.defined) return x;
-    if (!y.defined) return y;
-    return value(Value::boolean(f(as_bool(*x.value, n.loc), as_bool(*y.value, n.loc))));
-  };
-
   switch (n.op) {
     case Op::Input: {
       const TensorDecl& d = rule_.tensors[n.input];
@@ -607,17 +651,7 @@ Point Evaluator::access(const Node& n, const Index& idx) {
       }
       return value(Value::zero(dt));
     }
-    case Op::Literal: {
-      const Literal& l = n.lit;
-      switch (l.kind) {
-        case Literal::Kind::Int: return value(convert(Value::integer(l.num), t, n.loc));
-        case Literal::Kind::Real: return value(convert(Value::real(Rational(l.num, l.den)), t, n.loc));
-        case Literal::Kind::Bool: return value(Value::boolean(l.num != 0));
-        case Literal::Kind::PosInf: return value(Value::pos_inf());
-        case Literal::Kind::NegInf: return value(Value::neg_inf());
-      }
-      throw EvalError("unknown literal" + at_loc(n.loc));
-    }
+    case Op::Literal: return literal_element(n);
     case Op::ScalarRef: {
       auto it = inst_.scalars.find(n.input);
       if (it == inst_.scalars.end()) throw EvalError("no value for scalar #" + std::to_string(n.input) + at_loc(n.loc));
@@ -627,43 +661,43 @@ Point Evaluator::access(const Node& n, const Index& idx) {
     case Op::Const: {
       // A kept operand (ir.h: pow(A, 0)) is accessed at the same index; its value is not used.
       if (n.args.size() > 1) {
-        Point kept = sub(1);
+        Point kept = operand(n, 1, idx);
         if (!kept.defined) return kept;
       }
       return at(arg(n, 0), {});
     }
     case Op::Iota: return value(convert(Value::integer(idx.at(n.axes[0])[0]), t, n.loc));
-    case Op::Neg: return un(&vops::neg);
-    case Op::Abs: return un(&vops::abs);
-    case Op::Exp: return un(&vops::exp);
+    case Op::Neg: return unary(n, idx, &vops::neg);
+    case Op::Abs: return unary(n, idx, &vops::abs);
+    case Op::Exp: return unary(n, idx, &vops::exp);
     case Op::Not: {
-      Point x = sub(0);
+      Point x = operand(n, 0, idx);
       if (!x.defined) return x;
       return value(Value::boolean(!as_bool(*x.value, n.loc)));
     }
-    case Op::Add: return bin(&vops::add);
-    case Op::Sub: return bin(&vops::sub);
-    case Op::Mul: return bin(&vops::mul);
-    case Op::Div: return bin(&vops::div);
-    case Op::Rem: return bin(&vops::rem);
-    case Op::Max: return bin(&vops::max);
-    case Op::Min: return bin(&vops::min);
-    case Op::And: return boolean([](bool x, bool y) { return x && y; });
-    case Op::Or: return boolean([](bool x, bool y) { return x || y; });
-    case Op::Eq: return cmp([](int c) { return c == 0; });
-    case Op::Ne: return cmp([](int c) { return c != 0; });
-    case Op::Lt: return cmp([](int c) { return c < 0; });
-    case Op::Le: return cmp([](int c) { return c <= 0; });
-    case Op::Gt: return cmp([](int c) { return c > 0; });
-    case Op::Ge: return cmp([](int c) { return c >= 0; });
+    case Op::Add: return binary(n, idx, &vops::add);
+    case Op::Sub: return binary(n, idx, &vops::sub);
+    case Op::Mul: return binary(n, idx, &vops::mul);
+    case Op::Div: return binary(n, idx, &vops::div);
+    case Op::Rem: return binary(n, idx, &vops::rem);
+    case Op::Max: return binary(n, idx, &vops::max);
+    case Op::Min: return binary(n, idx, &vops::min);
+    case Op::And: return logical(n, idx, [](bool x, bool y) { return x && y; });
+    case Op::Or: return logical(n, idx, [](bool x, bool y) { return x || y; });
+    case Op::Eq: return comparison(n, idx, [](int c) { return c == 0; });
+    case Op::Ne: return comparison(n, idx, [](int c) { return c != 0; });
+    case Op::Lt: return comparison(n, idx, [](int c) { return c < 0; });
+    case Op::Le: return comparison(n, idx, [](int c) { return c <= 0; });
+    case Op::Gt: return comparison(n, idx, [](int c) { return c > 0; });
+    case Op::Ge: return comparison(n, idx, [](int c) { return c >= 0; });
     case Op::Select: {
       // Only the chosen branch is accessed (TensorRight's select is an if-then-else on the access).
-      Point p = sub(0);
+      Point p = operand(n, 0, idx);
       if (!p.defined) return p;
-      return sub(as_bool(*p.value, n.loc) ? 1 : 2);
+      return operand(n, as_bool(*p.value, n.loc) ? 1 : 2, idx);
     }
     case Op::Clamp: {
-      Point lo = sub(0), x = sub(1), hi = sub(2);
+      Point lo = operand(n, 0, idx), x = operand(n, 1, idx), hi = operand(n, 2, idx);
       for (Point* q : {&lo, &x, &hi})
         if (!q->defined) return *q;
       return value(convert(vops::min(*hi.value, vops::max(*x.value, *lo.value)), t, n.loc));
@@ -672,42 +706,7 @@ Point Evaluator::access(const Node& n, const Index& idx) {
       const Node& x = arg(n, 0);
       return at(x, restrict(idx, info(x).shape));
     }
-    case Op::Sum: {
-      const Node& x = arg(n, 0);
-      const Shape& xs = info(x).shape;
-      Shape range;
-      for (const auto& [k, si] : n.sum_index) {
-        (void)si;
-        range[k] = xs.at(k);
-      }
-      // sum starts from 0 (an empty sum is 0); reduce_max/min/prod fold their init value with every
-      // element, so an empty range gives init (ir.h, Reducer). The init value is always accessed.
-      Value acc = Value::zero(t);
-      if (n.reducer != Reducer::Sum) {
-        Point init = at(arg(n, 1), {});
-        if (!init.defined) return init;
-        acc = *init.value;
-      }
-      std::optional<Point> fail;
-      for_each_index(range, [&](const Index& s) {
-        Index full = idx;
-        for (const auto& [k, v] : s) full[k] = v;
-        Point p = at(x, full);
-        if (!p.defined) {
-          fail = p;
-          return false;
-        }
-        switch (n.reducer) {
-          case Reducer::Sum: acc = vops::add(acc, *p.value); break;
-          case Reducer::Max: acc = vops::max(acc, *p.value); break;
-          case Reducer::Min: acc = vops::min(acc, *p.value); break;
-          case Reducer::Prod: acc = vops::mul(acc, *p.value); break;
-        }
-        return true;
-      });
-      if (fail) return *fail;
-      return value(convert(acc, t, n.loc));
-    }
+    case Op::Sum: return reduce_element(n, idx);
     case Op::Slice: {
       const Node& x = arg(n, 0);
       Index ci;
@@ -719,26 +718,7 @@ Point Evaluator::access(const Node& n, const Index& idx) {
       }
       return at(x, ci);
     }
-    case Op::Pad: {
-      const Node& x = arg(n, 0);
-      Point v = at(arg(n, 1), {});
-      std::map<AxisKey, std::vector<int64_t>> lo, in;
-      for (const auto& [k, size] : info(x).shape) {
-        lo[k] = attr(n, "low", k, std::vector<int64_t>(size.size(), 0));
-        in[k] = attr(n, "interior", k, std::vector<int64_t>(size.size(), 0));
-      }
-      // The pad value is only accessed in the padded area; an undefined value propagates there.
-      const Shape& xs = info(x).shape;
-      bool padded = false;
-      for (const auto& [k, size] : xs)
-        for (size_t j = 0; j < size.size() && !padded; ++j) {
-          int64_t rel = checked_sub(idx.at(k)[j], lo[k][j]);
-          int64_t inner_end = size[j] + std::max<int64_t>(0, size[j] - 1) * in[k][j];
-          padded = rel < 0 || rel >= inner_end || floor_mod(rel, in[k][j] + 1) != 0;
-        }
-      if (padded && !v.defined) return v;
-      return padded_access(x, idx, lo, in, padded ? *v.value : Value::zero(t), t);
-    }
+    case Op::Pad: return pad_element(n, idx);
     case Op::DynSlice: {
       const Node& x = arg(n, 0);
       Index ci = idx;
@@ -749,37 +729,8 @@ Point Evaluator::access(const Node& n, const Index& idx) {
         }
       return at(x, ci);
     }
-    case Op::DynUpdate: {
-      const Node &x = arg(n, 0), &u = arg(n, 1);
-      const Shape& us = info(u).shape;
-      Index ui;
-      bool inside = true;
-      for (const auto& [k, v] : idx) {
-        auto st = attr(n, "start", k, {});
-        auto& o = ui[k];
-        for (size_t j = 0; j < v.size(); ++j) {
-          int64_t rel = v[j] - st[j];
-          if (rel < 0 || rel >= us.at(k)[j]) inside = false;
-          o.push_back(rel);
-        }
-      }
-      return inside ? at(u, ui) : at(x, idx);
-    }
-    case Op::Concat: {
-      const AxisKey& ck = n.axes[0];
-      int64_t i = idx.at(ck)[0];
-      for (size_t a = 0; a < n.args.size(); ++a) {
-        const Node& x = arg(n, a);
-        int64_t sz = info(x).shape.at(ck)[0];
-        if (i < sz || a + 1 == n.args.size()) {
-          Index ci = idx;
-          ci[ck][0] = i;
-          return at(x, ci);
-        }
-        i -= sz;
-      }
-      throw EvalError("concat without operands" + at_loc(n.loc));
-    }
+    case Op::DynUpdate: return dynupdate_element(n, idx);
+    case Op::Concat: return concat_element(n, idx);
     case Op::Relabel: {
       std::map<AxisKey, AxisKey> back;
       for (const auto& [from, to] : n.relabel) back[to] = from;
@@ -800,84 +751,8 @@ Point Evaluator::access(const Node& n, const Index& idx) {
       }
       return at(x, ci);
     }
-    case Op::Dot: {
-      const Node &x = arg(n, 0), &y = arg(n, 1);
-      const Shape &xs = info(x).shape, &ys = info(y).shape;
-      Shape range;
-      for (const auto& [k, si] : n.sum_index) {
-        (void)si;
-        range[k] = xs.at(k);
-      }
-      Value acc = Value::zero(t);
-      std::optional<Point> fail;
-      for_each_index(range, [&](const Index& c) {
-        Index xi, yi;
-        for (const auto& [k, v] : xs) xi[k] = c.count(k) ? c.at(k) : idx.at(k);
-        for (const auto& [k, v] : ys) yi[k] = c.count(k) ? c.at(k) : idx.at(k);
-        Point p = at(x, xi), q = at(y, yi);
-        if (!p.defined || !q.defined) {
-          fail = p.defined ? q : p;
-          return false;
-        }
-        acc = vops::add(acc, vops::mul(*p.value, *q.value));
-        return true;
-      });
-      if (fail) return *fail;
-      return value(convert(acc, t, n.loc));
-    }
-    case Op::Conv: {
-      // out[b, o, s] = sum over f and window k of padIN[b, f, s*stride + k] * padW[f, o, k] (ir.h).
-      const ConvAttrs& c = *n.conv;
-      const Node &in = arg(n, 0), &w = arg(n, 1);
-      const Shape &ins = info(in).shape, &ws = info(w).shape;
-      Shape range;  // feature axes and the dilated window
-      std::map<AxisKey, std::vector<int64_t>> st, lo, ld, rd;
-      for (const auto& k : c.feature) range[k] = ins.at(k);
-      for (const auto& k : c.spatial) {
-        std::vector<int64_t> one(ins.at(k).size(), 1), zero(ins.at(k).size(), 0);
-        st[k] = attr(n, "stride", k, one);
-        lo[k] = attr(n, "low", k, zero);
-        ld[k] = attr(n, "lhs_dilation", k, one);
-        rd[k] = attr(n, "rhs_dilation", k, one);
-        auto& r = range[k];
-        for (size_t j = 0; j < one.size(); ++j) {
-          int64_t sw = ws.at(k)[j];
-          r.push_back(sw + std::max<int64_t>(0, sw - 1) * (rd[k][j] - 1));
-        }
-      }
-      Value acc = Value::zero(t), zero = Value::zero(t);
-      std::optional<Point> fail;
-      for_each_index(range, [&](const Index& r) {
-        Index ii, wi;
-        bool in_pad = false, w_pad = false;
-        for (const auto& k : c.batch) ii[k] = idx.at(k);
-        for (const auto& k : c.output_feature) wi[k] = idx.at(k);
-        for (const auto& k : c.feature) ii[k] = wi[k] = r.at(k);
-        for (const auto& k : c.spatial) {
-          auto &iv = ii[k], &wv = wi[k];
-          for (size_t j = 0; j < r.at(k).size(); ++j) {
-            int64_t kk = r.at(k)[j];
-            int64_t p = checked_sub(checked_add(checked_mul(idx.at(k)[j], st[k][j]), kk), lo[k][j]);
-            int64_t sz = ins.at(k)[j];
-            if (p < 0 || p >= sz + std::max<int64_t>(0, sz - 1) * (ld[k][j] - 1) || p % ld[k][j] != 0) in_pad = true;
-            iv.push_back(p / std::max<int64_t>(1, ld[k][j]));
-            if (kk % rd[k][j] != 0) w_pad = true;
-            wv.push_back(kk / rd[k][j]);
-          }
-        }
-        Point a{true, zero, {}}, b{true, zero, {}};
-        if (!in_pad) a = at(in, ii);
-        if (!w_pad) b = at(w, wi);
-        if (!a.defined || !b.defined) {
-          fail = a.defined ? b : a;
-          return false;
-        }
-        acc = vops::add(acc, vops::mul(*a.value, *b.value));
-        return true;
-      });
-      if (fail) return *fail;
-      return value(convert(acc, t, n.loc));
-    }
+    case Op::Dot: return dot_element(n, idx);
+    case Op::Conv: return conv_element(n, idx);
     case Op::Degenerate: {
       const Node& x = arg(n, 0);
       Index ci;
@@ -889,6 +764,194 @@ Point Evaluator::access(const Node& n, const Index& idx) {
     }
   }
   throw EvalError("unknown operator" + at_loc(n.loc));
+}
+
+Point Evaluator::literal_element(const Node& n) {
+  const DType t = dtype(n);
+  const Literal& l = n.lit;
+  switch (l.kind) {
+    case Literal::Kind::Int: return value(convert(Value::integer(l.num), t, n.loc));
+    case Literal::Kind::Real: return value(convert(Value::real(Rational(l.num, l.den)), t, n.loc));
+    case Literal::Kind::Bool: return value(Value::boolean(l.num != 0));
+    case Literal::Kind::PosInf: return value(Value::pos_inf());
+    case Literal::Kind::NegInf: return value(Value::neg_inf());
+  }
+  throw EvalError("unknown literal" + at_loc(n.loc));
+}
+
+Point Evaluator::reduce_element(const Node& n, const Index& idx) {
+  const DType t = dtype(n);
+  const Node& x = arg(n, 0);
+  const Shape& xs = info(x).shape;
+  Shape range;
+  for (const auto& [k, si] : n.sum_index) {
+    (void)si;
+    range[k] = xs.at(k);
+  }
+  // sum starts from 0 (an empty sum is 0); reduce_max/min/prod fold their init value with every
+  // element, so an empty range gives init (ir.h, Reducer). The init value is always accessed.
+  Value acc = Value::zero(t);
+  if (n.reducer != Reducer::Sum) {
+    Point init = at(arg(n, 1), {});
+    if (!init.defined) return init;
+    acc = *init.value;
+  }
+  std::optional<Point> fail;
+  for_each_index(range, [&](const Index& s) {
+    Index full = idx;
+    for (const auto& [k, v] : s) full[k] = v;
+    Point p = at(x, full);
+    if (!p.defined) {
+      fail = p;
+      return false;
+    }
+    switch (n.reducer) {
+      case Reducer::Sum: acc = vops::add(acc, *p.value); break;
+      case Reducer::Max: acc = vops::max(acc, *p.value); break;
+      case Reducer::Min: acc = vops::min(acc, *p.value); break;
+      case Reducer::Prod: acc = vops::mul(acc, *p.value); break;
+    }
+    return true;
+  });
+  if (fail) return *fail;
+  return value(convert(acc, t, n.loc));
+}
+
+Point Evaluator::pad_element(const Node& n, const Index& idx) {
+  const DType t = dtype(n);
+  const Node& x = arg(n, 0);
+  Point v = at(arg(n, 1), {});
+  std::map<AxisKey, std::vector<int64_t>> lo, in;
+  for (const auto& [k, size] : info(x).shape) {
+    lo[k] = attr(n, "low", k, std::vector<int64_t>(size.size(), 0));
+    in[k] = attr(n, "interior", k, std::vector<int64_t>(size.size(), 0));
+  }
+  // The pad value is only accessed in the padded area; an undefined value propagates there.
+  const Shape& xs = info(x).shape;
+  bool padded = false;
+  for (const auto& [k, size] : xs)
+    for (size_t j = 0; j < size.size() && !padded; ++j) {
+      int64_t rel = checked_sub(idx.at(k)[j], lo[k][j]);
+      int64_t inner_end = size[j] + std::max<int64_t>(0, size[j] - 1) * in[k][j];
+      padded = rel < 0 || rel >= inner_end || floor_mod(rel, in[k][j] + 1) != 0;
+    }
+  if (padded && !v.defined) return v;
+  return padded_access(x, idx, lo, in, padded ? *v.value : Value::zero(t), t);
+}
+
+Point Evaluator::dynupdate_element(const Node& n, const Index& idx) {
+  const Node &x = arg(n, 0), &u = arg(n, 1);
+  const Shape& us = info(u).shape;
+  Index ui;
+  bool inside = true;
+  for (const auto& [k, v] : idx) {
+    auto st = attr(n, "start", k, {});
+    auto& o = ui[k];
+    for (size_t j = 0; j < v.size(); ++j) {
+      int64_t rel = v[j] - st[j];
+      if (rel < 0 || rel >= us.at(k)[j]) inside = false;
+      o.push_back(rel);
+    }
+  }
+  return inside ? at(u, ui) : at(x, idx);
+}
+
+Point Evaluator::concat_element(const Node& n, const Index& idx) {
+  const AxisKey& ck = n.axes[0];
+  int64_t i = idx.at(ck)[0];
+  for (size_t a = 0; a < n.args.size(); ++a) {
+    const Node& x = arg(n, a);
+    int64_t sz = info(x).shape.at(ck)[0];
+    if (i < sz || a + 1 == n.args.size()) {
+      Index ci = idx;
+      ci[ck][0] = i;
+      return at(x, ci);
+    }
+    i -= sz;
+  }
+  throw EvalError("concat without operands" + at_loc(n.loc));
+}
+
+Point Evaluator::dot_element(const Node& n, const Index& idx) {
+  const DType t = dtype(n);
+  const Node &x = arg(n, 0), &y = arg(n, 1);
+  const Shape &xs = info(x).shape, &ys = info(y).shape;
+  Shape range;
+  for (const auto& [k, si] : n.sum_index) {
+    (void)si;
+    range[k] = xs.at(k);
+  }
+  Value acc = Value::zero(t);
+  std::optional<Point> fail;
+  for_each_index(range, [&](const Index& c) {
+    Index xi, yi;
+    for (const auto& [k, v] : xs) xi[k] = c.count(k) ? c.at(k) : idx.at(k);
+    for (const auto& [k, v] : ys) yi[k] = c.count(k) ? c.at(k) : idx.at(k);
+    Point p = at(x, xi), q = at(y, yi);
+    if (!p.defined || !q.defined) {
+      fail = p.defined ? q : p;
+      return false;
+    }
+    acc = vops::add(acc, vops::mul(*p.value, *q.value));
+    return true;
+  });
+  if (fail) return *fail;
+  return value(convert(acc, t, n.loc));
+}
+
+Point Evaluator::conv_element(const Node& n, const Index& idx) {
+  const DType t = dtype(n);
+  // out[b, o, s] = sum over f and window k of padIN[b, f, s*stride + k] * padW[f, o, k] (ir.h).
+  const ConvAttrs& c = *n.conv;
+  const Node &in = arg(n, 0), &w = arg(n, 1);
+  const Shape &ins = info(in).shape, &ws = info(w).shape;
+  Shape range;  // feature axes and the dilated window
+  std::map<AxisKey, std::vector<int64_t>> st, lo, ld, rd;
+  for (const auto& k : c.feature) range[k] = ins.at(k);
+  for (const auto& k : c.spatial) {
+    std::vector<int64_t> one(ins.at(k).size(), 1), zero(ins.at(k).size(), 0);
+    st[k] = attr(n, "stride", k, one);
+    lo[k] = attr(n, "low", k, zero);
+    ld[k] = attr(n, "lhs_dilation", k, one);
+    rd[k] = attr(n, "rhs_dilation", k, one);
+    auto& r = range[k];
+    for (size_t j = 0; j < one.size(); ++j) {
+      int64_t sw = ws.at(k)[j];
+      r.push_back(sw + std::max<int64_t>(0, sw - 1) * (rd[k][j] - 1));
+    }
+  }
+  Value acc = Value::zero(t), zero = Value::zero(t);
+  std::optional<Point> fail;
+  for_each_index(range, [&](const Index& r) {
+    Index ii, wi;
+    bool in_pad = false, w_pad = false;
+    for (const auto& k : c.batch) ii[k] = idx.at(k);
+    for (const auto& k : c.output_feature) wi[k] = idx.at(k);
+    for (const auto& k : c.feature) ii[k] = wi[k] = r.at(k);
+    for (const auto& k : c.spatial) {
+      auto &iv = ii[k], &wv = wi[k];
+      for (size_t j = 0; j < r.at(k).size(); ++j) {
+        int64_t kk = r.at(k)[j];
+        int64_t p = checked_sub(checked_add(checked_mul(idx.at(k)[j], st[k][j]), kk), lo[k][j]);
+        int64_t sz = ins.at(k)[j];
+        if (p < 0 || p >= sz + std::max<int64_t>(0, sz - 1) * (ld[k][j] - 1) || p % ld[k][j] != 0) in_pad = true;
+        iv.push_back(p / std::max<int64_t>(1, ld[k][j]));
+        if (kk % rd[k][j] != 0) w_pad = true;
+        wv.push_back(kk / rd[k][j]);
+      }
+    }
+    Point a{true, zero, {}}, b{true, zero, {}};
+    if (!in_pad) a = at(in, ii);
+    if (!w_pad) b = at(w, wi);
+    if (!a.defined || !b.defined) {
+      fail = a.defined ? b : a;
+      return false;
+    }
+    acc = vops::add(acc, vops::mul(*a.value, *b.value));
+    return true;
+  });
+  if (fail) return *fail;
+  return value(convert(acc, t, n.loc));
 }
 
 // ---- public API -------------------------------------------------------------------------------
