@@ -1075,7 +1075,7 @@ Query Encoder::build() {
   if (is_fold(le) || is_fold(re)) {
     q.has_sums = true;  // the match and the unmatched-index goals are incomplete, as for sums
     fold_compare(le, re, in_range_l, lhs_access, eq_goal);  // reduce.cpp
-    q.cex_hint = fold_hint_;
+    q.cex_hints = fold_hints_;
   } else if (!le.sum && !re.sum) {
     lhs_val = le.val;
     rhs_val = re.val;

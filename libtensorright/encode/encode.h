@@ -131,6 +131,13 @@ struct BoxEntry {
   Term si;
   Term size;
 };
+// One further range of a fold (reduce.cpp): the fold also combines f over this box.
+struct FoldPiece {
+  Val f;
+  std::vector<BoxEntry> box;
+  std::vector<std::pair<Term, std::vector<BoxEntry>>> defs;
+};
+
 // The sum over a box of summands f (never unrolled). defs: (cond, sub-box) pairs meaning
 // "cond holds at every point of the sub-box": the definedness of the sum.
 struct SumVal {
@@ -145,6 +152,10 @@ struct SumVal {
   Reducer red = Reducer::Sum;
   Val init;
   const Node* node = nullptr;  // the reduction (its element type, for arithmetic on the init)
+  // Folds only: further ranges, disjoint from box and from each other (a reduced concat axis, or
+  // the fold's operation applied to two folds): the value combines init, f over box and each
+  // piece's f over its box (docs/verifier.md, "Folds over several ranges").
+  std::vector<FoldPiece> more;
 };
 
 // An element of a tensor at one index: defined-ness (excluding the index range, which the caller
@@ -176,8 +187,9 @@ struct Query {
   Term vacuity;             // hyp ∧ lhs_access
   bool has_sums = false;    // a match abstracts sums: a non-replaying model is inconclusive
   // Folds (reduce.cpp): extra constraints that steer a satisfiable query towards a model that
-  // replays (exact folds, a dominating difference); only for the search, never for a proof.
-  Term cex_hint;
+  // replays (exact folds, a dominating difference), tried in order until a model replays; only
+  // for the search, never for a proof.
+  std::vector<Term> cex_hints;
 };
 
 class Encoder {
@@ -281,10 +293,15 @@ class Encoder {
   static bool is_fold(const Elem& e) { return e.sum && e.sum->red != Reducer::Sum; }
   void check_folds();  // constructor: forms rejected before any encoding
   Elem fold_at(const Node& n, const Index& idx);
+  std::vector<BoxEntry> fold_box(const Node& n, const Index& idx, Index& full);
+  int concat_split_entry(const Node& n);
+  void fold_concat(const Node& n, const Index& full, const std::vector<BoxEntry>& box, int entry, SumVal& s);
+  void fold_flatten(const Node& n, const std::vector<BoxEntry>& box, const SumVal& in, SumVal& s);
+  void fold_compare_ranges(const Elem& le, const Elem& re, const Term& in_range_l, Term& lhs_access, Term& eq_goal);
   Elem fold_arith(Op op, const Node& n, const Elem& x, const Elem& y);
   void fold_compare(const Elem& le, const Elem& re, const Term& in_range_l, Term& lhs_access, Term& eq_goal);
   std::vector<Term> fold_goals_;  // exactness conditions of nested folds (extra goals)
-  Term fold_hint_;                // Query::cex_hint
+  std::vector<Term> fold_hints_;  // Query::cex_hints
   int fold_fresh_ = 0;            // counter for the names of fresh unmatched-index constants
 };
 

@@ -12,6 +12,7 @@
 //   * a fold of a fold of the same operation: flattened into one fold over the product box;
 //   * index-only operators (broadcast, relabel, degenerate, ...) read it at another index;
 //   * everything else is Unsupported (the callers' no_sum checks, or here).
+#include <algorithm>
 #include <functional>
 #include <set>
 #include <unordered_set>
@@ -85,17 +86,13 @@ void Encoder::check_folds() {
   for (const auto& a : rule.assume) scan(*a.cond, true);
 }
 
-// The fold at an index: summation-index constants for the reduced keys (shared when matched, fresh
-// otherwise), the element there, and the init value.
-Elem Encoder::fold_at(const Node& n, const Index& idx) {
+// The summation-index constants of fold n read at idx (shared when matched, fresh otherwise):
+// the box, and in `full` the index with the reduced keys at those constants.
+std::vector<BoxEntry> Encoder::fold_box(const Node& n, const Index& idx, Index& full) {
   const Node& x = *n.args.at(0);
   const std::string what = op_name(n.reducer);
-  Elem c = at(*n.args.at(1), {});
-  if (c.sum) throw Unsupported(what + ": a reduction in the init value cannot be encoded" + where(n.loc));
-
   std::vector<BoxEntry> box;
-  std::unordered_set<Term> box_consts;
-  Index full = idx;
+  full = idx;
   auto sig = signature_of(idx);
   for (const auto& [k, mid] : n.sum_index) {
     // Matched constants are shared: the same reduction read at two indices would share them.
@@ -116,59 +113,142 @@ Elem Encoder::fold_at(const Node& n, const Index& idx) {
         axis_const_rclass[si] = k.rclass;
       }
       sis.push_back(si);
-      box_consts.insert(si);
       box.push_back({canon, k.rclass, j, si, size(x, k, j)});
     }
     full[k] = sis;
   }
+  return box;
+}
 
-  Elem body = reduced_element(n, full, box);  // reindex.cpp
+// The box entry of a fold over concat(X1, ..., Xm) whose concat axis is reduced by an unmatched
+// summation index, or -1 (then the concat is read as one range, an ite over the arguments).
+int Encoder::concat_split_entry(const Node& n) {
+  const Node& x = *n.args.at(0);
+  if (x.op != Op::Concat) return -1;
+  const AxisKey& ck = x.axes.at(0);
+  auto it = n.sum_index.find(ck);
+  if (it == n.sum_index.end() || si_free[it->second]) return -1;
+  if (ranks[ck.rclass] != 1) throw Unsupported("concat along an rclass with more than one axis" + where(x.loc));
+  int pos = 0;
+  for (const auto& [k, mid] : n.sum_index) {
+    if (k == ck) return pos;
+    pos += ranks[k.rclass];
+  }
+  throw InternalError("a reduced key without a box entry" + where(n.loc));
+}
+
+// fold(c, concat(X1, ..., Xm, axis=K)) with K reduced: K's range is the disjoint union of the
+// arguments' ranges, so the fold has m ranges; range a reads Xa at a fresh constant of its own in
+// [0, size of Xa along K) (no ite over the arguments, so that each range can be compared with a
+// fold of Xa alone).
+void Encoder::fold_concat(const Node& n, const Index& full, const std::vector<BoxEntry>& box, int entry, SumVal& s) {
+  const Node& x = *n.args.at(0);
+  const AxisKey& ck = x.axes.at(0);
+  const BoxEntry& e = box.at(static_cast<size_t>(entry));
+  for (size_t a = 0; a < x.args.size(); ++a) {
+    const Node& xa = *x.args[a];
+    std::vector<BoxEntry> pb = box;
+    Term si = b.s.mkConst(b.Int, rule.maps[e.map].name + "_0_u" + std::to_string(fold_fresh_++));
+    axis_const_rclass[si] = ck.rclass;
+    pb[static_cast<size_t>(entry)].si = si;
+    pb[static_cast<size_t>(entry)].size = size(xa, ck, 0);
+    Index ia = full;
+    ia[ck] = {si};
+    Elem ea = at(xa, ia);
+    if (ea.sum)
+      throw Unsupported(std::string(op_name(n.reducer)) + " over a concat of reductions cannot be encoded" + where(n.loc));
+    if (a == 0) {
+      s.f = ea.val;
+      s.box = pb;
+      s.defs.push_back({ea.def, pb});
+    } else {
+      s.more.push_back({ea.val, pb, {{ea.def, pb}}});
+    }
+  }
+}
+
+// The fold at an index: its box, the element there, and the init value.
+Elem Encoder::fold_at(const Node& n, const Index& idx) {
+  const std::string what = op_name(n.reducer);
+  Elem c = at(*n.args.at(1), {});
+  if (c.sum) throw Unsupported(what + ": a reduction in the init value cannot be encoded" + where(n.loc));
+  Index full;
+  std::vector<BoxEntry> box = fold_box(n, idx, full);
   auto s = std::make_shared<SumVal>();
   s->red = n.reducer;
   s->node = &n;
   s->init = c.val;
+  if (int entry = concat_split_entry(n); entry >= 0) {
+    fold_concat(n, full, box, entry, *s);
+    return {c.def, {}, s};
+  }
+  Elem body = reduced_element(n, full, box);  // reindex.cpp
   s->box = box;
   s->defs.push_back({body.def, box});
   if (!body.sum) {
     s->f = body.val;
     return {c.def, {}, s};
   }
-  const SumVal& in = *body.sum;
+  fold_flatten(n, box, *body.sum, *s);
+  return {c.def, {}, s};
+}
+
+// A fold (s: init, box and the element's definedness set) of a fold `in` of the same operation,
+// flattened: fold(c, {fold(ci, S_j) : j in J}) with the inner init ci independent of j is
+//   max/min (idempotent): fold(J empty ? c : c op ci, union of S_j)
+//   *: c * ci^|J| * prod(union S_j): flat with init c when ci = 1, or with c * ci when |J| <= 1
+//      (then a goal: J is empty or a single point).
+// Each of the inner fold's ranges becomes a range of the outer one, over box x its box.
+void Encoder::fold_flatten(const Node& n, const std::vector<BoxEntry>& box, const SumVal& in, SumVal& s) {
+  const std::string what = op_name(n.reducer);
   if (in.red == Reducer::Sum) throw Unsupported(what + " of a sum cannot be encoded" + where(n.loc));
   if (in.red != n.reducer)
     throw Unsupported(what + " of a " + op_name(in.red) + " cannot be encoded" + where(n.loc));
-  // fold(c, {fold(ci, S_j) : j in J}) with the inner init ci independent of j:
-  //   max/min (idempotent): = fold(J empty ? c : c op ci, union of S_j)
-  //   *: = c * ci^|J| * prod(union S_j): flat with init c when ci = 1, or with c * ci when |J| <= 1
-  //      (then a goal: J is empty or a single point).
+  std::unordered_set<Term> box_consts;
+  for (const auto& e : box) box_consts.insert(e.si);
   if (mentions_any(in.init.v, box_consts) || mentions_any(in.init.tag, box_consts))
     throw Unsupported(what + " of a " + what + " whose init depends on the outer index" + where(n.loc));
-  Val init = c.val;
+  const Val c = s.init;
   bool idempotent = n.reducer != Reducer::Prod;  // c op c = c: max, min
-  if (!(idempotent && same_val(in.init, c.val)) && !is_identity(b, n.reducer, in.init)) {
+  if (!(idempotent && same_val(in.init, c)) && !is_identity(b, n.reducer, in.init)) {
     Term dummy = b.T;
-    Val comb = num_op(fold_op(n.reducer), c.val, in.init, n, dummy);
+    Val comb = num_op(fold_op(n.reducer), c, in.init, n, dummy);
     Term empty = box_empty(box);
-    init.v = b.ite(empty, c.val.v, comb.v);
-    if (!c.val.tag.isNull() || !comb.tag.isNull())
-      init.tag = b.ite(empty, tag_or_zero(b, c.val), tag_or_zero(b, comb));
+    s.init.v = b.ite(empty, c.v, comb.v);
+    if (!c.tag.isNull() || !comb.tag.isNull()) s.init.tag = b.ite(empty, tag_or_zero(b, c), tag_or_zero(b, comb));
     if (n.reducer == Reducer::Prod) fold_goals_.push_back(b.or_({empty, box_unit(box)}));
   }
-  s->init = init;
-  s->f = in.f;
-  s->box.insert(s->box.end(), in.box.begin(), in.box.end());
-  for (auto d : in.defs) {
-    d.second.insert(d.second.end(), box.begin(), box.end());
-    s->defs.push_back(d);
-  }
-  return {c.def, {}, s};
+  auto outer = [&](const std::vector<BoxEntry>& inner) {
+    std::vector<BoxEntry> r = box;
+    r.insert(r.end(), inner.begin(), inner.end());
+    return r;
+  };
+  auto outer_defs = [&](std::vector<std::pair<Term, std::vector<BoxEntry>>> ds) {
+    for (auto& d : ds) d.second.insert(d.second.end(), box.begin(), box.end());
+    return ds;
+  };
+  s.f = in.f;
+  s.box = outer(in.box);
+  auto inner_defs = outer_defs(in.defs);
+  s.defs.insert(s.defs.end(), inner_defs.begin(), inner_defs.end());
+  for (const auto& p : in.more) s.more.push_back({p.f, outer(p.box), outer_defs(p.defs)});
 }
 
 // op(x, y) with a fold among the operands: only the fold's own operation with a plain operand,
 // which goes into the init (commutativity and associativity, also with infinities and Unknown).
+// Two folds of op itself: one fold over the ranges of both, with init op(c1, c2) (commutativity
+// and associativity).
 Elem Encoder::fold_arith(Op op, const Node& n, const Elem& x, const Elem& y) {
-  if (x.sum && y.sum)
-    throw Unsupported(std::string("operator ") + to_string(op) + " of two reductions cannot be encoded" + where(n.loc));
+  if (x.sum && y.sum) {
+    if (!is_fold(x) || !is_fold(y) || x.sum->red != y.sum->red || fold_op(x.sum->red) != op)
+      throw Unsupported(std::string("operator ") + to_string(op) + " of two reductions cannot be encoded" + where(n.loc));
+    auto s = std::make_shared<SumVal>(*x.sum);
+    Term dummy = b.T;
+    s->init = num_op(op, x.sum->init, y.sum->init, n, dummy);
+    s->more.push_back({y.sum->f, y.sum->box, y.sum->defs});
+    s->more.insert(s->more.end(), y.sum->more.begin(), y.sum->more.end());
+    return {b.and_({x.def, y.def}), {}, s};
+  }
   const Elem& fe = x.sum ? x : y;
   const Elem& pe = x.sum ? y : x;
   const SumVal& f = *fe.sum;
@@ -182,12 +262,17 @@ Elem Encoder::fold_arith(Op op, const Node& n, const Elem& x, const Elem& y) {
                       " cannot be encoded" + where(n.loc));
   std::unordered_set<Term> consts;
   for (const auto& e : f.box) consts.insert(e.si);
+  for (const auto& p : f.more)
+    for (const auto& e : p.box) consts.insert(e.si);
   if (mentions_any(pe.val.v, consts) || mentions_any(pe.val.tag, consts))
     throw InternalError("an operand depends on a reduction's own index" + where(n.loc));
   auto s = std::make_shared<SumVal>(f);
   Term dummy = b.T;
   s->init = num_op(op, f.init, pe.val, n, dummy);
-  if (distributes) s->f = num_op(op, f.f, pe.val, n, dummy);
+  if (distributes) {
+    s->f = num_op(op, f.f, pe.val, n, dummy);
+    for (auto& p : s->more) p.f = num_op(op, p.f, pe.val, n, dummy);
+  }
   return {b.and_({x.def, y.def}), {}, s};
 }
 
@@ -203,6 +288,8 @@ Elem Encoder::fold_arith(Op op, const Node& n, const Elem& x, const Elem& y) {
 void Encoder::fold_compare(const Elem& le, const Elem& re, const Term& in_range_l, Term& lhs_access, Term& eq_goal) {
   if ((le.sum && !is_fold(le)) || (re.sum && !is_fold(re)))
     throw Unsupported("a sum compared with a max/min/prod reduction cannot be encoded");
+  if ((le.sum && !le.sum->more.empty()) || (re.sum && !re.sum->more.empty()))
+    return fold_compare_ranges(le, re, in_range_l, lhs_access, eq_goal);
   struct Side {
     const SumVal* f = nullptr;
     std::vector<BoxEntry> p, u;
@@ -210,7 +297,7 @@ void Encoder::fold_compare(const Elem& le, const Elem& re, const Term& in_range_
     std::set<int> maps;
   };
   std::vector<Term> hyps{in_range_l, le.def}, goals{re.def};
-  std::vector<Term> hint;  // exactness goals (and a dominating difference), for Query::cex_hint
+  std::vector<Term> hint;  // exactness goals (and a dominating difference), for Query::cex_hints
   auto side = [&](const Elem& e, bool lhs) {
     Side sd;
     if (!e.sum) return sd;
@@ -296,7 +383,106 @@ void Encoder::fold_compare(const Elem& le, const Elem& re, const Term& in_range_
   }
   lhs_access = b.and_(hyps);
   eq_goal = b.and_(goals);
-  fold_hint_ = b.and_(hint);
+  fold_hints_ = {b.and_(hint)};
+}
+
+// Folds over several ranges (fold_concat, fold_arith), compared range by range: a sufficient
+// condition. Both sides fold the same operation over as many ranges, with equal inits, and range k
+// of one side equals range k of the other: the unmatched summation-index constants of range k are
+// identified rclass by rclass, in order (the right side's replaced by the left side's), then both
+// ranges hold the same points and the same element at each point. A model of the negation is a
+// candidate only (Query::has_sums): the verdict comes from its replay.
+void Encoder::fold_compare_ranges(const Elem& le, const Elem& re, const Term& in_range_l, Term& lhs_access,
+                                  Term& eq_goal) {
+  if (!le.sum || !re.sum)
+    throw Unsupported("a reduction over several ranges (a reduced concat axis, or two reductions combined) "
+                      "compared with a value that is not a reduction cannot be encoded");
+  const SumVal& l = *le.sum;
+  const SumVal& r = *re.sum;
+  if (l.red != r.red) throw Unsupported(std::string("a ") + op_name(l.red) + " compared with a " + op_name(r.red));
+  if (l.more.size() != r.more.size())
+    throw Unsupported(std::string(op_name(l.red)) + " over " + std::to_string(l.more.size() + 1) +
+                      " ranges compared with one over " + std::to_string(r.more.size() + 1) + " ranges");
+  auto has_tag = [](const SumVal& f) {
+    bool t = !f.f.tag.isNull() || !f.init.tag.isNull();
+    for (const auto& p : f.more) t = t || !p.f.tag.isNull();
+    return t;
+  };
+  if (l.red == Reducer::Prod && (has_tag(l) || has_tag(r)))
+    throw Unsupported("reduce_prod of possibly infinite values over several ranges cannot be encoded (inf * 0 is unknown)");
+  std::vector<Term> hyps{in_range_l, le.def}, goals{re.def, values_equal(l.init, r.init)};
+  std::vector<Term> differ{b.not_(values_equal(l.init, r.init))}, empties, top_l, top_r;
+  for (const auto& g : fold_goals_) goals.push_back(g);
+  // The search hints need a dominating element: for max (min) one beyond both inits and 0, the
+  // evaluator's value of the elements a model does not read.
+  const bool mx = l.red == Reducer::Max;
+  bool dominate = l.red != Reducer::Prod;
+  for (const Val* c : {&l.init, &r.init})
+    if (!c->tag.isNull() && Builder::int_value(c->tag) != (mx ? -1 : 1)) dominate = false;  // maybe infinite
+  auto beyond = [&](const Term& x, const Term& y) { return mx ? b.lt(y, x) : b.lt(x, y); };  // x beyond y
+  auto on_top = [&](const Term& in, const Val& x, const Val& y) {
+    std::vector<Term> t{in, beyond(x.v, y.v), beyond(x.v, sort_for(dtype))};
+    for (const Val* c : {&l.init, &r.init})
+      if (c->tag.isNull()) t.push_back(beyond(x.v, c->v));
+    return b.and_(t);
+  };
+  auto piece = [](const SumVal& f, size_t k) {
+    return k == 0 ? FoldPiece{f.f, f.box, f.defs} : f.more[k - 1];
+  };
+  for (size_t k = 0; k <= l.more.size(); ++k) {
+    FoldPiece lp = piece(l, k), rp = piece(r, k);
+    std::vector<Term> from, to;
+    std::set<int> ml, mr;
+    std::vector<const BoxEntry*> ul, ur;
+    for (const auto& e : lp.box) si_free[e.map] ? (void)ml.insert(e.map) : ul.push_back(&e);
+    for (const auto& e : rp.box) si_free[e.map] ? (void)mr.insert(e.map) : ur.push_back(&e);
+    if (ml != mr) throw Unsupported("a matched summation index is reduced on one side only");
+    if (ul.size() != ur.size())
+      throw Unsupported("range " + std::to_string(k + 1) + " of a " + op_name(l.red) +
+                        " has a different number of unmatched summation axes on each side");
+    // Paired per rclass, in order (a flattened fold lists its outer axes first).
+    auto by_rclass = [](const BoxEntry* x, const BoxEntry* y) { return x->rclass < y->rclass; };
+    std::stable_sort(ul.begin(), ul.end(), by_rclass);
+    std::stable_sort(ur.begin(), ur.end(), by_rclass);
+    for (size_t i = 0; i < ul.size(); ++i) {
+      if (ul[i]->rclass != ur[i]->rclass)
+        throw Unsupported("range " + std::to_string(k + 1) + " of a " + op_name(l.red) +
+                          " reduces axes of different rclasses on each side");
+      from.push_back(ur[i]->si);
+      to.push_back(ul[i]->si);
+    }
+    auto sub = [&](const Term& t) { return t.isNull() || from.empty() ? t : t.substitute(from, to); };
+    auto sub_box = [&](std::vector<BoxEntry> bx) {
+      for (auto& e : bx) {
+        e.si = sub(e.si);
+        e.size = sub(e.size);
+      }
+      return bx;
+    };
+    Val rf{sub(rp.f.v), sub(rp.f.tag)};
+    Term dl = box_cond(lp.box), dr = box_cond(sub_box(rp.box));
+    goals.push_back(b.iff(dl, dr));
+    for (const auto& [c, bx] : lp.defs) hyps.push_back(b.implies(box_cond(bx), c));
+    for (const auto& [c, bx] : rp.defs) goals.push_back(b.implies(box_cond(sub_box(bx)), sub(c)));
+    goals.push_back(b.implies(dl, values_equal(lp.f, rf)));
+    differ.push_back(b.not_(b.iff(dl, dr)));
+    differ.push_back(b.and_({dl, b.not_(values_equal(lp.f, rf))}));
+    empties.push_back(b.and_({box_empty(lp.box), box_empty(sub_box(rp.box))}));
+    dominate = dominate && lp.f.tag.isNull() && rf.tag.isNull();
+    if (dominate) {
+      top_l.push_back(on_top(dl, lp.f, rf));
+      top_r.push_back(on_top(dl, rf, lp.f));
+    }
+  }
+  lhs_access = b.and_(hyps);
+  eq_goal = b.and_(goals);
+  // Hints, tried in order: a range where the left (then the right) element dominates the other,
+  // the inits differing over empty ranges, any difference.
+  fold_hints_.clear();
+  if (dominate) fold_hints_ = {b.or_(top_l), b.or_(top_r)};
+  empties.push_back(differ.front());
+  fold_hints_.push_back(b.and_(empties));
+  fold_hints_.push_back(b.or_(differ));
 }
 
 }  // namespace tr::enc

@@ -699,14 +699,14 @@ DTypeRun::Step DTypeRun::on_sat(const std::vector<int>& ranks, cvc5::Solver& s, 
   std::string detail = "ranks (" + rk + "): " + describe(rule_, m.inst) + " index " + idx_str(rule_, m.index) +
                        (pre ? "" : " [preconditions/assumptions fail on replay]") +
                        (sc.holds ? " [refinement holds on replay]" : " [" + sc.reason + "]");
-  if (q.has_sums && !q.cex_hint.isNull()) {
-    // max/min/prod reductions (encode/reduce.cpp): solve once more with the encoder's hint (exact
-    // folds, a dominating difference); only a model that replays becomes a counterexample.
+  // max/min/prod reductions (encode/reduce.cpp): solve once more with each of the encoder's hints
+  // (exact folds, a dominating difference); only a model that replays becomes a counterexample.
+  for (const auto& hint : q.has_sums ? q.cex_hints : std::vector<cvc5::Term>{}) {
     s.push();
     s.assertFormula(q.query);
-    s.assertFormula(q.cex_hint);
+    s.assertFormula(hint);
     std::optional<Model> hm;
-    if (check(s, meter_, "searching a counterexample with the fold hint").isSat()) {
+    if (check(s, meter_, "searching a counterexample with a fold hint").isSat()) {
       try {
         hm = read_model(s, e);
         if (opts_.minimise) minimise(s, e, *hm, meter_);
@@ -715,16 +715,15 @@ DTypeRun::Step DTypeRun::on_sat(const std::vector<int>& ranks, cvc5::Solver& s, 
       }
     }
     s.pop();
-    if (hm) {
-      try {
-        SideCheck hc = check_at(rule_, hm->inst, hm->index);
-        if (preconditions_hold(rule_, hm->inst) && hc.refutes()) {
-          out_.cex = render(rule_, *hm, hc, si_maps_);
-          return done(Verdict::Counterexample, hc.reason);
-        }
-      } catch (const EvalOverflow&) {
-        // fall through: inconclusive, as without the hint
+    if (!hm) continue;
+    try {
+      SideCheck hc = check_at(rule_, hm->inst, hm->index);
+      if (preconditions_hold(rule_, hm->inst) && hc.refutes()) {
+        out_.cex = render(rule_, *hm, hc, si_maps_);
+        return done(Verdict::Counterexample, hc.reason);
       }
+    } catch (const EvalOverflow&) {
+      // inconclusive, as without the hint
     }
   }
   if (q.has_sums)
