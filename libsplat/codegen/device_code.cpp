@@ -10,13 +10,12 @@
 namespace splat {
 namespace {
 
-// The module's headers: common helpers and the plan's tables, the engines, the pass drivers, the
-// split-KV combine and the pipeline. Each includes what it needs itself; this order is the one in
-// which the module's text has always held them.
+// The module's headers: common helpers and the plan's tables, the online softmax, the engines, the
+// pass drivers, the split-KV combine and the pipeline. Each includes what it needs itself.
 constexpr const char* kModuleHeaders[] = {
-    "common.cuh",        "plan.cuh",         "engine_mma.cuh",     "engine_wgmma.cuh", "engine_tf32.cuh",
-    "engine_tf32x3.cuh", "engine_traits.cuh", "fused_driver.cuh",  "band_driver.cuh",
-    "lattice_driver.cuh", "combine.cuh",     "pipeline.cuh"};
+    "common.cuh",        "plan.cuh",          "online_softmax.cuh", "engine_mma.cuh",   "engine_wgmma.cuh",
+    "engine_tf32.cuh",   "engine_tf32x3.cuh", "engine_traits.cuh",  "fused_driver.cuh", "band_driver.cuh",
+    "lattice_driver.cuh", "combine.cuh",      "pipeline.cuh"};
 
 const char* header_text(std::string_view name) {
   for (const EmbeddedFile& f : device_files())

@@ -2,6 +2,7 @@
 
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/analysis/rows.h"
+#include "libsplat/device/geometry.cuh"
 
 #include <algorithm>
 #include <limits>
@@ -585,35 +586,29 @@ Plan make_plan(const Acsr& acsr, const Structure& structure, const TileShape& sh
   return best;
 }
 
+// The closed-form kernels' tiles: geometry.cuh's functions, which band_pass and lattice_pass use too.
 bool lattice_tile_full(const Lattice& lat, int64_t t, int64_t k) {
-  const int64_t m_first = 64 * t, m_last = std::min(64 * t + 63, lat.rows - 1), u0 = 64 * k;
-  if (u0 + 63 >= lat.rows) return false;
-  // No row m of the tile meets its hole [m + hole_lo, m + hole_hi] in [u0, u0 + 63].
-  return lat.hole_lo > lat.hole_hi || u0 - m_last > lat.hole_hi || u0 + 63 - m_first < lat.hole_lo;
+  const int64_t m_first = 64 * t, m_last = std::min(64 * t + 63, lat.rows - 1);
+  return geometry::lattice_key_tile_full<int64_t>(64 * k, m_first, m_last, lat.rows, lat.hole_lo, lat.hole_hi);
 }
 
 bool band_global_tile(const BandWithGlobals& bg, int64_t t) {
   const Band& band = bg.band;
   const int64_t m_first = 64 * t, m_last = std::min(64 * t + 63, band.rows - 1);
-  // Some row m of the tile and global key j < globals with j < m + k_lo or j > m + k_hi.
-  return m_last + band.k_lo > 0 || bg.globals - 1 > m_first + band.k_hi;
+  return geometry::band_global_key_tile<int64_t>(m_first, m_last, band.k_lo, band.k_hi, bg.globals);
 }
 
 BandTile band_tile(const Band& band, int64_t t) {
+  const int64_t m_first = 64 * t, m_last = std::min(64 * t + 63, band.rows - 1);
+  const geometry::BandKeyTiles<int64_t> g = geometry::band_key_tiles<int64_t>(m_first, m_last, band.rows, band.k_lo, band.k_hi);
   BandTile bt;
-  const int64_t m_first = 64 * t, m_last = std::min(64 * t + 63, band.rows - 1), U = band.rows;
-  bt.u_start = m_first + band.k_lo;
-  // Keys some row of the tile keeps: [lo, hi], clipped to the phase's keys.
-  const int64_t lo = std::max<int64_t>(0, m_first + band.k_lo), hi = std::min(U - 1, m_last + band.k_hi);
-  if (hi < lo) return bt;
-  bt.first = (lo - bt.u_start) / 64;
-  bt.count = (hi - bt.u_start) / 64 + 1 - bt.first;
-  // Full: inside every real row's range, [max(0, m_last + k_lo), min(U - 1, m_first + k_hi)].
-  const int64_t flo = std::max<int64_t>(0, m_last + band.k_lo), fhi = std::min(U - 1, m_first + band.k_hi);
-  bt.full_begin = flo <= bt.u_start ? 0 : (flo - bt.u_start + 63) / 64;
-  bt.full_end = fhi < bt.u_start + 63 ? 0 : (fhi - bt.u_start - 63) / 64 + 1;
-  bt.full_begin = std::max(bt.full_begin, bt.first);
-  bt.full_end = std::min(bt.full_end, bt.first + bt.count);
+  bt.u_start = g.u_start;
+  if (g.count == 0) return bt;  // no key: no tiles
+  bt.first = g.first;
+  bt.count = g.count;
+  // The full tiles among the walked ones.
+  bt.full_begin = std::max(g.full_begin, bt.first);
+  bt.full_end = std::min(g.full_end, bt.first + bt.count);
   if (bt.full_end < bt.full_begin) bt.full_end = bt.full_begin;
   return bt;
 }

@@ -98,14 +98,14 @@ struct PlanPass {
 //
 // Key tiles of band row tile t of a phase: tile k (first <= k < first + count) covers u in
 // [u_start + 64k, u_start + 64k + 64); tiles [full_begin, full_end) keep every key of every real
-// row (no mask). Mirrors band_pass (device code).
+// row (no mask). From geometry.cuh's band_key_tiles, which band_pass (device code) uses too.
 struct BandTile {
   int64_t u_start = 0, first = 0, count = 0, full_begin = 0, full_end = 0;
 };
 BandTile band_tile(const Band& band, int64_t t);
 // Band with globals: whether band row tile t has a key tile of global keys (keys [0, globals)
 // that some row of the tile keeps outside its window), and whether row tile t is one of the
-// plan's (the first, holding the global rows). Mirrors band_pass (device code).
+// plan's (the first, holding the global rows). From geometry.cuh, as band_pass (device code).
 bool band_global_tile(const BandWithGlobals& band, int64_t t);
 inline bool band_head_tile(const BandWithGlobals& band, int64_t t) { return 64 * t < band.globals; }
 

@@ -4,11 +4,12 @@
 #include <sstream>
 
 #include "libsplat/codegen/codegen.h"
+#include "libsplat/device/geometry.cuh"
 
 namespace splat {
 namespace {
 
-constexpr int64_t kSmemPerSm = 227 * 1024;  // shared memory per SM a block may use (sm_80, sm_90)
+constexpr int64_t kSmemPerSm = geometry::kSmemPerBlock;  // shared memory per SM a block may use
 
 bool rows_fit_int32(const Problem& p) { return p.batch * p.heads * p.kv_len < (int64_t{1} << 31); }
 
@@ -301,19 +302,16 @@ std::string closed_form_blocker(const Ctx& c, const StructureKind& kind) {
 
 }  // namespace
 
-int EngineConfig::block() const { return kind == EngineKind::Mma ? 128 * 16 / warp_rows : 128; }
+int EngineConfig::block() const { return kind == EngineKind::Mma ? geometry::mma_threads(warp_rows / 16) : 128; }
 
-// Must match the engines' shared-memory layouts (device code: WgmmaEngine::SMEM, MmaEngine::SMEM,
-// MmaTf32Engine::SMEM, MmaTf32x3Engine::SMEM: fp32 at d > 96 keeps Q's lo fragments after the stages).
+// The engines' SMEM (libsplat/device/geometry.cuh, which the device code uses too).
 int64_t EngineConfig::smem(DType dtype, int64_t hd) const {
+  const int d = static_cast<int>(hd);  // <= 128 (choose_engine)
   switch (kind) {
-    case EngineKind::Wgmma: return (int64_t{2} * stages + (q_shared ? 1 : 0)) * 64 * hd * 2 + 1024;  // 1024-byte aligned
-    case EngineKind::Mma: return int64_t{stages} * 2 * key_tile * (hd + 8) * 2;
-    case EngineKind::MmaTf32:
-    case EngineKind::MmaTf32x3: {
-      const int64_t st = int64_t{stages} * 64 * ((hd + 16) + (hd + 4)) * 4, qlo = hd / 8 * 128 * 16;
-      return st + (dtype == DType::FP32 && hd > 96 && st + qlo <= kSmemPerSm ? qlo : 0);
-    }
+    case EngineKind::Wgmma: return geometry::wgmma_smem(stages, q_shared, d);
+    case EngineKind::Mma: return geometry::mma_smem(stages, key_tile, d);
+    case EngineKind::MmaTf32: return geometry::tf32_smem(stages, d);
+    case EngineKind::MmaTf32x3: return dtype == DType::FP32 ? geometry::tf32x3_smem(stages, d) : geometry::tf32_smem(stages, d);
     case EngineKind::CudaCores: break;
   }
   return 0;

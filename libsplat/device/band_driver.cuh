@@ -3,6 +3,7 @@
 #include "splat/common.cuh"
 #include "splat/plan.cuh"
 #include "splat/engine_traits.cuh"
+#include "splat/geometry.cuh"
 
 // ================================================================================================
 // Band driver (Plan::band: row i keeps keys i + D*k, KLO <= k <= KHI, within [0, SEQ); SEQ == KV,
@@ -13,7 +14,7 @@
 // and walks key tiles of 64 from u = 64t + KLO (the grid covers every head, phase and t). TMA
 // stages only: key tiles reach below u = 0 or past M (their boxes hold other heads' keys or zeros,
 // all masked).
-// band_tile (plan.cpp) and the CPU model's band walk compute the same tiles.
+// The tiles are geometry.cuh's band_key_tiles, as plan.cpp's band_tile and the CPU model's walk.
 // ================================================================================================
 // The band kernel's mask of one key tile for this thread's rows m0 and m0 + 8 (keep(h, c): row
 // m0 + 8h keeps key u0 + c). A tile cut by one edge of the band only, with every row and key inside
@@ -107,13 +108,9 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   if (G > 0 && 64 * t < G) return;  // the global rows' tile: the table pass's
   const int ph = (int)(g % D);
   const i64 bh = g / D;
-  const int m_first = 64 * t, m_last = min(64 * t + 63, M - 1), u_start = m_first + KLO;
-  // Keys some row keeps, and keys every row keeps (full key tiles), both clipped to [0, M).
-  const int lo = max(0, m_first + KLO), hi = min(M - 1, m_last + KHI);
-  const int flo = max(0, m_last + KLO), fhi = min(M - 1, m_first + KHI);
-  const int first = (lo - u_start) / 64, count = hi < lo ? 0 : (hi - u_start) / 64 + 1 - first;
-  const int full_begin = flo <= u_start ? 0 : (flo - u_start + 63) / 64;
-  const int full_end = fhi < u_start + 63 ? 0 : (fhi - u_start - 63) / 64 + 1;
+  const int m_first = 64 * t, m_last = min(64 * t + 63, M - 1);
+  const splat::geometry::BandKeyTiles<int> tiles = splat::geometry::band_key_tiles<int>(m_first, m_last, M, KLO, KHI);
+  const int u_start = tiles.u_start, first = tiles.first, count = tiles.count;
   i64 row[E::ROWS];
 #pragma unroll
   for (int h = 0; h < E::ROWS; ++h) {
@@ -130,7 +127,7 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   e.tma_setup(tmaps, bh);
   const WalkD w = {ph, D, 0, 0, 0, 0};  // keys ph + D*u (the engine adds the head's first key row)
   // The band's tiles, then (G > 0) the global keys' tile where some row keeps one outside its window.
-  const bool gtile = G > 0 && (m_last + KLO > 0 || G - 1 > m_first + KHI);
+  const bool gtile = G > 0 && splat::geometry::band_global_key_tile<int>(m_first, m_last, KLO, KHI, G);
   const int total = count + (gtile ? 1 : 0);
 #pragma unroll
   for (int p = 0; p < LA; ++p)
@@ -139,7 +136,7 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   // Stage of key tile c (c % S) and its barrier's phase parity ((c / S) & 1), counted along (the
   // divisions by S cost a tenth of the loop's issue slots); tile c + LA refills stage (buf + LA) % S.
   // Loop state in the tiles' own count c: first key u_first + 64c, no mask for c in [fb, fe).
-  const int u_first = u_start + 64 * first, fb = full_begin - first, fe = full_end - first;
+  const int u_first = u_start + 64 * first, fb = tiles.full_begin - first, fe = tiles.full_end - first;
   int buf = 0;
   u32 parity = 0;
   for (int c = 0; c < total; ++c) {

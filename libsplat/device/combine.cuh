@@ -2,6 +2,7 @@
 #pragma once
 #include "splat/common.cuh"
 #include "splat/plan.cuh"
+#include "splat/online_softmax.cuh"
 
 // Combine of split-KV chunks: merges the partial states of a split tile's rows and writes O (last
 // pass) or the handed-over state. Block b takes rows [RB (b % (64 / RB)), + RB) of split tile
@@ -19,9 +20,9 @@ __device__ __forceinline__ void fused_combine(const SplitD* splits, T* o, float*
   const int r0 = (int)(blockIdx.x % (64 / RB)) * RB;
   const i64 bh = blockIdx.y;
   const float* wsplit = ws + (i64)gridDim.y * SEQ * (HD + 2);
-  const float* pml = wsplit + (i64)gridDim.y * NSLOTS * 64 * HD;  // slots' (m, l), state_ml's layout
+  const float* pml = split_ml(wsplit, NSLOTS, HD, 0);  // the slots' (m, l)
   // Slot row of chunk c for tile row r: slot0 + 64 c + r (O row at wsplit + HD slot, (m, l) at pml + 2 slot).
-  const i64 slot0 = (bh * NSLOTS + sp.slot_begin) * 64;
+  const i64 slot0 = split_row(bh, NSLOTS, sp.slot_begin, 0);
   __shared__ float s_max[RB], s_ref[RB], s_sum[RB];
   __shared__ float s_part[RB][WPR][HD];
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, rr = w / WPR, sub = w % WPR, r = r0 + rr;
@@ -31,7 +32,7 @@ __device__ __forceinline__ void fused_combine(const SplitD* splits, T* o, float*
     for (int c = lane; c < sp.slot_count; c += 32) M = fmaxf(M, pml[(slot0 + (i64)c * 64 + r) * 2]);
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, off));
-    const float ref = M == neg_inf() ? 0.f : M;
+    const float ref = softmax_ref(M);
     float L = 0.f;
     for (int c = lane; c < sp.slot_count; c += 32) {
       const i64 b = slot0 + (i64)c * 64 + r;

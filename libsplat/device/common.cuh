@@ -1,5 +1,5 @@
-// Element types, conversions, PTX wrappers (cp.async, ldmatrix, mma.sync), the softmax state's
-// workspace layout and programmatic dependent launch: what every kernel of an emitted module uses.
+// Element types, conversions, PTX wrappers (cp.async, ldmatrix, mma.sync), lane sums and
+// programmatic dependent launch: what every kernel of an emitted module uses.
 #pragma once
 
 typedef unsigned int u32;
@@ -59,13 +59,6 @@ __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); 
 template <class K, class = void> struct TileMask { static constexpr bool value = false; };
 template <class K> struct TileMask<K, decltype(void(K::TILE_MASK))> { static constexpr bool value = K::TILE_MASK; };
 
-// Softmax state in the fused workspaces: every row's unnormalised O (rows of hd floats per head,
-// heads gridDim.y), then every row's (m, l). The pass hand-over holds seq_len rows per head, the
-// split-KV slots slots * 64 (fused_combine and end_partial index those directly, by slot row).
-// Returns row r of head bh's (m, l).
-template <class F> __device__ __forceinline__ F* state_ml(F* ws, i64 rows, int hd, i64 bh, i64 r) {
-  return ws + (i64)gridDim.y * rows * hd + (bh * rows + r) * 2;
-}
 // Sum over the W lanes (1, 2, 4, 8...) that share a row: xor shuffles, lane distance 1 first.
 template <int W> __device__ __forceinline__ float lane_sum(float x) {
 #pragma unroll

@@ -1,29 +1,33 @@
 // Tensor-core engine for bf16/fp16 (mma.sync m16n8k16, ldmatrix, cp.async).
 #pragma once
 #include "splat/common.cuh"
+#include "splat/geometry.cuh"
 #include "splat/plan.cuh"
+#include "splat/online_softmax.cuh"
 
 // ================================================================================================
 // Engine: tensor cores (bf16 / fp16, head_dim % 16 == 0). 64-row tiles as 4 warps x 16 rows
 // (MW = 1) or 2 warps x 32 rows (MW = 2: each K/V fragment read from shared memory feeds two
 // mma instead of one, halving the ldmatrix traffic that bounds the MW = 1 kernel). Key tiles of
 // 64 keys gathered through cp.async into STAGES shared-memory stages; S = Q.K^T and O += P.V with
-// mma.m16n8k16; online softmax in registers (FlashAttention-2 scheme, P reused from the S
-// accumulators as the A operand). A thread owns rows g + 8h of its warp's 16*MW (g = lane / 4,
+// mma.m16n8k16; online softmax in registers (OnlineSoftmax; P reused from the S accumulators as
+// the A operand). A thread owns rows g + 8h of its warp's 16*MW (g = lane / 4,
 // h < 2*MW); m-tile mt holds h = 2mt (accumulator elements 0, 1) and h = 2mt + 1 (2, 3).
 // ================================================================================================
 // BCOLS: keys per online-softmax step (64, or 128: half the max/sum shuffles and O rescales per
 // key, twice the S registers).
 template <class T, int HD, int SEQ, int KV, int MW, int NSTAGES, int BCOLS = 64>
-struct MmaEngine {
-  static constexpr int NT = 128 / MW, BR = 64, BC = BCOLS, LDS = HD + 8, ROWS = 2 * MW, STAGES = NSTAGES;
-  static constexpr int SMEM = STAGES * 2 * BC * LDS * 2;
+struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
+  static constexpr int NT = splat::geometry::mma_threads(MW), BR = 64, BC = BCOLS, LDS = HD + 8, ROWS = 2 * MW;
+  static constexpr int STAGES = NSTAGES, SMEM = splat::geometry::mma_smem(STAGES, BC, HD);
+  using State = OnlineSoftmax<ROWS, 4>;
+  using State::m;
+  using State::l;
   u16* Ks;
   u16* Vs;
   const T* kg;
   const T* vg;
   u32 qf[MW][HD / 16][4];
-  float m[ROWS], l[ROWS];
   float acc[MW][HD / 8][4];
 
   __device__ __forceinline__ static int slot(int h) {
@@ -48,16 +52,7 @@ struct MmaEngine {
           int col = kb * 16 + 2 * t4 + (e >> 1) * 8;
           qf[mt][kb][e] = i >= 0 ? *reinterpret_cast<const u32*>(qg + i * HD + col) : 0u;
         }
-#pragma unroll
-    for (int h = 0; h < ROWS; ++h) {
-      m[h] = neg_inf();
-      l[h] = 0.f;
-      if (!first && row[h] >= 0) {
-        const float* ml = state_ml(ws, SEQ, HD, bh, row[h]);
-        m[h] = ml[0];
-        l[h] = t4 == 0 ? ml[1] : 0.f;  // l is summed over the 4 lanes of a row at the end
-      }
-    }
+    this->template init_state<SEQ, HD>(row, bh, first, ws);
 #pragma unroll
     for (int mt = 0; mt < MW; ++mt)
 #pragma unroll
@@ -148,10 +143,8 @@ struct MmaEngine {
       float mx = row_max(s[mt], hh);
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h], mx * mul);
-      const float ref = m_new == neg_inf() ? 0.f : m_new;
-      const float alpha = fast_exp2(m[h] - ref);
-      m[h] = m_new;
+      float ref;
+      const float alpha = this->rebase(h, mx * mul, ref);
 #pragma unroll
       for (int n = 0; n < BC / 8; ++n) {
         s[mt][n][2 * hh] = fast_exp2(fmaf(s[mt][n][2 * hh], mul, -ref));
@@ -219,24 +212,22 @@ struct MmaEngine {
     }
   }
 
-  // Partial state of a split-KV chunk: acc [bh][slot][64][HD], then (m, l) [bh][slot][64].
+  // Row h of O: times inv in T (packed pairs), or as it is in fp32 (float2), to the row at dst.
+  __device__ __forceinline__ void store_o(int h, T* dst, float inv, int t4) const {
+    const int mt = h >> 1, hh = h & 1;
+#pragma unroll
+    for (int d = 0; d < HD / 8; ++d)
+      *reinterpret_cast<u32*>(dst + d * 8 + 2 * t4) = pack2<T>(acc[mt][d][2 * hh] * inv, acc[mt][d][2 * hh + 1] * inv);
+  }
+  __device__ __forceinline__ void store_acc(int h, float* dst, int t4) const {
+    const int mt = h >> 1, hh = h & 1;
+#pragma unroll
+    for (int d = 0; d < HD / 8; ++d)
+      *reinterpret_cast<float2*>(dst + d * 8 + 2 * t4) = make_float2(acc[mt][d][2 * hh], acc[mt][d][2 * hh + 1]);
+  }
+  // Partial state of a split-KV chunk (OnlineSoftmax's split slots).
   __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float* wsplit) {
-    const int t4 = threadIdx.x & 3;
-#pragma unroll
-    for (int h = 0; h < ROWS; ++h) l[h] = lane_sum<4>(l[h]);
-#pragma unroll
-    for (int h = 0; h < ROWS; ++h) {
-      const int mt = h >> 1, hh = h & 1;
-      const i64 base = (bh * nslots + split_slot) * 64 + slot(h);
-#pragma unroll
-      for (int d = 0; d < HD / 8; ++d)
-        *reinterpret_cast<float2*>(wsplit + base * HD + d * 8 + 2 * t4) = make_float2(acc[mt][d][2 * hh], acc[mt][d][2 * hh + 1]);
-      if (t4 == 0) {
-        float* ml = wsplit + (i64)gridDim.y * nslots * 64 * HD + base * 2;  // slot row base's (m, l)
-        ml[0] = m[h];
-        ml[1] = l[h];
-      }
-    }
+    softmax_end_partial(*this, bh, nslots, split_slot, wsplit, HD);
   }
 
   // O of a last pass's row tile (rows row0 + rstep * r, r < nrows of 64), normalised, through
@@ -251,8 +242,7 @@ struct MmaEngine {
 #pragma unroll
     for (int h = 0; h < ROWS; ++h) {
       const int mt = h >> 1, hh = h & 1, r = slot(h);
-      const float lsum = lane_sum<4>(l[h]);
-      const float inv = lsum > 0.f ? fast_rcp(lsum) : 0.f;
+      const float inv = this->row_inverse(h);
 #pragma unroll
       for (int d = 0; d < HD / 8; ++d)
         *reinterpret_cast<u32*>(Ks + r * LDS + d * 8 + 2 * t4) = pack2<T>(acc[mt][d][2 * hh] * inv, acc[mt][d][2 * hh + 1] * inv);
@@ -268,32 +258,6 @@ struct MmaEngine {
   }
 
   __device__ __forceinline__ void end(const i64* row, i64 bh, bool last, T* o, float* ws) {
-    const int t4 = threadIdx.x & 3;
-#pragma unroll
-    for (int h = 0; h < ROWS; ++h) l[h] = lane_sum<4>(l[h]);
-#pragma unroll
-    for (int h = 0; h < ROWS; ++h) {
-      const int mt = h >> 1, hh = h & 1;
-      const i64 i = row[h];
-      if (i < 0) continue;
-      if (last) {
-        const float inv = l[h] > 0.f ? fast_rcp(l[h]) : 0.f;
-#pragma unroll
-        for (int d = 0; d < HD / 8; ++d)
-          *reinterpret_cast<u32*>(o + (bh * SEQ + i) * HD + d * 8 + 2 * t4) =
-              pack2<T>(acc[mt][d][2 * hh] * inv, acc[mt][d][2 * hh + 1] * inv);
-      } else {
-#pragma unroll
-        for (int d = 0; d < HD / 8; ++d)
-          *reinterpret_cast<float2*>(ws + (bh * SEQ + i) * HD + d * 8 + 2 * t4) =
-              make_float2(acc[mt][d][2 * hh], acc[mt][d][2 * hh + 1]);
-        if (t4 == 0) {
-          float* ml = state_ml(ws, SEQ, HD, bh, i);
-          ml[0] = m[h];
-          ml[1] = l[h];
-        }
-      }
-    }
+    softmax_end<MmaEngine, SEQ, HD>(*this, row, bh, last, o, ws);
   }
 };
-

@@ -1,13 +1,15 @@
 // Tensor-core engine for tf32 (mma.sync m16n8k8, fp32 storage).
 #pragma once
 #include "splat/common.cuh"
+#include "splat/geometry.cuh"
 #include "splat/plan.cuh"
+#include "splat/online_softmax.cuh"
 
 // ================================================================================================
 // Engine: tensor cores, tf32 (fp32 storage, head_dim % 32 == 0). 64-row tiles as 4 warps x 16
 // rows; key tiles of 64 fp32 keys gathered by cp.async into STAGES shared-memory stages;
 // S = Q.K^T and O += P.V with mma.m16n8k8.tf32 (operands rounded by cvt.rna.tf32.f32 as the
-// fragments are loaded), online softmax in fp32 as in MmaEngine. ldmatrix moves 16-bit pairs, so
+// fragments are loaded), online softmax in fp32 (OnlineSoftmax; O normalised by an IEEE division). ldmatrix moves 16-bit pairs, so
 // fragments come from plain shared loads. Both contractions are free in the order of their k
 // slots, which are mapped so that every shared load is a conflict-free 16-byte vector:
 //  * S, k-step 2j+s: slot t (a0/a1, b0) is head column 16j + 4t + 2s, slot t+4 (a2/a3, b1) the
@@ -22,15 +24,14 @@
 // A thread owns rows g and g+8 of its warp's 16 (h = 0, 1), like MmaEngine with MW = 1.
 // ================================================================================================
 template <int HD, int SEQ, int KV, int NSTAGES>
-struct MmaTf32Engine {
+struct MmaTf32Engine : OnlineSoftmax<2, 4, false> {
   static constexpr int NT = 128, BR = 64, BC = 64, LDK = HD + 16, LDV = HD + 4, ROWS = 2, STAGES = NSTAGES;
-  static constexpr int SMEM = STAGES * BC * (LDK + LDV) * 4;
+  static constexpr int SMEM = splat::geometry::tf32_smem(STAGES, HD);  // BC keys of LDK + LDV floats a stage
   float* Ks;
   float* Vs;
   const float* kg;
   const float* vg;
   u32 qf[HD / 8][4];
-  float m[2], l[2];
   float acc[HD / 8][4];
 
   __device__ __forceinline__ static int slot(int h) {
@@ -60,16 +61,7 @@ struct MmaTf32Engine {
         qf[2 * j + 1][h] = to_tf32(x.z);
         qf[2 * j + 1][h + 2] = to_tf32(x.w);
       }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      m[h] = neg_inf();
-      l[h] = 0.f;
-      if (!first && row[h] >= 0) {
-        const float* ml = state_ml(ws, SEQ, HD, bh, row[h]);
-        m[h] = ml[0];
-        l[h] = t4 == 0 ? ml[1] : 0.f;  // l is summed over the 4 lanes of a row at the end
-      }
-    }
+    init_state<SEQ, HD>(row, bh, first, ws);
 #pragma unroll
     for (int d = 0; d < HD / 8; ++d)
 #pragma unroll
@@ -140,10 +132,8 @@ struct MmaTf32Engine {
       for (int n = 0; n < BC / 8; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h], mx * mul);
-      const float ref = m_new == neg_inf() ? 0.f : m_new;
-      const float alpha = fast_exp2(m[h] - ref);
-      m[h] = m_new;
+      float ref;
+      const float alpha = rebase(h, mx * mul, ref);
       float sum = 0.f;
 #pragma unroll
       for (int n = 0; n < BC / 8; ++n) {
@@ -188,48 +178,19 @@ struct MmaTf32Engine {
     return make_float4(acc[4 * j][e] * f, acc[4 * j + 1][e] * f, acc[4 * j + 2][e] * f, acc[4 * j + 3][e] * f);
   }
 
-  // Partial state of a split-KV chunk: acc [bh][slot][64][HD], then (m, l) [bh][slot][64].
-  __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float* wsplit) {
-    const int t4 = threadIdx.x & 3;
+  // Row h of O times f (1: as it is), to the row at dst.
+  __device__ __forceinline__ void store_o(int h, float* dst, float f, int t4) const {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) l[h] = lane_sum<4>(l[h]);
+    for (int j = 0; j < HD / 32; ++j)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const i64 base = (bh * nslots + split_slot) * 64 + slot(h);
-#pragma unroll
-      for (int j = 0; j < HD / 32; ++j)
-#pragma unroll
-        for (int p = 0; p < 2; ++p)
-          *reinterpret_cast<float4*>(wsplit + base * HD + 32 * j + 4 * (2 * t4 + p)) = ovec(h, j, p, 1.f);
-      if (t4 == 0) {
-        float* ml = wsplit + (i64)gridDim.y * nslots * 64 * HD + base * 2;  // slot row base's (m, l)
-        ml[0] = m[h];
-        ml[1] = l[h];
-      }
-    }
+      for (int p = 0; p < 2; ++p) *reinterpret_cast<float4*>(dst + 32 * j + 4 * (2 * t4 + p)) = ovec(h, j, p, f);
   }
-
+  __device__ __forceinline__ void store_acc(int h, float* dst, int t4) const { store_o(h, dst, 1.f, t4); }
+  // Partial state of a split-KV chunk (OnlineSoftmax's split slots).
+  __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float* wsplit) {
+    softmax_end_partial(*this, bh, nslots, split_slot, wsplit, HD);
+  }
   __device__ __forceinline__ void end(const i64* row, i64 bh, bool last, float* o, float* ws) {
-    const int t4 = threadIdx.x & 3;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) l[h] = lane_sum<4>(l[h]);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const i64 i = row[h];
-      if (i < 0) continue;
-      const float f = last ? (l[h] > 0.f ? 1.f / l[h] : 0.f) : 1.f;
-      float* dst = (last ? o : ws) + (bh * SEQ + i) * HD;
-#pragma unroll
-      for (int j = 0; j < HD / 32; ++j)
-#pragma unroll
-        for (int p = 0; p < 2; ++p)
-          *reinterpret_cast<float4*>(dst + 32 * j + 4 * (2 * t4 + p)) = ovec(h, j, p, f);
-      if (!last && t4 == 0) {
-        float* ml = state_ml(ws, SEQ, HD, bh, i);
-        ml[0] = m[h];
-        ml[1] = l[h];
-      }
-    }
+    softmax_end<MmaTf32Engine, SEQ, HD>(*this, row, bh, last, o, ws);
   }
 };
-

@@ -40,8 +40,8 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES> {
   using Base::qf;
   using Base::acc;
   // Where the stages leave room (227 KB per block; three stages at d = 128 do not).
-  static constexpr bool QLS = HD > 96 && Base::SMEM + HD / 8 * 128 * 16 <= 227 * 1024;
-  static constexpr int SMEM = Base::SMEM + (QLS ? HD / 8 * 128 * 16 : 0);
+  static constexpr bool QLS = splat::geometry::tf32x3_q_lo_shared(NSTAGES, HD);
+  static constexpr int SMEM = splat::geometry::tf32x3_smem(NSTAGES, HD);
   u32 ql[QLS ? 1 : HD / 8][4];  // lo parts of Q's fragments (qf: hi parts); QLS: in shared memory
   u32 qls;                      // QLS: shared address of this thread's slot of k-step 0
 

@@ -21,7 +21,7 @@
 //    m64n128k16 over both blocks, the descriptor's leading byte offset 8 KB, was as correct and
 //    0-2% slower on the H200).
 //  * Accumulators (S and O) have the mma.sync m16n8 C layout per warp, so MmaEngine's online
-//    softmax, begin and end are reused as they are.
+//    softmax state (OnlineSoftmax), exact step, begin and end are reused as they are.
 //  * cp.async writes through the generic proxy and wgmma reads through the async proxy: every
 //    thread fences (landed()) after its copies completed and before the barrier that publishes
 //    the stage.
@@ -146,8 +146,8 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
   static_assert(HD == 64 || HD == 128, "the wgmma engine's stages hold 64-column blocks");
   using Base = MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64>;
   static constexpr int HB = HD / 64, BLK = 64 * 128;               // column blocks, bytes per block
-  static constexpr int TILE = 64 * HD * 2;                         // one K or V stage, bytes
-  static constexpr int SMEM = (2 * NSTAGES + (QS ? 1 : 0)) * TILE + 1024;  // + Q (QS), alignment slack
+  static constexpr int TILE = splat::geometry::wgmma_tile_bytes(HD);       // one K or V stage, bytes
+  static constexpr int SMEM = splat::geometry::wgmma_smem(NSTAGES, QS, HD);  // + Q (QS), alignment slack
   static constexpr int RS = NT / 8;                                // keys per copy round
   u32 kbase;  // shared address of K stage 0 (1024-aligned); V stage s at kbase + (NSTAGES + s) * TILE
   u32 sdst;   // this thread's byte offset in a stage: key row t / 8, 16-byte chunk t % 8, swizzled
@@ -370,10 +370,10 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
     for (int h = 0; h < 2; ++h) {
       if (row[h] < 0) continue;
       const float* ml = state_ml(ws, SEQ, HD, bh, row[h]);
-      const float m1 = ml[0], mx = fmaxf(this->m[h], m1), ref = mx == neg_inf() ? 0.f : mx;
-      const float a0 = fast_exp2(this->m[h] - ref), a1 = fast_exp2(m1 - ref);
+      const float m1 = ml[0];
+      float ref;
+      const float a0 = this->rebase(h, m1, ref), a1 = fast_exp2(m1 - ref);
       this->l[h] = this->l[h] * a0 + (t4 == 0 ? ml[1] * a1 : 0.f);  // l: summed over a row's 4 lanes
-      this->m[h] = mx;
       const float* w = ws + (bh * SEQ + row[h]) * HD + 2 * t4;
 #pragma unroll
       for (int d = 0; d < HD / 8; ++d) {
@@ -551,8 +551,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
     __syncthreads();  // every warp's wgmmas done reading the stages
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float lsum = lane_sum<4>(this->l[h]);
-      const float inv = lsum > 0.f ? fast_rcp(lsum) : 0.f;
+      const float inv = this->row_inverse(h);
       const u32 r = 16 * wrp + (lane >> 2) + 8 * h;
 #pragma unroll
       for (int d = 0; d < HD / 8; ++d) {  // head columns 8d.. : column block d / 8, chunk d % 8

@@ -11,6 +11,115 @@
 // R: most runs a row has in one group (from the plan).
 // ================================================================================================
 
+// The rows' runs in a group of affine items (rs, rst, rc: start, stride, count; nr: how many).
+// Staged (gstaged: the group's items in shared memory): every item of the group. Otherwise the
+// group's items are sorted by first row, pmax is the running max of their row ends: only items from
+// the first whose running end passes my lowest row, up to my highest row. One loop body for both
+// (generic addressing), so that the engines' register budgets see it once.
+template <int ROWS, int R>
+__device__ __forceinline__ void group_affine_runs(const GroupD& g, const i64* row, const Item* items, const int* group_items,
+                                                  const int* group_rbeg, const int* group_pmax, const Item* gstaged,
+                                                  bool use_staged, int (&rs)[ROWS][R], int (&rst)[ROWS][R],
+                                                  int (&rc)[ROWS][R], int (&nr)[ROWS]) {
+  i64 imin = 0x7fffffffffffffffll, imax = -1;
+#pragma unroll
+  for (int h = 0; h < ROWS; ++h)
+    if (row[h] >= 0) { imin = row[h] < imin ? row[h] : imin; imax = row[h] > imax ? row[h] : imax; }
+  int lo = 0, hi = g.item_count;
+  while (!use_staged && lo < hi) {
+    const int mid = (lo + hi) >> 1;
+    if (group_pmax[g.item_begin + mid] > imin) hi = mid; else lo = mid + 1;
+  }
+  for (int x = lo; x < g.item_count && (use_staged || group_rbeg[g.item_begin + x] <= imax); ++x) {
+    const Item it = use_staged ? gstaged[x] : items[group_items[g.item_begin + x]];
+#pragma unroll
+    for (int h = 0; h < ROWS; ++h) {
+      i64 st, cn;
+      if (item_run(it, row[h], st, cn)) {
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+          if (r == nr[h]) { rs[h][r] = (int)st; rst[h][r] = (int)it.stride; rc[h][r] = (int)cn; }
+        ++nr[h];
+      }
+    }
+  }
+}
+
+// A walk's bounds of the rows' runs, in walk units: [lo, hi) with every md-th unit kept.
+template <int ROWS, int R, bool NOMASK>
+__device__ __forceinline__ void walk_run_bounds(const WalkD& w, const int (&nr)[ROWS], const int (&rs)[ROWS][R],
+                                                const int (&rst)[ROWS][R], const int (&rc)[ROWS][R], int (&lo)[ROWS][R],
+                                                int (&hi)[ROWS][R], int (&md)[ROWS][R]) {
+#pragma unroll
+  for (int h = 0; h < ROWS; ++h)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      lo[h][r] = 0; hi[h][r] = 0; md[h][r] = 1;
+      if (!NOMASK && r < nr[h]) {
+        if (w.step > 1) {  // lattice walk: the run shares the walk's lattice
+          lo[h][r] = (rs[h][r] - w.base) / w.step;
+          hi[h][r] = lo[h][r] + rc[h][r];
+        } else {
+          lo[h][r] = rs[h][r] - w.base;
+          hi[h][r] = lo[h][r] + (rc[h][r] - 1) * rst[h][r] + 1;
+          md[h][r] = rst[h][r];
+        }
+        // Only keys of this walk: a run the plan covers by another walk may start past its end,
+        // inside the last tile's zero-filled padding (a 128-key tile's padding reaches further
+        // than a 64-key one's: bc=128 counted those zeros as kept keys).
+        hi[h][r] = min(hi[h][r], w.count);
+      }
+    }
+}
+
+// One key tile of a walk (keys u0 + c) computed with its group's mask: none (NOMASK), the global
+// keys (or each row's prefix of them), the rows' affine runs (modular: some run has a stride > 1),
+// or a tabulated group's runs (tab, truns, tb, te).
+template <int R, bool NOMASK, bool GKEYS, int GTAB, int GROWS, class E, int ROWS>
+__device__ __forceinline__ void compute_key_tile(E& e, int buf, bool full, float scale_log2, const WalkD& w, int u0,
+                                                 int tabulated, bool modular, const Item* tab, const int* truns,
+                                                 const int (&tb)[ROWS], const int (&te)[ROWS], const int (&lo)[ROWS][R],
+                                                 const int (&hi)[ROWS][R], const int (&md)[ROWS][R]) {
+  if constexpr (NOMASK) {
+    e.compute(buf, true, scale_log2, [](int, int) { return true; });
+  } else if (GKEYS && tabulated == 2) {  // global keys: every key of the walk, or the row's prefix
+    if (GROWS >= 0)
+      e.compute(buf, full, scale_log2, [&](int h, int c) { return w.base - GTAB + u0 + c < tb[h]; });
+    else
+      e.compute(buf, full, scale_log2, [&](int, int c) { return u0 + c < w.count; });
+  } else if (tab == nullptr && !modular) {
+    e.compute(buf, full, scale_log2, [&](int h, int c) {
+      const int u = u0 + c;
+      bool kp = false;
+#pragma unroll
+      for (int r = 0; r < R; ++r) kp = kp || (u >= lo[h][r] && u < hi[h][r]);
+      return kp;
+    });
+  } else if (tab == nullptr) {
+    e.compute(buf, full, scale_log2, [&](int h, int c) {
+      const int u = u0 + c;
+      bool kp = false;
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        kp = kp || (u >= lo[h][r] && u < hi[h][r] && (md[h][r] == 1 || (u - lo[h][r]) % md[h][r] == 0));
+      return kp;
+    });
+  } else {
+    e.compute(buf, full, scale_log2, [&](int h, int c) {
+      const int u = u0 + c;
+      if (u >= w.count) return false;
+      const int j = w.base + u * w.step;  // keys and runs are int32 (plan: check_int32)
+      bool kp = false;
+      for (int r = tb[h]; r < te[h] && !kp; ++r) {
+        const int d = j - truns[3 * r], st = truns[3 * r + 1];
+        kp = d >= 0 && d <= (truns[3 * r + 2] - 1) * st && (st == 1 || d % st == 0);
+      }
+      return kp;
+    });
+  }
+}
+
+
 // NOMASK: every key tile of the pass is full (Plan: pass_unmasked, e.g. BigBird's 64-key blocks):
 // no run bounds in registers and no mask code (BigBird-16k's kernel: 168 registers, 200 bytes of
 // spills and 3 blocks per SM with its five runs per row, for masks it never applies).
@@ -121,58 +230,14 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
           te[h] = table[tab->tab_row_ptr + m + 1];
         }
     } else {
-      // Staged: every item of the group, from shared memory. Otherwise the group's items are
-      // sorted by first row, pmax is the running max of their row ends: only items from the first
-      // whose running end passes my lowest row, up to my highest row. One loop body for both
-      // (generic addressing), so that the engines' register budgets see it once.
-      i64 imin = 0x7fffffffffffffffll, imax = -1;
-#pragma unroll
-      for (int h = 0; h < E::ROWS; ++h)
-        if (row[h] >= 0) { imin = row[h] < imin ? row[h] : imin; imax = row[h] > imax ? row[h] : imax; }
-      int lo = 0, hi = g.item_count;
-      while (!use_staged && lo < hi) {
-        const int mid = (lo + hi) >> 1;
-        if (group_pmax[g.item_begin + mid] > imin) hi = mid; else lo = mid + 1;
-      }
-      const Item* gstaged = staged + (g.item_begin - tile.item_begin);
-      for (int x = lo; x < g.item_count && (use_staged || group_rbeg[g.item_begin + x] <= imax); ++x) {
-        const Item it = use_staged ? gstaged[x] : items[group_items[g.item_begin + x]];
-#pragma unroll
-        for (int h = 0; h < E::ROWS; ++h) {
-          i64 st, cn;
-          if (item_run(it, row[h], st, cn)) {
-#pragma unroll
-            for (int r = 0; r < R; ++r)
-              if (r == nr[h]) { rs[h][r] = (int)st; rst[h][r] = (int)it.stride; rc[h][r] = (int)cn; }
-            ++nr[h];
-          }
-        }
-      }
+      group_affine_runs<E::ROWS, R>(g, row, items, group_items, group_rbeg, group_pmax,
+                                    staged + (g.item_begin - tile.item_begin), use_staged, rs, rst, rc, nr);
     }
     for (int wi = 0; wi < g.walk_count; ++wi) {
       const WalkD w = walks[g.walk_begin + wi];
       // Runs in walk units: [lo, hi) with every mod-th unit kept.
       int lo[E::ROWS][R], hi[E::ROWS][R], md[E::ROWS][R];
-#pragma unroll
-      for (int h = 0; h < E::ROWS; ++h)
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          lo[h][r] = 0; hi[h][r] = 0; md[h][r] = 1;
-          if (!NOMASK && r < nr[h]) {
-            if (w.step > 1) {  // lattice walk: the run shares the walk's lattice
-              lo[h][r] = (rs[h][r] - w.base) / w.step;
-              hi[h][r] = lo[h][r] + rc[h][r];
-            } else {
-              lo[h][r] = rs[h][r] - w.base;
-              hi[h][r] = lo[h][r] + (rc[h][r] - 1) * rst[h][r] + 1;
-              md[h][r] = rst[h][r];
-            }
-            // Only keys of this walk: a run the plan covers by another walk may start past its end,
-            // inside the last tile's zero-filled padding (a 128-key tile's padding reaches further
-            // than a 64-key one's: bc=128 counted those zeros as kept keys).
-            hi[h][r] = min(hi[h][r], w.count);
-          }
-        }
+      walk_run_bounds<E::ROWS, R, NOMASK>(w, nr, rs, rst, rc, lo, hi, md);
       // Modular masks (runs of stride > 1 walked with step 1) only where the plan says a row needs one.
       const bool modular = w.modular != 0;
       const int ntiles = (w.count + BC - 1) / BC;
@@ -197,45 +262,9 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
         // plan counts 64-key tiles; an engine tile of BC = 128 keys is full when both of its are.
         constexpr int R64 = BC / 64;
         const bool full = kt * R64 >= w.full_begin && (kt + 1) * R64 <= w.full_end;
-        (void)full;  // unused with NOMASK
         if constexpr (!UsesTma<E>::value) __syncthreads();  // the stage is complete for every thread
-        if constexpr (NOMASK) {
-          e.compute(buf, true, scale_log2, [](int, int) { return true; });
-        } else if (GKEYS && g.tabulated == 2) {  // global keys: every key of the walk, or the row's prefix
-          if (GROWS >= 0)
-            e.compute(buf, full, scale_log2, [&](int h, int c) { return w.base - GTAB + u0 + c < tb[h]; });
-          else
-            e.compute(buf, full, scale_log2, [&](int, int c) { return u0 + c < w.count; });
-        } else if (tab == nullptr && !modular) {
-          e.compute(buf, full, scale_log2, [&](int h, int c) {
-            const int u = u0 + c;
-            bool kp = false;
-#pragma unroll
-            for (int r = 0; r < R; ++r) kp = kp || (u >= lo[h][r] && u < hi[h][r]);
-            return kp;
-          });
-        } else if (tab == nullptr) {
-          e.compute(buf, full, scale_log2, [&](int h, int c) {
-            const int u = u0 + c;
-            bool kp = false;
-#pragma unroll
-            for (int r = 0; r < R; ++r)
-              kp = kp || (u >= lo[h][r] && u < hi[h][r] && (md[h][r] == 1 || (u - lo[h][r]) % md[h][r] == 0));
-            return kp;
-          });
-        } else {
-          e.compute(buf, full, scale_log2, [&](int h, int c) {
-            const int u = u0 + c;
-            if (u >= w.count) return false;
-            const int j = w.base + u * w.step;  // keys and runs are int32 (plan: check_int32)
-            bool kp = false;
-            for (int r = tb[h]; r < te[h] && !kp; ++r) {
-              const int d = j - truns[3 * r], st = truns[3 * r + 1];
-              kp = d >= 0 && d <= (truns[3 * r + 2] - 1) * st && (st == 1 || d % st == 0);
-            }
-            return kp;
-          });
-        }
+        compute_key_tile<R, NOMASK, GKEYS, GTAB, GROWS>(e, buf, full, scale_log2, w, u0, g.tabulated, modular, tab, truns, tb,
+                                                        te, lo, hi, md);
         if (RefillBarrier<E>::value) __syncthreads();  // no thread still reads the stage the next load refills
         ++computed;
       }

@@ -58,7 +58,8 @@ __device__ __forceinline__ void lattice_pass(float scale_log2, const T* q, const
   for (int c = 0; c < TPP; ++c) {
     e.wait_stage(buf, parity, c == 0);
     const int u0 = 64 * c, lbuf = buf + LA < S ? buf + LA : buf + LA - S;
-    // Full (lattice_tile_full): inside the keys, and no row's hole in the tile.
+    // Full: inside the keys, and no row's hole in the tile: geometry.cuh's lattice_key_tile_full,
+    // written out (called, its && compiles to selects instead of this loop's branch).
     const bool full = u0 + 63 < M && (HLO > HHI || u0 - m_last > HHI || u0 + 63 - m_first < HLO);
     const LatticeMask<M, HLO, HHI> keep = {u0, m0};
     // The checked softmax's vote (first = -1) sends a warp with a row that has no reference yet to

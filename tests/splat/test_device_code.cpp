@@ -81,15 +81,17 @@ TEST_CASE("inline_device_headers: each header once in place of its #include, oth
   CHECK(out.ends_with("int after;\n"));
   CHECK(out.find("#include \"splat/") == std::string::npos);
   CHECK(out.find("#pragma once") == std::string::npos);
-  // engine_wgmma includes engine_mma, which includes common and plan: each once, dependencies first.
-  for (const char* h : {"common.cuh", "plan.cuh", "engine_mma.cuh", "engine_wgmma.cuh"}) {
+  // engine_wgmma includes engine_mma, which includes common, plan and online_softmax: each once,
+  // dependencies first.
+  for (const char* h : {"common.cuh", "plan.cuh", "online_softmax.cuh", "engine_mma.cuh", "engine_wgmma.cuh"}) {
     CAPTURE(h);
     CHECK(count(out, std::string("// ---- splat/") + h + " (") == 1);
   }
   CHECK(out.find("struct bf16_t") < out.find("struct WalkD"));
-  CHECK(out.find("struct WalkD") < out.find("struct MmaEngine {"));
-  CHECK(out.find("struct MmaEngine {") < out.find("struct WgmmaEngine"));
-  CHECK(count(out, "struct MmaEngine {") == 1);
+  CHECK(out.find("struct WalkD") < out.find("struct MmaEngine :"));
+  CHECK(out.find("struct OnlineSoftmax") < out.find("struct MmaEngine :"));
+  CHECK(out.find("struct MmaEngine :") < out.find("struct WgmmaEngine"));
+  CHECK(count(out, "struct MmaEngine :") == 1);
   CHECK(out.find("// ---- splat/fused_driver.cuh") == std::string::npos);  // only what is included
   CHECK_THROWS_AS(inline_device_headers("#include \"splat/no-such.cuh\"\n"), std::logic_error);
 }

@@ -1,0 +1,79 @@
+// Tile geometry that the code generator (host C++) and the kernels (NVRTC) both compute: the
+// engines' threads and shared memory, and the closed-form kernels' row and key tiles (band_pass,
+// lattice_pass; plan.cpp's band_tile and the CPU model walk the same tiles). Included by
+// libsplat/codegen as an ordinary C++ header and by the device headers as splat/geometry.cuh.
+// Integer arithmetic is a template over the type (int in the kernels, int64_t on the host), so
+// that each side keeps its own width.
+#pragma once
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define SPLAT_GEOMETRY_FN __host__ __device__ __forceinline__ constexpr
+#else
+#define SPLAT_GEOMETRY_FN inline constexpr
+#endif
+
+namespace splat::geometry {
+
+// Rows of a fused row tile (every engine; split-KV state slots hold 64 rows) and keys of a plan key
+// tile (a 128-key engine step covers two).
+constexpr int kTileRows = 64, kTileKeys = 64;
+// Shared memory a block may use (sm_80, sm_90).
+constexpr int kSmemPerBlock = 227 * 1024;
+
+// ---- threads and shared memory per engine (bytes of dynamic shared memory) ----
+// MmaEngine (bf16/fp16 mma.sync): 16 * mw rows per warp, a 64-row tile; stages of key_tile keys of K
+// and V, rows padded to hd + 8 elements.
+SPLAT_GEOMETRY_FN int mma_threads(int mw) { return 128 / mw; }
+SPLAT_GEOMETRY_FN int mma_smem(int stages, int key_tile, int hd) { return stages * 2 * key_tile * (hd + 8) * 2; }
+// WgmmaEngine: one warpgroup; stages of 64 keys x hd of K and of V (TILE bytes each), Q after them
+// when q_shared, and slack to align the stages to 1024 bytes.
+SPLAT_GEOMETRY_FN int wgmma_tile_bytes(int hd) { return 64 * hd * 2; }
+SPLAT_GEOMETRY_FN int wgmma_smem(int stages, bool q_shared, int hd) {
+  return (2 * stages + (q_shared ? 1 : 0)) * wgmma_tile_bytes(hd) + 1024;
+}
+// MmaTf32Engine (and 3xTF32): stages of 64 fp32 keys, K rows padded to hd + 16, V rows to hd + 4.
+SPLAT_GEOMETRY_FN int tf32_smem(int stages, int hd) { return stages * 64 * ((hd + 16) + (hd + 4)) * 4; }
+// MmaTf32x3Engine: Q's lo fragments in shared memory after the stages ([k-step][thread] 16-byte
+// slots) where head_dim > 96 and they fit.
+SPLAT_GEOMETRY_FN int tf32x3_qlo_bytes(int hd) { return hd / 8 * 128 * 16; }
+SPLAT_GEOMETRY_FN bool tf32x3_q_lo_shared(int stages, int hd) {
+  return hd > 96 && tf32_smem(stages, hd) + tf32x3_qlo_bytes(hd) <= kSmemPerBlock;
+}
+SPLAT_GEOMETRY_FN int tf32x3_smem(int stages, int hd) {
+  return tf32_smem(stages, hd) + (tf32x3_q_lo_shared(stages, hd) ? tf32x3_qlo_bytes(hd) : 0);
+}
+
+// ---- closed-form row and key tiles ----
+template <class I> SPLAT_GEOMETRY_FN I geometry_min(I a, I b) { return a < b ? a : b; }
+template <class I> SPLAT_GEOMETRY_FN I geometry_max(I a, I b) { return a < b ? b : a; }
+
+// A band (row m of a phase keeps keys u, klo <= u - m <= khi, u in [0, rows)): row tile t holds m in
+// [m_first, m_last] (64t, min(64t + 63, rows - 1)) and walks key tiles of 64 from u_start = m_first
+// + klo. Its key tiles first .. first + count - 1 hold every key some row keeps; tiles [full_begin,
+// full_end) (counted from u_start, not clipped to the walked ones) keep every key of every real row.
+template <class I> struct BandKeyTiles {
+  I u_start, first, count, full_begin, full_end;
+};
+template <class I> SPLAT_GEOMETRY_FN BandKeyTiles<I> band_key_tiles(I m_first, I m_last, I rows, I klo, I khi) {
+  const I u_start = m_first + klo;
+  // Keys some row keeps, and keys every row keeps, both clipped to [0, rows).
+  const I lo = geometry_max<I>(0, m_first + klo), hi = geometry_min<I>(rows - 1, m_last + khi);
+  const I flo = geometry_max<I>(0, m_last + klo), fhi = geometry_min<I>(rows - 1, m_first + khi);
+  const I first = (lo - u_start) / 64, count = hi < lo ? 0 : (hi - u_start) / 64 + 1 - first;
+  const I full_begin = flo <= u_start ? 0 : (flo - u_start + 63) / 64;
+  const I full_end = fhi < u_start + 63 ? 0 : (fhi - u_start - 63) / 64 + 1;
+  return {u_start, first, count, full_begin, full_end};
+}
+// A band with `globals` global tokens (unit step): whether the row tile [m_first, m_last] has a key
+// tile of the global keys [0, globals) that some row keeps outside its window.
+template <class I> SPLAT_GEOMETRY_FN bool band_global_key_tile(I m_first, I m_last, I klo, I khi, I globals) {
+  return m_last + klo > 0 || globals - 1 > m_first + khi;
+}
+// A window plus a lattice: whether every real row m in [m_first, m_last] keeps every key u in
+// [u0, u0 + 63] of the lattice's `rows` keys, its hole being hole_lo <= u - m <= hole_hi (none when
+// hole_lo > hole_hi). (lattice_pass writes the expression out: see there.)
+template <class I> SPLAT_GEOMETRY_FN bool lattice_key_tile_full(I u0, I m_first, I m_last, I rows, I hole_lo, I hole_hi) {
+  return u0 + 63 < rows && (hole_lo > hole_hi || u0 - m_last > hole_hi || u0 + 63 - m_first < hole_lo);
+}
+
+}  // namespace splat::geometry
