@@ -23,7 +23,12 @@
 //    2t and 2t+2 are 8 banks apart). A lane's O columns are 32j + 8t .. +7.
 // A thread owns rows g and g+8 of its warp's 16 (h = 0, 1), like MmaEngine with MW = 1.
 // ================================================================================================
-template <int HD, int SEQ, int KV, int NSTAGES>
+// An engine's most derived type: Derived, or the engine itself when Derived is void.
+template <class Derived, class Engine> struct EngineSelf { using type = Derived; };
+template <class Engine> struct EngineSelf<void, Engine> { using type = Engine; };
+
+// Derived: an engine that reuses this one with scores of its own (MmaTf32x3Engine), or void.
+template <int HD, int SEQ, int KV, int NSTAGES, class Derived = void>
 struct MmaTf32Engine : OnlineSoftmax<2, 4, false> {
   static constexpr int NT = 128, BR = 64, BC = 64, LDK = HD + 16, LDV = HD + 4, ROWS = 2, STAGES = NSTAGES;
   static constexpr int SMEM = splat::geometry::tf32_smem(STAGES, HD);  // BC keys of LDK + LDV floats a stage
@@ -76,21 +81,23 @@ struct MmaTf32Engine : OnlineSoftmax<2, 4, false> {
     gather_kv<HD, BC, NT, LDK, LDV>(Ks + buf * BC * LDK, Vs + buf * BC * LDV, kg, vg, w, u0, table);
   }
 
-  // One key tile: scores, online softmax (scores become probabilities in place), O += P.V.
+  // One key tile: scores, online softmax (scores become probabilities in place), O += P.V; the
+  // two contractions are the most derived engine's.
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
+    auto* self = static_cast<typename EngineSelf<Derived, MmaTf32Engine>::type*>(this);
     float s[BC / 8][4];
-    scores(buf, s);
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+    self->scores(buf, s);
     softmax(s, full, scale_log2, keep);
-    accumulate(buf, s);
+    self->accumulate(buf, s);
   }
 
-  // S = Q.K^T for the tile in stage buf.
+  // S += Q.K^T for the tile in stage buf (compute zeroes S).
   __device__ __forceinline__ void scores(int buf, float (&s)[BC / 8][4]) const {
     const float* Kb = Ks + buf * BC * LDK;
     const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-#pragma unroll
-    for (int n = 0; n < BC / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
     // k outer, key n-tiles inner: 8 independent accumulator chains between dependent mma.
 #pragma unroll
     for (int j = 0; j < HD / 16; ++j) {

@@ -30,8 +30,8 @@ __device__ __forceinline__ void mma1688_3xtf32(float* d, const u32* ah, const u3
 }
 
 template <int HD, int SEQ, int KV, int NSTAGES>
-struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES> {
-  using Base = MmaTf32Engine<HD, SEQ, KV, NSTAGES>;
+struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES, MmaTf32x3Engine<HD, SEQ, KV, NSTAGES>> {
+  using Base = MmaTf32Engine<HD, SEQ, KV, NSTAGES, MmaTf32x3Engine<HD, SEQ, KV, NSTAGES>>;
   using Base::BC;
   using Base::LDK;
   using Base::LDV;
@@ -93,22 +93,12 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES> {
     }
   }
 
-  // One key tile: MmaTf32Engine's online softmax between this engine's two contractions.
-  template <class Keep>
-  __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
-    float s[BC / 8][4];
-    scores(buf, s);
-    this->softmax(s, full, scale_log2, keep);
-    accumulate(buf, s);
-  }
-
-  // S = Q.K^T: k outer, key n-tiles inner (8 independent accumulator chains); MmaTf32Engine's
-  // slot order (k-step 2j: K columns 16j + 4t, +1; k-step 2j+1: 16j + 4t + 2, +3).
+  // S += Q.K^T (MmaTf32Engine::compute zeroes S): k outer, key n-tiles inner (8 independent
+  // accumulator chains); MmaTf32Engine's slot order (k-step 2j: K columns 16j + 4t, +1; k-step
+  // 2j+1: 16j + 4t + 2, +3).
   __device__ __forceinline__ void scores(int buf, float (&s)[BC / 8][4]) const {
     const float* Kb = Ks + buf * BC * LDK;
     const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-#pragma unroll
-    for (int n = 0; n < BC / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
 #pragma unroll
     for (int j = 0; j < HD / 16; ++j) {
       u32 la[4], lb[4];

@@ -63,22 +63,30 @@ __device__ __forceinline__ int row_runs(const Seg* segs, int nseg, const SegRun*
   return n;
 }
 
+// The block's row and its runs (row_runs) in shared memory: thread 0 finds them, every thread reads
+// them after the barrier.
+struct BlockRowRuns {
+  i64 rs[kMaxRowRuns], rst[kMaxRowRuns], rc[kMaxRowRuns], rpre[kMaxRowRuns + 1];
+  i64 row;
+  int n;
+};
+__device__ __forceinline__ const BlockRowRuns& block_row_runs(const Seg* segs, int nseg, const SegRun* seg_runs,
+                                                              const Item* tab_items, const int* table) {
+  __shared__ BlockRowRuns rr;
+  if (threadIdx.x == 0) rr.n = row_runs(segs, nseg, seg_runs, tab_items, table, rr.row, rr.rs, rr.rst, rr.rc, rr.rpre);
+  __syncthreads();
+  return rr;
+}
+
 template <class T, int HD, int SEQ, int KV>
 __device__ __forceinline__ void sddmm_row(const Seg* segs, int nseg, const SegRun* seg_runs, const Item* tab_items,
                                           const int* table, i64 off_word, i64 nnz, float scale, const T* q,
                                           const T* k, float* scores) {
-  __shared__ i64 rs[kMaxRowRuns], rst[kMaxRowRuns], rc[kMaxRowRuns], rpre[kMaxRowRuns + 1];
   __shared__ float qs[HD];
-  __shared__ i64 row_s;
-  __shared__ int n_s;
-  if (threadIdx.x == 0) {
-    i64 row;
-    n_s = row_runs(segs, nseg, seg_runs, tab_items, table, row, rs, rst, rc, rpre);
-    row_s = row;
-  }
-  __syncthreads();
-  const i64 bh = blockIdx.y, row = row_s;
-  const int n = n_s;
+  const BlockRowRuns& rr = block_row_runs(segs, nseg, seg_runs, tab_items, table);
+  const i64 *rs = rr.rs, *rst = rr.rst, *rc = rr.rc, *rpre = rr.rpre;
+  const i64 bh = blockIdx.y, row = rr.row;
+  const int n = rr.n;
   for (int x = threadIdx.x; x < HD; x += blockDim.x) qs[x] = to_f(q[(bh * SEQ + row) * HD + x]);
   __syncthreads();
   const i64* offs = reinterpret_cast<const i64*>(table + off_word);
@@ -141,18 +149,11 @@ __device__ __forceinline__ void spmm_row(const Seg* segs, int nseg, const SegRun
                                          const int* table, i64 off_word, i64 nnz, const float* probs, const T* v,
                                          T* o) {
   constexpr int G = 128 / HD > 0 ? 128 / HD : 1;  // slot groups per block
-  __shared__ i64 rs[kMaxRowRuns], rst[kMaxRowRuns], rc[kMaxRowRuns], rpre[kMaxRowRuns + 1];
   __shared__ float part[128];
-  __shared__ i64 row_s;
-  __shared__ int n_s;
-  if (threadIdx.x == 0) {
-    i64 row;
-    n_s = row_runs(segs, nseg, seg_runs, tab_items, table, row, rs, rst, rc, rpre);
-    row_s = row;
-  }
-  __syncthreads();
-  const i64 bh = blockIdx.y, row = row_s;
-  const int n = n_s;
+  const BlockRowRuns& rr = block_row_runs(segs, nseg, seg_runs, tab_items, table);
+  const i64 *rs = rr.rs, *rst = rr.rst, *rc = rr.rc, *rpre = rr.rpre;
+  const i64 bh = blockIdx.y, row = rr.row;
+  const int n = rr.n;
   const i64* offs = reinterpret_cast<const i64*>(table + off_word);
   const float* p = probs + bh * nnz + offs[row];
   for (int d0 = 0; d0 < HD; d0 += 128 / G) {

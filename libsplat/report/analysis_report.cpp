@@ -80,6 +80,31 @@ void commit(const std::string& tmp, const std::string& path) {
   }
 }
 
+// Writes path atomically: write(stream) into a temporary file next to it, then a rename; a failed
+// write leaves neither a half-written file nor the temporary.
+template <class Write> void write_atomically(const std::string& path, Write write) {
+  const std::string tmp = tmp_name(path);
+  {
+    std::ofstream o(tmp, std::ios::binary);
+    if (!o) throw std::runtime_error(path + ": cannot open for writing");
+    try {
+      write(o);
+    } catch (...) {
+      o.close();
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw;
+    }
+    o.close();
+    if (!o) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw std::runtime_error(path + ": write failed");
+    }
+  }
+  commit(tmp, path);
+}
+
 // ---- picture ------------------------------------------------------------------------------
 
 struct Grid {
@@ -490,10 +515,7 @@ nlohmann::json analysis_json(const Problem& p, const Acsr&, const AnalysisStats&
 }
 
 void write_coo(const Acsr& a, const std::string& path) {
-  const std::string tmp = tmp_name(path);
-  {
-    std::ofstream o(tmp, std::ios::binary);
-    if (!o) throw std::runtime_error(path + ": cannot open for writing");
+  write_atomically(path, [&](std::ofstream& o) {
     std::string buf;
     char num[48];
     for (int64_t i = 0; i < a.seq_len; ++i) {
@@ -509,14 +531,7 @@ void write_coo(const Acsr& a, const std::string& path) {
       }
     }
     o.write(buf.data(), static_cast<std::streamsize>(buf.size()));
-    o.close();
-    if (!o) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw std::runtime_error(path + ": write failed");
-    }
-  }
-  commit(tmp, path);
+  });
 }
 
 void write_picture(const Problem& p, const Acsr& a, const AnalysisStats& s, const std::string& path, int max_cells) {
@@ -524,20 +539,10 @@ void write_picture(const Problem& p, const Acsr& a, const AnalysisStats& s, cons
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (ext != ".svg" && ext != ".png") throw Error("", "-o", "expected an output file ending in .svg or .png, got " + path);
   Grid g = density_grid(p, a, max_cells);
-  const std::string tmp = tmp_name(path);
-  {
-    std::ofstream o(tmp, std::ios::binary);
-    if (!o) throw std::runtime_error(path + ": cannot open for writing");
+  write_atomically(path, [&](std::ofstream& o) {
     if (ext == ".svg") write_svg(p, s, g, o);
     else o << render_png(p, s, g);
-    o.close();
-    if (!o) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw std::runtime_error(path + ": write failed");
-    }
-  }
-  commit(tmp, path);
+  });
 }
 
 }  // namespace splat
