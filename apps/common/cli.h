@@ -67,6 +67,33 @@ inline int parse_error_prefixed(CLI::App& app, const std::string& tool, const CL
   return usage_error(tool, std::string(e.what()) + " (see " + tool + " --help)");
 }
 
+// When a tool that needs a subcommand got none: the word that stood where the command should be
+// (an unknown command, or an option the tool does not have), named in a usage error; an empty
+// string when the command line has no such word (then CLI11's own message stands). Options of the
+// main app are skipped, with their value when they take one.
+inline std::string misplaced_command_word(const CLI::App& app, int argc, char** argv) {
+  if (!app.get_subcommands().empty()) return "";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("-", 0) != 0) {
+      std::string names;
+      for (const CLI::App* s : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + s->get_name();
+      return "unknown command '" + a + "' (commands: " + names + ")";
+    }
+    // A cluster of short flags (-vv): named by its first letter.
+    const bool cluster = a.size() > 2 && a[1] != '-';
+    const std::string name = cluster ? a.substr(0, 2) : a.substr(0, a.find('='));
+    const CLI::Option* o = nullptr;
+    try {
+      o = app.get_option(name);
+    } catch (const CLI::OptionNotFound&) {
+      return "unknown option '" + name + "'";
+    }
+    if (!cluster && o->get_expected_min() > 0 && a.find('=') == std::string::npos) ++i;  // its value
+  }
+  return "";
+}
+
 // CLI11 parse errors are usage errors: exit 2 (help and version exit 0).
 inline int parse_error(CLI::App& app, const CLI::ParseError& e) {
   int rc = app.exit(e);

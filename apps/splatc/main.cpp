@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    const std::string word = e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)
+                                 ? ""
+                                 : cli::misplaced_command_word(app, argc, argv);
+    if (!word.empty()) return cli::usage_error("splatc", word + " (see splatc --help)");
     return cli::parse_error(app, e);
   }
   cli::setup_logging("splatc", verbosity);

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -37,12 +38,33 @@ struct Program {
 
 }  // namespace
 
+std::vector<std::string> supported_archs() {
+  int n = 0;
+  std::vector<std::string> out;
+  if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0) return out;
+  std::vector<int> ccs(static_cast<size_t>(n));
+  if (nvrtcGetSupportedArchs(ccs.data()) != NVRTC_SUCCESS) return out;
+  for (int cc : ccs) {
+    if (cc < 80) continue;  // mma.sync and cp.async need sm_80
+    out.push_back("sm_" + std::to_string(cc));
+    if (cc == 90) out.push_back("sm_90a");  // the wgmma kernels
+  }
+  return out;
+}
+
 int parse_arch(const std::string& arch) {
   static const std::regex re("sm_([0-9]{2,3})a?");
   std::smatch m;
-  if (!std::regex_match(arch, m, re)) throw std::invalid_argument("bad architecture '" + arch + "' (expected sm_80, sm_90, ...)");
+  const std::vector<std::string> ok = supported_archs();
+  std::string list;
+  for (const auto& a : ok) list += (list.empty() ? "" : ", ") + a;
+  if (!std::regex_match(arch, m, re))
+    throw std::invalid_argument("bad architecture '" + arch + "' (supported: " + list + ")");
   int cc = std::stoi(m[1]);
   if (cc < 80) throw std::invalid_argument("architecture " + arch + " is not supported (sm_80 or newer: mma.sync, cp.async)");
+  if (!ok.empty() && std::find(ok.begin(), ok.end(), arch) == ok.end())
+    throw std::invalid_argument("architecture " + arch + " is not supported by this NVRTC (" + nvrtc_version() +
+                                "; supported: " + list + ")");
   return cc;
 }
 

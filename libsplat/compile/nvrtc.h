@@ -33,6 +33,8 @@ CompileResult nvrtc_compile(const std::string& source, const std::string& name, 
 
 // Checks an "sm_XY" string (throws std::invalid_argument otherwise); returns XY.
 int parse_arch(const std::string& arch);
+// The --arch values this NVRTC compiles and splatc supports (sm_80 and newer, sm_90a), in order.
+std::vector<std::string> supported_archs();
 
 std::string nvrtc_version();
 

@@ -1,7 +1,10 @@
 # Shared CLI conventions (docs/cli.md).
 trsplat_e2e(splatc_version OUTPUT "splatc [0-9]+\\.[0-9]+" COMMAND splatc --version)
 trsplat_e2e(splatc_no_args EXIT 2 COMMAND splatc)
-trsplat_e2e(splatc_bad_flag EXIT 2 COMMAND splatc --no-such-flag)
+trsplat_e2e(splatc_bad_flag EXIT 2 OUTPUT "unknown option '--no-such-flag'" COMMAND splatc --no-such-flag)
+# A word where the command should be is named, with the list of commands (global options skipped).
+trsplat_e2e(splatc_bad_command EXIT 2 OUTPUT "unknown command 'bogus' \\(commands: analyze, show, emit, bench, tune\\)"
+            COMMAND splatc -vv --max-work 5 bogus)
 trsplat_e2e(trverify_version OUTPUT "trverify [0-9]+\\.[0-9]+" COMMAND trverify --version)
 trsplat_e2e(trverify_bad_flag EXIT 2 COMMAND trverify --no-such-flag)
 trsplat_e2e(splatc_flags_after_subcommand OUTPUT "nnz" COMMAND splatc analyze patterns/window-4k-bf16.json -q)

@@ -22,6 +22,9 @@ trsplat_e2e(splatc_bench_bad_tune EXIT 2 OUTPUT "--tune.*must be 2 or 3"
             COMMAND splatc bench patterns/window-4k-bf16.json --tune stages=4)
 trsplat_e2e(splatc_emit_bad_arch EXIT 2 OUTPUT "--arch"
             COMMAND splatc emit patterns/window-4k-bf16.json --arch sm_61 -o ${_emit_dir}/bad)
+# An architecture NVRTC does not know is a usage error naming the supported ones (not exit 3 from a compile).
+trsplat_e2e(splatc_emit_unknown_arch EXIT 2 OUTPUT "supported: sm_80"
+            COMMAND splatc emit patterns/window-4k-bf16.json --arch sm_99 -o ${_emit_dir}/bad99)
 trsplat_e2e(splatc_emit_bad_target EXIT 2 COMMAND splatc emit patterns/window-4k-bf16.json --target sass -o ${_emit_dir}/bad)
 trsplat_e2e(splatc_emit_missing_file EXIT 2 COMMAND splatc emit patterns/no-such-pattern.json -o ${_emit_dir}/bad)
 # CI machines have no GPU: bench reports it and exits 3 (on a GPU machine use scripts/bench-gpu).

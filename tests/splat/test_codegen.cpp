@@ -211,6 +211,12 @@ TEST_CASE("NVRTC errors carry the log; bad architectures are refused" * doctest:
   CHECK_THROWS_AS(parse_arch("sm_70"), std::invalid_argument);
   CHECK_THROWS_AS(parse_arch("compute_90"), std::invalid_argument);
   CHECK(parse_arch("sm_90a") == 90);
+  // An architecture this NVRTC does not know is refused here, with the supported list, not inside
+  // a compile (exit 3 before).
+  CHECK_THROWS_WITH_AS(parse_arch("sm_99"), doctest::Contains("supported: sm_80"), std::invalid_argument);
+  const auto archs = supported_archs();
+  CHECK(std::find(archs.begin(), archs.end(), "sm_90a") != archs.end());
+  CHECK(std::find(archs.begin(), archs.end(), "sm_75") == archs.end());
 }
 
 TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
