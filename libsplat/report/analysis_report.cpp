@@ -1,5 +1,5 @@
 // analyze / show output: the text report, the JSON object, the COO dump and the mask picture
-// (SVG written directly; PNG through a small stored-deflate encoder with a 5x7 bitmap font).
+// (SVG written directly; PNG compressed with zlib, with a 5x7 bitmap font).
 #include "libsplat/report/analysis_report.h"
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <unistd.h>
+#include <zlib.h>
 
 namespace splat {
 
@@ -423,26 +424,13 @@ std::string encode_png(int width, int height, const std::string& rgb) {
     raw += '\0';
     raw.append(rgb, static_cast<size_t>(y) * width * 3, static_cast<size_t>(width) * 3);
   }
-  // zlib stream of stored deflate blocks (no compression), then Adler-32 of the raw data.
-  std::string z = "\x78\x01";
-  for (size_t off = 0; off < raw.size() || off == 0;) {
-    size_t n = std::min<size_t>(65535, raw.size() - off);
-    bool final = off + n == raw.size();
-    z += static_cast<char>(final ? 1 : 0);
-    z += static_cast<char>(n & 0xFF);
-    z += static_cast<char>(n >> 8);
-    z += static_cast<char>(~n & 0xFF);
-    z += static_cast<char>((~n >> 8) & 0xFF);
-    z.append(raw, off, n);
-    off += n;
-    if (final) break;
-  }
-  uint32_t a = 1, b = 0;
-  for (char c : raw) {
-    a = (a + static_cast<uint8_t>(c)) % 65521;
-    b = (b + a) % 65521;
-  }
-  be32(z, (b << 16) | a);
+  // The zlib stream of the scanlines (the PNG's IDAT).
+  uLongf zlen = compressBound(static_cast<uLong>(raw.size()));
+  std::string z(zlen, '\0');
+  if (compress2(reinterpret_cast<Bytef*>(z.data()), &zlen, reinterpret_cast<const Bytef*>(raw.data()),
+                static_cast<uLong>(raw.size()), Z_BEST_COMPRESSION) != Z_OK)
+    throw std::runtime_error("encode_png: zlib compression failed");
+  z.resize(zlen);
   std::string out = "\x89PNG\r\n\x1a\n";
   std::string ihdr;
   be32(ihdr, static_cast<uint32_t>(width));
