@@ -8,7 +8,8 @@ splitmix64 generator as libsplat), and times
   dense = F.scaled_dot_product_attention without a mask (ignores the sparsity),
 with triton.testing.do_bench (median, warm-up 50 ms, 300 ms of repeats; it flushes L2 between
 runs). fp32 runs with TF32 disabled. The flex error is checked against a float64 masked SDPA on
-problems of at most 4096 rows. Prints one JSON line per problem and writes them all to --out.
+problems of at most 4096 rows. Grouped-query heads (kv_heads) run with enable_gqa=True (K and V
+not repeated); q_offset shifts the query positions the mask sees. Prints one JSON line per problem and writes them all to --out.
 """
 import argparse
 import json
@@ -125,12 +126,14 @@ def term_mask(t, L, KV):
 def problem_mask(doc):
     L = doc["seq_len"]
     KV = doc.get("kv_len", L)
-    f = term_mask(doc["pattern"], L, KV)
+    off = doc.get("q_offset", 0)  # query row q sits at position q + off
+    f = term_mask(doc["pattern"], L + off, KV)
     causal = doc.get("causal", False)
 
     def mask_mod(b, h, q, k):
-        m = f(q, k)
-        return (m & (k <= q)) if causal else m
+        p = q + off if off else q
+        m = f(p, k)
+        return (m & (k <= p)) if causal else m
     return mask_mod
 
 
@@ -152,6 +155,8 @@ def main():
         KV = doc.get("kv_len", L)
         D = doc["head_dim"]
         B, H = doc.get("batch", 1), doc.get("heads", 1)
+        KVH = doc.get("kv_heads", H)
+        gqa = {"enable_gqa": True} if KVH != H else {}
         dt = DTYPES[doc.get("dtype", "fp32")]
         scale = doc.get("scale", 1.0 / math.sqrt(D))
         mask_mod = problem_mask(doc)
@@ -160,25 +165,25 @@ def main():
         try:
             torch.manual_seed(0)
             q = torch.randn(B, H, L, D, device=DEV, dtype=dt)
-            k = torch.randn(B, H, KV, D, device=DEV, dtype=dt)
-            v = torch.randn(B, H, KV, D, device=DEV, dtype=dt)
+            k = torch.randn(B, KVH, KV, D, device=DEV, dtype=dt)
+            v = torch.randn(B, KVH, KV, D, device=DEV, dtype=dt)
             bm = create_block_mask(mask_mod, B=None, H=None, Q_LEN=L, KV_LEN=KV, device=DEV)
             row["block_density"] = round(1 - bm.sparsity() / 100, 4)
-            o = flex(q, k, v, block_mask=bm, scale=scale)
+            o = flex(q, k, v, block_mask=bm, scale=scale, **gqa)
             if L <= args.check_max_len:
                 qi = torch.arange(L, device=DEV)[:, None]
                 ki = torch.arange(KV, device=DEV)[None, :]
                 m = mask_mod(0, 0, qi, ki)
                 row["density"] = m.float().mean().item()
-                ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=m, scale=scale)
+                ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=m, scale=scale, **gqa)
                 ref = torch.nan_to_num(ref)  # empty rows
                 row["flex_rel_err"] = ((o.double() - ref).abs().max() / ref.abs().max()).item()
                 del ref, m
-            row["flex_ms"] = bench(lambda: flex(q, k, v, block_mask=bm, scale=scale))
+            row["flex_ms"] = bench(lambda: flex(q, k, v, block_mask=bm, scale=scale, **gqa))
         except Exception as e:  # keep going: one failing case must not lose the others
             row["flex_error"] = repr(e)[:300]
         try:
-            row["dense_ms"] = bench(lambda: F.scaled_dot_product_attention(q, k, v, scale=scale))
+            row["dense_ms"] = bench(lambda: F.scaled_dot_product_attention(q, k, v, scale=scale, **gqa))
         except Exception as e:
             row["dense_error"] = repr(e)[:300]
         row["seconds"] = round(time.time() - t0, 1)

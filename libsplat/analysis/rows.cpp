@@ -614,14 +614,15 @@ struct RowEvaluator::Impl {
     meter.rows = p.seq_len;
     budget.row_bytes = base_bytes;
     budget.steps(kRowSteps);
-    eval(root, i);
+    const int64_t pos = i + p.q_offset;  // the terms see the row's position
+    eval(root, pos);
     out = root.buf;
     if (p.causal) {
-      // Keep j <= i: cut every run at column i.
+      // Keep j <= pos: cut every run at column pos.
       size_t w = 0;
       for (Run r : out) {
-        if (r.start > i) continue;
-        int64_t c = std::min(r.count, (i - r.start) / r.stride + 1);
+        if (r.start > pos) continue;
+        int64_t c = std::min(r.count, (pos - r.start) / r.stride + 1);
         r.count = c;
         if (c == 1) r.stride = 1;
         out[w++] = r;

@@ -24,7 +24,8 @@ class RowEvaluator {
   ~RowEvaluator();
   RowEvaluator(const RowEvaluator&) = delete;
   RowEvaluator& operator=(const RowEvaluator&) = delete;
-  // Runs of row i (causal applied); the reference stays valid until the next call.
+  // Runs of query row i (the terms evaluated at position i + q_offset, causal applied); the
+  // reference stays valid until the next call.
   const std::vector<Run>& row(int64_t i);
 
  private:

@@ -25,6 +25,7 @@ std::string pattern_hash(const Problem& p, const Acsr& a) {
   std::ostringstream o;
   o << "seq " << a.seq_len << " kv " << a.kv_len << " d " << p.head_dim << " dtype " << dtype_name(p.dtype) << " scale "
     << emit::f32_literal(p.scale) << "\n";
+  if (p.kv_heads != p.heads) o << "kv_group " << p.heads / p.kv_heads << "\n";  // the code reads K/V by group
   for (const Segment& s : a.segments) {
     o << "seg " << s.row_begin << " " << s.row_end << " " << s.row_stride << " " << s.tabulated << "\n";
     for (const AffineRun& r : s.runs)
@@ -99,7 +100,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   // 1. Analysis: the structures with closed-form kernels (bands, lattices) and the global keys.
   const Structure structure = analyze_structure(acsr);
   // 2. Plan: row tiles of 64 rows and key tiles of 64 keys over the ACSR.
-  mod.plan = make_plan(acsr, structure);
+  mod.plan = make_plan(acsr, structure, plan_shape(p, structure));
   // 3. Select: the engine and one KernelSpec per fused entry point.
   mod.selection = select_kernels(p, structure, mod.plan, opt);
   if (opt.pipeline && p.head_dim % 4 != 0) throw Error(p.file, "head_dim", "the pipeline needs head_dim a multiple of 4");

@@ -8,7 +8,7 @@
 //
 // Every entry point takes the same parameters (see kernel_params()):
 //   (const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table)
-// with q, o [batch, heads, seq_len, head_dim] and k, v [batch, heads, kv_len, head_dim], row-major,
+// with q, o [batch, heads, seq_len, head_dim] and k, v [batch, kv_heads, kv_len, head_dim], row-major,
 // in the problem's dtype (tf32: fp32 storage). Launch: grid (grid_x, batch*heads), block `block`.
 #include <nlohmann/json.hpp>
 
@@ -78,7 +78,7 @@ struct ParamDesc {
 };
 
 // A TMA tensor map (CUtensorMap, 128 bytes, 64-byte aligned) over a 16-bit tensor's rows
-// [batch*heads*kv_len, head_dim]: dims innermost first, byte strides of dims 1.., a box of 64 rows
+// [batch*kv_heads*kv_len, head_dim]: dims innermost first, byte strides of dims 1.., a box of 64 rows
 // (its inner dim the whole 128-byte row); 128-byte swizzle, no interleave, zeros out of bounds.
 struct TensorMapDesc {
   std::string tensor;  // "k" or "v": the launch's k or v pointer is the global address

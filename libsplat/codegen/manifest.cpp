@@ -11,8 +11,8 @@ const char* kernel_kind_name(KernelKind k) { return k == KernelKind::Fused ? "fu
 const std::vector<ParamDesc>& kernel_params() {
   static const std::vector<ParamDesc> params = {
       {"q", "const void*", "queries [batch, heads, seq_len, head_dim], row-major, problem dtype"},
-      {"k", "const void*", "keys [batch, heads, kv_len, head_dim]"},
-      {"v", "const void*", "values [batch, heads, kv_len, head_dim]"},
+      {"k", "const void*", "keys [batch, kv_heads, kv_len, head_dim]"},
+      {"v", "const void*", "values [batch, kv_heads, kv_len, head_dim]"},
       {"o", "void*", "output [batch, heads, seq_len, head_dim]; rows with no kept key are zero"},
       {"ws", "float*", "fused multi-pass workspace: batch*heads*workspace_floats_per_bh floats (null if 0)"},
       {"scores", "float*", "pipeline compressed scores/probabilities: batch*heads*nnz floats (null for fused)"},
@@ -28,7 +28,7 @@ const std::vector<ParamDesc>& kernel_params() {
 // one parity) and, for a lattice pass or blocks of global keys (period > 0), as
 // [rows / period][period][head_dim] with boxes of 64 / width blocks of width rows (lattice: 1).
 std::vector<TensorMapDesc> emit::tensor_maps(const Problem& p, int64_t period, int64_t width) {
-  const uint64_t rows = static_cast<uint64_t>(p.batch * p.heads * p.kv_len), hd = static_cast<uint64_t>(p.head_dim);
+  const uint64_t rows = static_cast<uint64_t>(p.batch * p.kv_heads * p.kv_len), hd = static_cast<uint64_t>(p.head_dim);
   const uint64_t pitch = hd * 2;  // bf16/fp16 rows
   std::vector<TensorMapDesc> maps;
   std::vector<uint64_t> steps = {1, 2};
@@ -101,12 +101,15 @@ nlohmann::json manifest(const Problem& p, const GeneratedModule& mod, const std:
                 {"kv_len", p.kv_len},
                 {"head_dim", p.head_dim},
                 {"heads", p.heads},
+                {"kv_heads", p.kv_heads},
+                {"q_offset", p.q_offset},
                 {"batch", p.batch},
                 {"dtype", dtype_name(p.dtype)},
                 {"scale", p.scale},
                 {"causal", p.causal},
                 {"nnz", mod.nnz}}},
-              {"layout", "q, o: [batch, heads, seq_len, head_dim]; k, v: [batch, heads, kv_len, head_dim]; row-major"},
+              {"layout", "q, o: [batch, heads, seq_len, head_dim]; k, v: [batch, kv_heads, kv_len, head_dim]; row-major; "
+                         "query head h reads K/V head h / (heads / kv_heads)"},
               {"parameters", params},
               {"kernels", {{"fused", kernels(mod.fused)}, {"pipeline", kernels(mod.pipeline)}}},
               {"launch_order", "fused: every fused entry in order (passes hand state over through ws); an entry with "

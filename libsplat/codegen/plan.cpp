@@ -187,15 +187,23 @@ std::vector<KeyWalk> walks_for(const std::vector<Run>& runs, int bc) {
 }
 
 // Cuts tiles with many more key tiles than the average into chunks of about the average (at
-// least 4 key tiles), so that a few global rows do not become the critical path.
-void split_heavy_tiles(PlanPass& pass, int bc) {
+// least 4 key tiles), so that a few global rows do not become the critical path; and when the
+// pass has too few blocks to fill the GPU (TileShape::batch_heads), every tile into chunks of
+// the size that gives about kFillBlocks blocks.
+void split_heavy_tiles(PlanPass& pass, const TileShape& shape) {
+  const int bc = shape.bc;
   int64_t total = 0, n = 0;
   for (const PlanTile& t : pass.tiles)
     if (t.key_tiles > 0) total += t.key_tiles, ++n;
   if (n == 0) return;
   const int64_t mean = (total + n - 1) / n;
-  const int64_t chunk = std::max<int64_t>(4, mean);
-  const int64_t threshold = std::max<int64_t>(8, 2 * mean);
+  int64_t chunk = std::max<int64_t>(4, mean);
+  int64_t threshold = std::max<int64_t>(8, 2 * mean);
+  if (shape.batch_heads > 0 && n * shape.batch_heads < kFillBlocks) {
+    const int64_t chunks = (kFillBlocks + shape.batch_heads - 1) / shape.batch_heads;
+    chunk = std::max<int64_t>(4, (total + chunks - 1) / chunks);
+    threshold = chunk;
+  }
   std::vector<PlanTile> out;
   for (PlanTile& t : pass.tiles) {
     if (t.key_tiles <= threshold) {
@@ -543,7 +551,7 @@ Plan build_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys* gkey
         pass.tiles.push_back(std::move(tile));
       }
     }
-    split_heavy_tiles(pass, bc);
+    split_heavy_tiles(pass, shape);
     for (PlanTile& tile : pass.tiles) mark_full_tiles(plan, pass, tile);
     // Longest tiles first, so that heavy tiles (global rows) do not finish last.
     std::stable_sort(pass.tiles.begin(), pass.tiles.end(),
@@ -570,6 +578,12 @@ int most_runs(const Plan& x) {
 }
 
 }  // namespace
+
+TileShape plan_shape(const Problem& p, const Structure& structure) {
+  TileShape shape;
+  if (std::holds_alternative<Unstructured>(structure.kind)) shape.batch_heads = p.batch * p.heads;
+  return shape;
+}
 
 Plan make_plan(const Acsr& acsr, const Structure& structure, const TileShape& shape) {
   if ((shape.br != 64 && shape.br != 128) || shape.bc != 64) throw std::invalid_argument("tile shape must be 64x64 or 128x64");

@@ -25,13 +25,20 @@
 
 #include "libsplat/analysis/acsr.h"
 #include "libsplat/analysis/structure.h"
+#include "libsplat/pattern/pattern.h"
 
 namespace splat {
 
 struct TileShape {
   int br = 64;  // rows per tile
   int bc = 64;  // keys per key tile
+  // Blocks of one pass are row tiles x batch*heads: with fewer than kFillBlocks (few rows against
+  // long rows of keys: decode, chunked prefill), the plan splits tiles into split-KV chunks until
+  // the pass has about that many. 0: the heads are not known, no such split.
+  int64_t batch_heads = 0;
 };
+// Two waves of an H200's 132 SMs (an A100 has 108).
+inline constexpr int64_t kFillBlocks = 264;
 
 struct PlanItem {
   int64_t row_begin = 0, row_end = 0, row_stride = 1;  // member rows
@@ -142,6 +149,11 @@ struct Plan {
   int64_t nnz = 0;
   double tile_fill() const { return key_slots ? double(nnz) / double(key_slots) : 1.0; }
 };
+
+// The tile shape codegen plans with: the default tiles, and batch*heads (the split that fills the
+// GPU) for table kernels only: the closed-form kernels (bands, lattices) walk their own tiles, and
+// take no split tiles (kv_len == seq_len there; decode and chunked prefill are never bands).
+TileShape plan_shape(const Problem& p, const Structure& structure);
 
 // Tiles the ACSR. Of the structure's global-key candidates (Structure::global_keys) the one that
 // saves the most key tiles is factored out where that pays. Throws std::invalid_argument on an

@@ -11,7 +11,7 @@ namespace {
 
 constexpr int64_t kSmemPerSm = geometry::kSmemPerBlock;  // shared memory per SM a block may use
 
-bool rows_fit_int32(const Problem& p) { return p.batch * p.heads * p.kv_len < (int64_t{1} << 31); }
+bool rows_fit_int32(const Problem& p) { return p.batch * p.kv_heads * p.kv_len < (int64_t{1} << 31); }
 
 // wgmma: whether a pass's K/V stages can be loaded by TMA: every walk has step 1 or 2 (the tensor
 // maps' two views; step 2 needs an even number of key rows in the whole tensor), indexed walks (the
@@ -25,7 +25,7 @@ bool tma_walks(const Problem& p, const Plan& plan, const PlanPass& pass) {
         ok = ok && (w.indexed ? plan.global_keys && plan.global_keys->blocks : (w.step == 1 || w.step == 2));
         step2 = step2 || w.step == 2;
       }
-  const int64_t rows = p.batch * p.heads * p.kv_len;
+  const int64_t rows = p.batch * p.kv_heads * p.kv_len;
   return ok && (!step2 || rows % 2 == 0) && rows_fit_int32(p);
 }
 

@@ -76,7 +76,10 @@ std::string term_text(const Term& t) {
 void write_problem(const Problem& p, const Sink& out) {
   out("splatc-problem/1 seq_len=" + num(p.seq_len) + " kv_len=" + num(p.kv_len) + " heads=" + num(p.heads) +
       " batch=" + num(p.batch) + " causal=" + (p.causal ? "1" : "0") + " scale=" + real(p.scale) +
-      " dtype=" + dtype_name(p.dtype) + " head_dim=" + num(p.head_dim) + " pattern=");
+      " dtype=" + dtype_name(p.dtype) + " head_dim=" + num(p.head_dim) +
+      // Added fields only when they differ from their defaults, so that older keys stay valid.
+      (p.kv_heads != p.heads ? " kv_heads=" + num(p.kv_heads) : std::string()) +
+      (p.q_offset != 0 ? " q_offset=" + num(p.q_offset) : std::string()) + " pattern=");
   write_term(p.pattern, out);
 }
 

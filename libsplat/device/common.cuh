@@ -54,6 +54,13 @@ __device__ __forceinline__ float fast_rcp(float x) {
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
+// Grouped-query attention: SPLAT_KV_GROUP query heads share one K/V head. K and V are
+// [batch, kv_heads, kv_len, head_dim] with heads = kv_heads * SPLAT_KV_GROUP, so the block of query
+// head bh = b*heads + h reads K/V head b*kv_heads + h / SPLAT_KV_GROUP = bh / SPLAT_KV_GROUP.
+#ifndef SPLAT_KV_GROUP
+#define SPLAT_KV_GROUP 1
+#endif
+__device__ __forceinline__ i64 kv_head(i64 bh) { return bh / SPLAT_KV_GROUP; }
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 // A key-tile mask that masks a whole tile itself (tile(s), e.g. BandMask) rather than per score.
 template <class K, class = void> struct TileMask { static constexpr bool value = false; };

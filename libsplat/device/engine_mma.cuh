@@ -38,8 +38,8 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
                                         bool first, const float* ws) {
     Ks = reinterpret_cast<u16*>(smem);
     Vs = Ks + STAGES * BC * LDS;
-    kg = k + bh * KV * HD;
-    vg = v + bh * KV * HD;
+    kg = k + kv_head(bh) * KV * HD;
+    vg = v + kv_head(bh) * KV * HD;
     const T* qg = q + bh * SEQ * HD;
     const int t4 = threadIdx.x & 3;
 #pragma unroll

@@ -51,8 +51,8 @@ struct MmaTf32Engine : OnlineSoftmax<2, 4, false> {
                                         const i64* row, i64 bh, bool first, const float* ws) {
     Ks = reinterpret_cast<float*>(smem);
     Vs = Ks + STAGES * BC * LDK;
-    kg = k + bh * KV * HD;
-    vg = v + bh * KV * HD;
+    kg = k + kv_head(bh) * KV * HD;
+    vg = v + kv_head(bh) * KV * HD;
     const float* qg = q + bh * SEQ * HD;
     const int t4 = threadIdx.x & 3;
 #pragma unroll

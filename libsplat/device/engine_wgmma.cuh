@@ -129,8 +129,8 @@ __device__ __forceinline__ void wg_mma_ss(float (&d)[ND][4], u64 da, u64 db) {
 // TMA: K/V stages loaded by the tensor memory accelerator (one thread issues a key tile's two
 // copies; they complete on the stage's mbarrier, which every thread waits for) instead of 16 cp.async
 // per thread and key tile, a proxy fence and a block barrier. The copies go through tensor maps the
-// host builds (GeneratedModule::tensor_maps: K and V as [batch*heads*kv_len, head_dim] rows for unit-step walks, as
-// [batch*heads*kv_len / 2][2][head_dim] for stride-2 walks), with the 128-byte swizzle the wgmma
+// host builds (GeneratedModule::tensor_maps: K and V as [batch*kv_heads*kv_len, head_dim] rows for unit-step walks, as
+// [batch*kv_heads*kv_len / 2][2][head_dim] for stride-2 walks), with the 128-byte swizzle the wgmma
 // descriptors name. Every walk of the pass must have step 1 or 2 (codegen). A partial key tile
 // loads whole 64-key boxes: keys past the walk are real keys of the tensor (zeros past its end),
 // masked like every key outside the rows' runs.
@@ -153,7 +153,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
   u32 sdst;   // this thread's byte offset in a stage: key row t / 8, 16-byte chunk t % 8, swizzled
   u32 pa[4][4];  // P of the tile, packed (A operand of its P.V)
   const char* tmap;  // TMA: tensor maps K, V (step 1), K, V (step 2), 128 bytes each
-  int keyoff;        // TMA: first key row of this head in the maps (bh * kv_len)
+  int keyoff;        // TMA: first key row of this head's K/V in the maps (kv_head(bh) * kv_len)
 
   // TMA: stage i's mbarrier (one arrival per use: the issuing thread's, plus the copies' bytes).
   __device__ __forceinline__ static u32 bar(int i) {
@@ -162,7 +162,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
   }
   __device__ __forceinline__ void tma_setup(const void* maps, i64 bh) {
     tmap = static_cast<const char*>(maps);
-    keyoff = (int)(bh * KV);
+    keyoff = (int)(kv_head(bh) * KV);
     if (threadIdx.x == 0) {
 #pragma unroll
       for (int i = 0; i < NSTAGES; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar(i)) : "memory");

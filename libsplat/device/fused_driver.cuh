@@ -83,8 +83,10 @@ __device__ __forceinline__ void compute_key_tile(E& e, int buf, bool full, float
   if constexpr (NOMASK) {
     e.compute(buf, true, scale_log2, [](int, int) { return true; });
   } else if (GKEYS && tabulated == 2) {  // global keys: every key of the walk, or the row's prefix
+    // Only keys of this walk: a split-KV chunk's part of the walk may end inside a 128-key step, whose
+    // rest is the next chunk's keys (bc=128 counted them twice).
     if (GROWS >= 0)
-      e.compute(buf, full, scale_log2, [&](int h, int c) { return w.base - GTAB + u0 + c < tb[h]; });
+      e.compute(buf, full, scale_log2, [&](int h, int c) { return u0 + c < w.count && w.base - GTAB + u0 + c < tb[h]; });
     else
       e.compute(buf, full, scale_log2, [&](int, int c) { return u0 + c < w.count; });
   } else if (tab == nullptr && !modular) {

@@ -96,7 +96,7 @@ __device__ __forceinline__ void sddmm_row(const Seg* segs, int nseg, const SegRu
     int r = 0;
     while (rpre[r + 1] <= s) ++r;
     const i64 j = rs[r] + (s - rpre[r]) * rst[r];
-    const T* kr = k + (bh * KV + j) * HD;
+    const T* kr = k + (kv_head(bh) * KV + j) * HD;
     float dot = 0.f;
 #pragma unroll 4
     for (int x = 0; x < HD; x += 4) {
@@ -162,7 +162,7 @@ __device__ __forceinline__ void spmm_row(const Seg* segs, int nseg, const SegRun
     if (dim < HD) {
       for (int r = 0; r < n; ++r)
         for (i64 x = grp; x < rc[r]; x += G)
-          acc = fmaf(p[rpre[r] + x], to_f(v[(bh * KV + rs[r] + x * rst[r]) * HD + dim]), acc);
+          acc = fmaf(p[rpre[r] + x], to_f(v[(kv_head(bh) * KV + rs[r] + x * rst[r]) * HD + dim]), acc);
     }
     part[threadIdx.x] = acc;
     __syncthreads();

@@ -27,11 +27,11 @@ __device__ __forceinline__ void reference_to_double(const void* in, double* out,
   for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x)
     out[x] = (double)to_f(static_cast<const T*>(in)[x]);
 }
-// One block of 128 threads per (row, batch*head).
+// One block of 128 threads per (row, batch*head); group query heads share a K/V head (kv_head = bh / group).
 template <class T>
 __device__ __forceinline__ void reference_attention(const void* qv, const void* kv, const void* vv, double* out,
                                                     const long long* row_ptr, const int* runs, long long seq,
-                                                    long long kvl, double scale) {
+                                                    long long kvl, double scale, long long group) {
   const T* q = static_cast<const T*>(qv);
   const T* k = static_cast<const T*>(kv);
   const T* v = static_cast<const T*>(vv);
@@ -39,7 +39,7 @@ __device__ __forceinline__ void reference_attention(const void* qv, const void* 
   __shared__ double ps[128];
   __shared__ long long js[128];
   __shared__ double red[4];
-  const long long row = blockIdx.x, bh = blockIdx.y;
+  const long long row = blockIdx.x, bh = blockIdx.y, kvh = bh / group;
   for (int x = threadIdx.x; x < SPLAT_HD; x += 128) qs[x] = (double)to_f(q[(bh * seq + row) * SPLAT_HD + x]);
   __syncthreads();
   const long long rb = row_ptr[row], re = row_ptr[row + 1];
@@ -49,7 +49,7 @@ __device__ __forceinline__ void reference_attention(const void* qv, const void* 
     for (long long t = threadIdx.x; t < run[2]; t += 128) {
       const long long j = run[0] + t * (long long)run[1];
       double dot = 0.0;
-      for (int x = 0; x < SPLAT_HD; ++x) dot += qs[x] * (double)to_f(k[(bh * kvl + j) * SPLAT_HD + x]);
+      for (int x = 0; x < SPLAT_HD; ++x) dot += qs[x] * (double)to_f(k[(kvh * kvl + j) * SPLAT_HD + x]);
       mx = fmax(mx, dot * scale);
     }
   }
@@ -69,7 +69,7 @@ __device__ __forceinline__ void reference_attention(const void* qv, const void* 
       if (t < run[2]) {
         const long long j = run[0] + t * (long long)run[1];
         double dot = 0.0;
-        for (int x = 0; x < SPLAT_HD; ++x) dot += qs[x] * (double)to_f(k[(bh * kvl + j) * SPLAT_HD + x]);
+        for (int x = 0; x < SPLAT_HD; ++x) dot += qs[x] * (double)to_f(k[(kvh * kvl + j) * SPLAT_HD + x]);
         ps[threadIdx.x] = exp(dot * scale - mx);
         js[threadIdx.x] = j;
       } else {
@@ -82,7 +82,7 @@ __device__ __forceinline__ void reference_attention(const void* qv, const void* 
         l += ps[c];
         for (int a = 0; a < NA; ++a) {
           const int d = threadIdx.x + 128 * a;
-          if (d < SPLAT_HD) acc[a] += ps[c] * (double)to_f(v[(bh * kvl + js[c]) * SPLAT_HD + d]);
+          if (d < SPLAT_HD) acc[a] += ps[c] * (double)to_f(v[(kvh * kvl + js[c]) * SPLAT_HD + d]);
         }
       }
     }

@@ -133,6 +133,7 @@ struct Parser {
   int64_t held = 0;  // bytes counted against limits.max_memory (the text and its document, then terms)
   ProblemOverrides over = {};
   int64_t seq_len = 0, kv_len = 0;
+  int64_t q_offset = 0;  // rows of coo points and row tokens are positions in [q_offset, q_offset + seq_len)
 
   [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
     throw Error(file, path, msg);
@@ -242,7 +243,7 @@ struct Parser {
       if (static_cast<int64_t>(it->size()) > limits.max_points)
         fail(p + ".tokens", "expected at most " + std::to_string(limits.max_points) + " tokens");
       charge(static_cast<int64_t>(it->size() * sizeof(int64_t)));
-      const int64_t n = std::max(seq_len, kv_len);
+      const int64_t n = std::max(q_offset + seq_len, kv_len);
       t.tokens.reserve(it->size());
       for (size_t k = 0; k < it->size(); ++k) {
         int64_t x = 0;
@@ -290,13 +291,12 @@ struct Parser {
     return t;
   }
 
-  // A point as one key in row-major order: i * kv_len + j (< 2^62).
+  // A point as one key in row-major order: i * kv_len + j (< 2^63: i < 2^32, kv_len < 2^31).
   uint64_t key(int64_t i, int64_t j) const { return static_cast<uint64_t>(i) * static_cast<uint64_t>(kv_len) + static_cast<uint64_t>(j); }
 
   uint64_t coo_point(const std::string& p, size_t k, int64_t i, int64_t j) const {
-    if (i < 0 || i >= seq_len)
-      fail(p + "[" + std::to_string(k) + "][0]", "expected a row in [0, seq_len) = [0, " + std::to_string(seq_len) +
-                                                     "), got " + std::to_string(i));
+    if (i < q_offset || i >= q_offset + seq_len)
+      fail(p + "[" + std::to_string(k) + "][0]", "expected " + rows_text() + ", got " + std::to_string(i));
     if (j < 0 || j >= kv_len)
       fail(p + "[" + std::to_string(k) + "][1]", "expected a column in [0, kv_len) = [0, " + std::to_string(kv_len) +
                                                      "), got " + std::to_string(j));
@@ -306,9 +306,15 @@ struct Parser {
   uint64_t coo_element(const std::string& p, size_t k, const json& e) const {
     const std::string q = p + "[" + std::to_string(k) + "]";
     if (!e.is_array() || e.size() != 2) fail(q, "expected a pair [i, j], got " + show(e));
-    int64_t i = integer(e[0], q + "[0]", 0, seq_len - 1, "a row in [0, seq_len) = [0, " + std::to_string(seq_len) + ")");
+    int64_t i = integer(e[0], q + "[0]", q_offset, q_offset + seq_len - 1, rows_text());
     int64_t j = integer(e[1], q + "[1]", 0, kv_len - 1, "a column in [0, kv_len) = [0, " + std::to_string(kv_len) + ")");
     return key(i, j);
+  }
+
+  std::string rows_text() const {
+    if (q_offset == 0) return "a row in [0, seq_len) = [0, " + std::to_string(seq_len) + ")";
+    return "a row position in [q_offset, q_offset + seq_len) = [" + std::to_string(q_offset) + ", " +
+           std::to_string(q_offset + seq_len) + ")";
   }
 
   // A coo array as a document built in memory has it, or packed by the JSON reader (json_reader.h).
@@ -350,7 +356,7 @@ struct Parser {
 
   Problem problem(const json& doc, const std::string& name_hint) {
     check_fields(doc, "", {"name", "seq_len", "kv_len", "head_dim", "heads", "batch", "dtype", "scale",
-                           "causal", "pattern"});
+                           "causal", "pattern", "kv_heads", "q_offset"});
     Problem pr;
     pr.file = file;
     pr.limits = limits;
@@ -366,6 +372,14 @@ struct Parser {
     const int64_t one = 1;
     pr.heads = field(doc, "", "heads", 1, 1 << 20, "an integer in [1, 1048576]", &one);
     pr.batch = field(doc, "", "batch", 1, 1 << 20, "an integer in [1, 1048576]", &one);
+    pr.kv_heads = field(doc, "", "kv_heads", 1, pr.heads, "a divisor of heads (" + std::to_string(pr.heads) + ")",
+                        &pr.heads);
+    if (pr.heads % pr.kv_heads != 0)
+      fail("kv_heads", "expected a divisor of heads (" + std::to_string(pr.heads) + "), got " +
+                           std::to_string(pr.kv_heads));
+    const int64_t zero = 0;
+    pr.q_offset = field(doc, "", "q_offset", 0, limits.max_len, "an integer in [0, " + std::to_string(limits.max_len) + "]",
+                        &zero);
     if (auto it = doc.find("dtype"); it != doc.end()) {
       const std::optional<DType> d = dtype_from_name(it->is_string() ? it->get<std::string>() : "");
       if (!d) fail("dtype", "expected one of \"fp32\", \"tf32\", \"fp16\", \"bf16\", got " + show(*it));
@@ -388,18 +402,20 @@ struct Parser {
       pr.causal = it->get<bool>();
     }
     // Sizes first: a problem too large is refused before its pattern (coo lists, token lists) is read.
-    const long double bytes = static_cast<long double>(pr.batch) * pr.heads * (2.0L * pr.seq_len + 2.0L * pr.kv_len) *
-                              pr.head_dim * dtype_bytes(pr.dtype);
+    const long double bytes = static_cast<long double>(pr.batch) *
+                              (2.0L * pr.heads * pr.seq_len + 2.0L * pr.kv_heads * pr.kv_len) * pr.head_dim *
+                              dtype_bytes(pr.dtype);
     if (bytes > static_cast<long double>(limits.max_tensor_bytes)) {
       std::ostringstream m;
       m.precision(3);
       m << "problem too large: Q, K, V and O need " << static_cast<double>(bytes / (1024.0L * 1024 * 1024))
-        << " GiB (batch*heads*(2*seq_len+2*kv_len)*head_dim*" << dtype_bytes(pr.dtype) << " bytes), more than the limit of "
+        << " GiB (batch*(2*heads*seq_len+2*kv_heads*kv_len)*head_dim*" << dtype_bytes(pr.dtype) << " bytes), more than the limit of "
         << static_cast<double>(limits.max_tensor_bytes) / (1024.0 * 1024 * 1024) << " GiB";
       fail("seq_len", m.str());
     }
     seq_len = pr.seq_len;
     kv_len = pr.kv_len;
+    q_offset = pr.q_offset;
     auto it = doc.find("pattern");
     if (it == doc.end()) fail("pattern", "missing (expected a pattern term)");
     pr.pattern = term(*it, "pattern", 1);
@@ -544,7 +560,7 @@ Problem load_problem(const std::string& path, const Limits& limits, const Proble
 }
 
 int64_t tensor_bytes(const Problem& p) {
-  return p.batch * p.heads * (2 * p.seq_len + 2 * p.kv_len) * p.head_dim * dtype_bytes(p.dtype);
+  return p.batch * (2 * p.heads * p.seq_len + 2 * p.kv_heads * p.kv_len) * p.head_dim * dtype_bytes(p.dtype);
 }
 
 std::vector<int64_t> random_key_blocks(const Term& t, int64_t rb, int64_t nkb) {
@@ -575,8 +591,8 @@ std::vector<int64_t> random_key_blocks(const Term& t, int64_t rb, int64_t nkb) {
   return out;
 }
 
-bool kept(const Term& t, const Problem& p, int64_t i, int64_t j) {
-  if (i < 0 || i >= p.seq_len || j < 0 || j >= p.kv_len) return false;
+bool kept(const Term& t, const Problem& p, int64_t i, int64_t j) {  // i: a position
+  if (i < p.q_offset || i >= p.q_offset + p.seq_len || j < 0 || j >= p.kv_len) return false;
   switch (t.kind) {
     case TermKind::Window: return i - t.left <= j && j <= i + t.right;
     case TermKind::Dilated: {
@@ -615,8 +631,10 @@ bool kept(const Term& t, const Problem& p, int64_t i, int64_t j) {
 }
 
 bool kept(const Problem& p, int64_t i, int64_t j) {
-  if (p.causal && j > i) return false;
-  return kept(p.pattern, p, i, j);
+  if (i < 0 || i >= p.seq_len) return false;
+  const int64_t pos = i + p.q_offset;
+  if (p.causal && j > pos) return false;
+  return kept(p.pattern, p, pos, j);
 }
 
 }  // namespace splat

@@ -112,6 +112,8 @@ struct Problem {
   int64_t kv_len = 0;            // columns (keys); seq_len when absent
   int64_t head_dim = 0;
   int64_t heads = 1, batch = 1;
+  int64_t kv_heads = 1;          // K/V heads (grouped-query attention): divides heads; heads when absent
+  int64_t q_offset = 0;          // query row i sits at position i + q_offset against the keys
   DType dtype = DType::FP32;
   double scale = 0;              // 1/sqrt(head_dim) when absent
   bool causal = false;           // mask intersected with j <= i
@@ -135,7 +137,7 @@ Problem parse_problem(const nlohmann::json& doc, const std::string& name_hint,
 Problem parse_problem_text(const std::string& text, const std::string& name_hint,
                            const std::string& file = "", const Limits& = {});
 
-// Bytes of Q, K, V and O for the problem (batch*heads*(2*seq_len + 2*kv_len)*head_dim*elt).
+// Bytes of Q, K, V and O for the problem (batch*(2*heads*seq_len + 2*kv_heads*kv_len)*head_dim*elt).
 int64_t tensor_bytes(const Problem&);
 
 // The key blocks chosen for row block rb by a RandomBlocks term over nkb = ceil(kv_len/block) key
@@ -143,8 +145,10 @@ int64_t tensor_bytes(const Problem&);
 // the generator: splitmix64 seeded by seed and rb, rejection of repeats).
 std::vector<int64_t> random_key_blocks(const Term& t, int64_t rb, int64_t nkb);
 
-// Ground truth: direct evaluation of the terms at (i, j); false outside the problem's bounds.
+// Ground truth: direct evaluation of the terms at query row i (position i + q_offset) and key j;
+// false outside the problem's bounds. causal keeps j <= i + q_offset.
 bool kept(const Problem&, int64_t i, int64_t j);
-bool kept(const Term&, const Problem&, int64_t i, int64_t j);  // one term, without causal
+// One term, without causal, at position pos (in [q_offset, q_offset + seq_len)) and key j.
+bool kept(const Term&, const Problem&, int64_t pos, int64_t j);
 
 }  // namespace splat

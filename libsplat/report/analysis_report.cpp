@@ -445,7 +445,11 @@ std::string encode_png(int width, int height, const std::string& rgb) {
 std::string analysis_text(const Problem& p, const Acsr& a, const AnalysisStats& s, int max_segments) {
   std::ostringstream o;
   o << p.name << ": seq_len " << p.seq_len << ", kv_len " << p.kv_len << ", head_dim " << p.head_dim << ", heads "
-    << p.heads << ", batch " << p.batch << ", " << dtype_name(p.dtype) << (p.causal ? ", causal" : "") << "\n";
+    << p.heads;
+  if (p.kv_heads != p.heads) o << " (kv_heads " << p.kv_heads << ")";
+  o << ", batch " << p.batch << ", " << dtype_name(p.dtype) << (p.causal ? ", causal" : "");
+  if (p.q_offset != 0) o << ", q_offset " << p.q_offset;
+  o << "\n";
   o << "  nnz              " << s.nnz << "  (density " << fmt_double(s.density, 4) << " = " << fmt_double(100 * s.density, 2)
     << "%)\n";
   o << "  rows             " << s.rows << "  (empty " << s.empty_rows << ", widest " << s.nnz_row_max << " keys)\n";
@@ -484,6 +488,8 @@ nlohmann::json analysis_json(const Problem& p, const Acsr&, const AnalysisStats&
   j["kv_len"] = p.kv_len;
   j["head_dim"] = p.head_dim;
   j["heads"] = p.heads;
+  j["kv_heads"] = p.kv_heads;
+  j["q_offset"] = p.q_offset;
   j["batch"] = p.batch;
   j["dtype"] = dtype_name(p.dtype);
   j["causal"] = p.causal;

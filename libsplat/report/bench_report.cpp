@@ -74,6 +74,8 @@ nlohmann::json bench_json(const std::vector<ProblemResult>& results, const std::
                                {"kv_len", r.kv_len},
                                {"head_dim", r.head_dim},
                                {"heads", r.heads},
+                               {"kv_heads", r.kv_heads},
+                               {"q_offset", r.q_offset},
                                {"batch", r.batch},
                                {"nnz_per_head", r.nnz},
                                {"density", r.density},

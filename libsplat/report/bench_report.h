@@ -35,10 +35,11 @@ struct KernelResult {
 struct ProblemResult {
   std::string name, file, dtype;
   int64_t seq_len = 0, kv_len = 0, head_dim = 0, heads = 0, batch = 0;
+  int64_t kv_heads = 0, q_offset = 0;
   int64_t nnz = 0;             // per head
   double density = 0;
   double flops = 0;            // useful FLOP, all heads
-  double bytes = 0;            // minimal bytes
+  double bytes = 0;            // minimal bytes: Q, O once; K, V rows of kept keys once per K/V head
   double floor_memory_us = 0, floor_compute_us = 0;
   std::string reference;       // "host float64" or "gpu float64"
   std::string pattern_hash;

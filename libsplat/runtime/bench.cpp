@@ -76,7 +76,7 @@ void launch1d(const void* fn, int64_t n, void** args) {
 // Host float64 reference over the pattern's own mask (kept()), independent of the analysis.
 std::vector<double> host_reference(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
                                    const std::vector<double>& v) {
-  const int64_t L = p.seq_len, KV = p.kv_len, D = p.head_dim, BH = p.batch * p.heads;
+  const int64_t L = p.seq_len, KV = p.kv_len, D = p.head_dim, BH = p.batch * p.heads, G = p.heads / p.kv_heads;
   std::vector<std::vector<int64_t>> keys(static_cast<size_t>(L));
   for (int64_t i = 0; i < L; ++i)
     for (int64_t j = 0; j < KV; ++j)
@@ -91,7 +91,7 @@ std::vector<double> host_reference(const Problem& p, const std::vector<double>& 
       for (size_t c = 0; c < ks.size(); ++c) {
         double dot = 0;
         for (int64_t x = 0; x < D; ++x)
-          dot += q[static_cast<size_t>((b * L + i) * D + x)] * k[static_cast<size_t>((b * KV + ks[c]) * D + x)];
+          dot += q[static_cast<size_t>((b * L + i) * D + x)] * k[static_cast<size_t>((b / G * KV + ks[c]) * D + x)];
         s[c] = dot * p.scale;
         mx = std::max(mx, s[c]);
       }
@@ -100,7 +100,7 @@ std::vector<double> host_reference(const Problem& p, const std::vector<double>& 
       for (size_t c = 0; c < ks.size(); ++c) {
         double e = std::exp(s[c] - mx);
         l += e;
-        for (int64_t x = 0; x < D; ++x) out[x] += e * v[static_cast<size_t>((b * KV + ks[c]) * D + x)];
+        for (int64_t x = 0; x < D; ++x) out[x] += e * v[static_cast<size_t>((b / G * KV + ks[c]) * D + x)];
       }
       for (int64_t x = 0; x < D; ++x) out[x] /= l;
     }
@@ -154,8 +154,23 @@ std::vector<Prepared> prepare(const std::vector<Problem>& problems, const BenchO
   return prep;
 }
 
+// Keys that some row keeps (a key no row keeps is never read): marks every run's columns, stopping
+// once every key is marked.
+int64_t keys_read(const Acsr& acsr) {
+  std::vector<char> seen(static_cast<size_t>(acsr.kv_len), 0);
+  int64_t n = 0;
+  for (int64_t i = 0; i < acsr.seq_len && n < acsr.kv_len; ++i)
+    for (const Run& r : acsr.row(i))
+      for (int64_t c = 0; c < r.count && n < acsr.kv_len; ++c) {
+        char& s = seen[static_cast<size_t>(r.start + c * r.stride)];
+        n += s == 0;
+        s = 1;
+      }
+  return n;
+}
+
 // The result's problem facts and floors (no GPU work).
-ProblemResult problem_result(const Problem& p, const GeneratedModule& gen, const Ceilings& ceilings) {
+ProblemResult problem_result(const Problem& p, const Acsr& acsr, const GeneratedModule& gen, const Ceilings& ceilings) {
   ProblemResult r;
   r.name = p.name;
   r.file = p.file;
@@ -164,13 +179,17 @@ ProblemResult problem_result(const Problem& p, const GeneratedModule& gen, const
   r.kv_len = p.kv_len;
   r.head_dim = p.head_dim;
   r.heads = p.heads;
+  r.kv_heads = p.kv_heads;
+  r.q_offset = p.q_offset;
   r.batch = p.batch;
   r.nnz = gen.nnz;
   r.density = double(gen.nnz) / double(p.seq_len) / double(p.kv_len);
   const int64_t BH = p.batch * p.heads, D = p.head_dim;
   r.flops = 4.0 * double(BH) * double(gen.nnz) * double(D);
   const size_t esz = static_cast<size_t>(dtype_bytes(p.dtype));
-  r.bytes = double(BH) * double(2 * p.seq_len + 2 * p.kv_len) * double(D) * double(esz);
+  // Q read and O written once; the K and V rows of every kept key read once per K/V head.
+  r.bytes = (2.0 * double(BH) * double(p.seq_len) + 2.0 * double(p.batch * p.kv_heads) * double(keys_read(acsr))) *
+            double(D) * double(esz);
   r.floor_memory_us = r.bytes / ceilings.bandwidth * 1e6;
   r.floor_compute_us = r.flops / compute_rate(ceilings, p.dtype) * 1e6;
   r.pattern_hash = gen.pattern_hash;
@@ -199,7 +218,7 @@ struct Inputs {
   int64_t nq = 0, nk = 0;  // elements of q (and o), of k (and v)
   DeviceBuffer q, k, v, o;
   Inputs(const Problem& p, const Support& sup, uint64_t seed)
-      : nq(p.batch * p.heads * p.seq_len * p.head_dim), nk(p.batch * p.heads * p.kv_len * p.head_dim) {
+      : nq(p.batch * p.heads * p.seq_len * p.head_dim), nk(p.batch * p.kv_heads * p.kv_len * p.head_dim) {
     const size_t esz = static_cast<size_t>(dtype_bytes(p.dtype));
     q = DeviceBuffer(static_cast<size_t>(nq) * esz);
     k = DeviceBuffer(static_cast<size_t>(nk) * esz);
@@ -249,7 +268,8 @@ std::vector<double> reference(const Problem& p, const Acsr& acsr, const Inputs& 
   double* op = static_cast<double*>(dref.get());
   long long seq = p.seq_len, kvl = p.kv_len;
   double scale = p.scale;
-  void* args[] = {&qp, &kp, &vp, &op, &rp, &up, &seq, &kvl, &scale};
+  long long group = p.heads / p.kv_heads;
+  void* args[] = {&qp, &kp, &vp, &op, &rp, &up, &seq, &kvl, &scale, &group};
   launch_kernel(sup.reference, p.seq_len, p.batch * p.heads, 128, 0, args, nullptr);
   cuda_check(cudaDeviceSynchronize(), "reference kernel");
   dref.download(ref.data(), ref.size() * sizeof(double));
@@ -333,7 +353,7 @@ std::string support_source(DType t, int64_t hd) {
        "  reference_to_double<T>(in, out, n);\n}\n";
   s += "extern \"C\" __global__ void __launch_bounds__(128) splat_reference(const void* q, const void* k,\n"
        "    const void* v, double* out, const long long* row_ptr, const int* runs, long long seq, long long kvl,\n"
-       "    double scale) {\n  reference_attention<T>(q, k, v, out, row_ptr, runs, seq, kvl, scale);\n}\n";
+       "    double scale, long long group) {\n  reference_attention<T>(q, k, v, out, row_ptr, runs, seq, kvl, scale, group);\n}\n";
   return s;
 }
 
@@ -355,7 +375,7 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
   std::vector<ProblemResult> results;
   for (Prepared& x : prep) {
     const Problem& p = x.problem;
-    ProblemResult r = problem_result(p, *x.gen, opt.ceilings);
+    ProblemResult r = problem_result(p, x.acsr, *x.gen, opt.ceilings);
     r.tuning = format_tuning(x.tuning.tuning);
     r.tuning_source = x.tuning.source;
     CompileResult cr = x.cubin.get();
@@ -454,7 +474,7 @@ std::string FusedBench::set_problem(const Problem& p, const Acsr& acsr) {
   s.ref = reference(p, acsr, *s.inputs, *s.support, s.opt.host_reference_max_cells, what);
   GeneratedModule facts;
   facts.nnz = acsr.nnz();
-  s.facts = problem_result(p, facts, s.opt.ceilings);
+  s.facts = problem_result(p, acsr, facts, s.opt.ceilings);
   return what;
 }
 

@@ -4,7 +4,8 @@
 //   splat::Problem p = splat::load_problem("patterns/window-4k-bf16.json");
 //   splat::BuildOptions opt;              // kind = Fused (default) or Pipeline; arch = "" (this GPU)
 //   splat::Kernel k = splat::build_kernel(p, opt);
-//   k.launch(q, k_, v, o, stream);   // device pointers, [batch, heads, len, head_dim] row-major
+//   k.launch(q, k_, v, o, stream);   // device pointers, row-major: q, o [batch, heads, seq_len, head_dim],
+//                                    // k_, v [batch, kv_heads, kv_len, head_dim]
 //
 // build_kernel analyses the pattern, generates CUDA for it, compiles it with NVRTC for the
 // current GPU and loads it; the Kernel owns the device table and the workspace it needs.
@@ -32,7 +33,7 @@ struct BuildOptions {
 class Kernel {
  public:
   // Launches every kernel of the chosen kind on stream (a cudaStream_t; nullptr = default).
-  // q, o: [batch, heads, seq_len, head_dim]; k, v: [batch, heads, kv_len, head_dim]; device memory
+  // q, o: [batch, heads, seq_len, head_dim]; k, v: [batch, kv_heads, kv_len, head_dim]; device memory
   // in the problem's dtype, for the batch and heads of the problem it was built for. Kernels that
   // load K/V by TMA read tensor maps of k and v from a device buffer of this Kernel, rewritten
   // (stream-ordered) when k or v differ from the previous launch's: launches with different k or

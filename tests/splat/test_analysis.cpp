@@ -210,6 +210,40 @@ TEST_CASE("analysis: every term against brute force (random parameters, ragged s
   }
 }
 
+// A problem with q_offset k is the rows [k, k + L) of the same pattern over k + L rows: its ACSR's
+// rows equal the full problem's (an evaluation without q_offset), row for row.
+TEST_CASE("analysis: q_offset rows equal the full problem's trailing rows (every term, causal)") {
+  std::mt19937_64 g(77);
+  for (const std::string& kind : kKinds) {
+    for (int iter = 0; iter < 30; ++iter) {
+      const int64_t k = std::uniform_int_distribution<int64_t>(0, 40)(g);
+      const int64_t L = std::uniform_int_distribution<int64_t>(1, 25)(g);
+      const int64_t kv = iter % 2 ? k + L : std::uniform_int_distribution<int64_t>(1, 80)(g);
+      const bool causal = iter % 3 == 0;
+      json term = random_term(g, kind, k + L, kv);
+      if (kind == "coo") {  // rows are positions: keep the points of the chunk's rows
+        json pts = json::array();
+        for (const json& pt : term["coo"])
+          if (pt[0].get<int64_t>() >= k) pts.push_back(pt);
+        if (pts.empty()) pts.push_back({k, 0});
+        term["coo"] = pts;
+      }
+      CAPTURE(kind);
+      CAPTURE(k);
+      CAPTURE(L);
+      CAPTURE(kv);
+      std::string shown = term.dump();
+      CAPTURE(shown);
+      Problem full = make(k + L, kv, causal, term);
+      json doc{{"seq_len", L}, {"kv_len", kv}, {"q_offset", k}, {"head_dim", 8}, {"causal", causal}, {"pattern", term}};
+      Problem chunk = parse_problem(doc, "chunk");
+      Acsr a = analyze(chunk, validating()), b = analyze(full);
+      for (int64_t i = 0; i < L; ++i) REQUIRE(points(a.row(i)) == points(b.row(k + i)));
+      check_expansion(chunk, a);
+    }
+  }
+}
+
 TEST_CASE("analysis: random union / intersect trees against brute force") {
   std::mt19937_64 g(99);
   auto u = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(g); };

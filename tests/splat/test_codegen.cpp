@@ -28,7 +28,7 @@ namespace {
 
 Problem problem(const std::string& pattern, int64_t L, const std::string& dtype = "bf16", int64_t d = 64) {
   std::string doc = R"({"seq_len": )" + std::to_string(L) + R"(, "head_dim": )" + std::to_string(d) +
-                    R"(, "dtype": ")" + dtype + R"(", "pattern": )" + pattern + "}";
+                    R"(, "heads": 16, "dtype": ")" + dtype + R"(", "pattern": )" + pattern + "}";
   return parse_problem_text(doc, "test");
 }
 
@@ -388,7 +388,8 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   CHECK(wb.tensor_maps[3].box == std::vector<uint32_t>{64, 1, 64});
   // Stride-2 walks over an odd number of key rows: the pair view misses the last row, so cp.async
   // (and the table kernel).
-  const Problem odd = problem(R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})", 2047);
+  Problem odd = problem(R"({"dilated": {"left": 64, "right": 64, "dilation": 2}})", 2047);
+  odd.heads = odd.kv_heads = 1;
   REQUIRE((odd.batch * odd.heads * odd.kv_len) % 2 == 1);
   GeneratedModule mo = gen(odd, "sm_90a");
   CHECK(mo.tensor_maps.empty());
@@ -396,8 +397,10 @@ TEST_CASE("wgmma engine: selection by architecture, launch configuration, tuning
   CHECK_FALSE(engine0(mo).tma);
   // More key rows than 32-bit TMA coordinates reach (2^20 heads x 4096 keys): cp.async.
   Problem huge = problem(window, 4096);
-  huge.heads = int64_t{1} << 20;
+  huge.heads = huge.kv_heads = int64_t{1} << 20;
   CHECK(gen(huge, "sm_90a").tensor_maps.empty());
+  huge.kv_heads = 16;  // grouped heads: the maps hold the K/V heads' rows only
+  CHECK_FALSE(gen(huge, "sm_90a").tensor_maps.empty());
   // A lattice that does not fill its phases (2040 rows, stride 16): the table passes, TMA for the
   // window, cp.async for the lattice; with 2048 rows, the band kernel and the lattice kernel.
   const char* strided = R"({"union": [{"window": {"left": 15, "right": 15}}, {"strided": {"stride": 16}}]})";
@@ -519,6 +522,39 @@ TEST_CASE("128-row tiles (two warpgroups) cover each kept key once" * doctest::t
 
 // The GPU edge-case problems (scripts/check-gpu) build for both targets with every engine they
 // select: wgmma, mma.sync (bf16/fp16 at d = 128), tf32, 3xTF32 at d = 32/64/96/128.
+TEST_CASE("grouped-query heads and q_offset: K/V layout, tensor maps, hash, fill split") {
+  const std::string doc = R"({"seq_len": 1, "kv_len": 131072, "q_offset": 131071, "head_dim": 64, "heads": 32,
+      "kv_heads": 8, "dtype": "bf16", "causal": true,
+      "pattern": {"union": [{"window": {"left": 4095, "right": 0}}, {"global": {"tokens": [0, 1, 2, 3]}}]}})";
+  Problem p = parse_problem_text(doc, "decode");
+  CodegenOptions co;
+  co.arch = "sm_90a";
+  co.pipeline = false;
+  GeneratedModule m = generate(p, analyze(p), co);
+  CHECK(m.nnz == 4096 + 4);
+  // Query head bh reads K/V head bh / 4.
+  CHECK(m.source.find("#define SPLAT_KV_GROUP 4") != std::string::npos);
+  nlohmann::json j = manifest(p, m, "ptx", "sm_90a", {"decode.ptx"});
+  CHECK(j["problem"]["kv_heads"] == 8);
+  CHECK(j["problem"]["q_offset"] == 131071);
+  CHECK(j["layout"].get<std::string>().find("k, v: [batch, kv_heads, kv_len, head_dim]") != std::string::npos);
+  REQUIRE(!j["tensor_maps"].empty());
+  CHECK(j["tensor_maps"][0]["dims"] == nlohmann::json::array({64, 8 * 131072}));
+  // One row tile of 65 key tiles over 32 heads: split into 9 chunks of 8 (288 blocks), then combined.
+  REQUIRE(m.fused.size() == 2);
+  CHECK(m.fused[0].grid_x == 9);
+  CHECK(m.fused[1].role.find("combine") != std::string::npos);
+  // The group is part of the hash (the code differs); q_offset is, through the ACSR.
+  Problem mha = p;
+  mha.kv_heads = mha.heads;
+  GeneratedModule m1 = generate(mha, analyze(mha), co);
+  CHECK(m1.pattern_hash != m.pattern_hash);
+  CHECK(m1.source.find("#define SPLAT_KV_GROUP 4") == std::string::npos);
+  Problem shifted = p;
+  shifted.q_offset -= 1;
+  CHECK(generate(shifted, analyze(shifted), co).pattern_hash != m.pattern_hash);
+}
+
 TEST_CASE("the GPU edge-case problems in tests/gpu compile to CUBIN for sm_80 and sm_90a" * doctest::test_suite("nvrtc")) {
   int n = 0;
   for (const auto& e : fs::directory_iterator(fs::path(TRSPLAT_SOURCE_DIR) / "tests" / "gpu")) {
@@ -734,7 +770,8 @@ TEST_CASE("window plus lattice (strided) gets the band kernel and lattice_pass o
 // step 128, no modular masks, few key tiles.
 TEST_CASE("plan gives each key lattice of a stride its own group (causal fixed pattern)" * doctest::test_suite("cpu-model")) {
   Problem p = parse_problem_text(
-      R"({"seq_len": 4096, "head_dim": 64, "causal": true, "pattern": {"fixed": {"block": 128, "summary": 8}}})", "test");
+      R"({"seq_len": 4096, "head_dim": 64, "heads": 16, "causal": true, "pattern": {"fixed": {"block": 128, "summary": 8}}})",
+      "test");
   Acsr pa = analyze(p);
   Structure no_keys = analyze_structure(pa);
   no_keys.global_keys.clear();
@@ -824,7 +861,7 @@ TEST_CASE("plan factors out scattered global keys (fixed pattern)" * doctest::te
   CHECK(gk.blocks->width == 8);
   CHECK(engine0(m).tma);
   REQUIRE(m.tensor_maps.size() == 6);
-  CHECK(m.tensor_maps[4].dims == std::vector<uint64_t>{64, 128, 4096 / 128});
+  CHECK(m.tensor_maps[4].dims == std::vector<uint64_t>{64, 128, 16 * 4096 / 128});
   CHECK(m.tensor_maps[5].box == std::vector<uint32_t>{64, 8, 8});
   // Blocks of 6 keys (not a divisor of 64) are gathered by cp.async.
   Problem r = problem(R"({"fixed": {"block": 100, "summary": 6}})", 2000);
@@ -1117,6 +1154,7 @@ TEST_CASE("bands with global tokens get the table pass for row tile 0 and the ba
   CHECK(x.fused[0].grid_x == static_cast<int64_t>(x.plan.passes.at(0).tiles.size()));
   // Small sequences, no split tile: row tile 0 is one table tile, its blocks not reordered.
   Problem s = problem(R"({"union": [{"window": {"left": 40, "right": 17}}, {"global": {"tokens": [0, 1, 2]}}]})", 333);
+  s.heads = s.kv_heads = 64;  // enough blocks: no split to fill the GPU
   GeneratedModule ms = gen(s, "sm_90a");
   REQUIRE(families(ms) == std::vector{KernelFamily::BandWithGlobals});
   CHECK(ms.plan.passes.at(0).splits.empty());

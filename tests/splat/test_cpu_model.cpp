@@ -237,6 +237,27 @@ TEST_CASE("cpu model matches brute force: global rows split into chunks (split-K
   CHECK(max_diff(p, {}) < 1e-12);
 }
 
+// Few row tiles against long rows of keys (decode, chunked prefill): with batch*heads known, every
+// tile is cut into chunks until a pass has about kFillBlocks blocks.
+TEST_CASE("cpu model matches brute force: few rows split to fill the GPU (decode, chunked prefill)") {
+  const std::string doc = R"({"seq_len": 3, "kv_len": 2000, "q_offset": 1997, "head_dim": 16, "heads": 4, "causal": true,
+      "pattern": {"union": [{"window": {"left": 900, "right": 0}}, {"global": {"tokens": [0, 1, 2, 40]}}]}})";
+  Problem p = parse_problem_text(doc, "decode");
+  TileShape fill;
+  fill.batch_heads = 4;
+  Plan plan = plan_of(analyze(p), fill);
+  REQUIRE(plan.passes.size() == 1);
+  // 15 key tiles of 64 (901 window keys + 4 global ones), 66 chunks wanted for 264 blocks: chunks
+  // of the minimum, 4 key tiles.
+  CHECK(plan.passes[0].slots == 4);
+  CHECK(plan.passes[0].tiles.size() == 4);
+  CHECK(plan_of(analyze(p)).passes[0].slots == 0);  // heads unknown: no split
+  CHECK(max_diff(p, fill) < 1e-12);
+  // Many heads: enough blocks without splitting.
+  fill.batch_heads = 512;
+  CHECK(plan_of(analyze(p), fill).passes[0].slots == 0);
+}
+
 // Scattered keys every row keeps, factored out of the items (Plan::globals) and walked from the
 // table by every tile of the first pass: the `fixed` pattern (ragged blocks), and a window with
 // scattered global tokens (global rows keep every key) over a strided lattice (two passes).
@@ -290,6 +311,10 @@ TEST_CASE("cpu model matches brute force on the GPU edge-case problems (tests/gp
   int bands = 0, lattices = 0;
   CHECK(for_each_gpu_problem([&](const Problem& p) {
           CHECK(max_diff(p, {}) < 1e-11);
+          // The plan codegen makes: few blocks (batch*heads x row tiles) split into split-KV chunks.
+          TileShape fill;
+          fill.batch_heads = p.batch * p.heads;
+          CHECK(max_diff(p, fill) < 1e-11);
           // Bands (the band kernel's walk too): ragged, causal, one-sided, wider than the sequence, dilated;
           // windows plus lattices (the band kernel's, then lattice_pass's walk).
           const StructureKind kind = analyze_structure(analyze(p)).kind;

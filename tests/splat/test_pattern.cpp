@@ -111,6 +111,62 @@ TEST_CASE("problem: catalogue of bad inputs, each with its JSON path") {
                "kv_len", "got -5");
 }
 
+TEST_CASE("problem: kv_heads (grouped-query attention) and q_offset (queries at later positions)") {
+  json doc = base({{"window", {{"left", 3}, {"right", 0}}}});
+  Problem d = parse_problem(doc, "t");
+  CHECK(d.kv_heads == 1);
+  CHECK(d.q_offset == 0);
+  doc["heads"] = 32;
+  CHECK(parse_problem(doc, "t").kv_heads == 32);  // default: heads
+  doc["kv_heads"] = 8;
+  doc["kv_len"] = 100;
+  doc["q_offset"] = 36;
+  Problem p = parse_problem(doc, "t");
+  CHECK(p.kv_heads == 8);
+  CHECK(p.q_offset == 36);
+  // Q and O over 32 heads, K and V over 8.
+  CHECK(tensor_bytes(p) == (2 * 32 * 64 + 2 * 8 * 100) * 16 * 4);
+  // Row i sits at position i + 36: row 0 keeps keys 33..36, the last row (position 99) 96..99.
+  CHECK(kept(p, 0, 36));
+  CHECK(kept(p, 0, 33));
+  CHECK_FALSE(kept(p, 0, 32));
+  CHECK_FALSE(kept(p, 0, 37));
+  CHECK(kept(p, 63, 99));
+  CHECK_FALSE(kept(p, 64, 99));  // no row 64
+  // causal cuts at the position, not at the row index.
+  doc["pattern"] = {{"window", {{"left", 0}, {"right", 5}}}};
+  doc["causal"] = true;
+  Problem c = parse_problem(doc, "t");
+  CHECK(kept(c, 0, 36));
+  CHECK_FALSE(kept(c, 0, 37));
+  // Rows of coo points are positions in [q_offset, q_offset + seq_len).
+  doc["pattern"] = {{"coo", {{36, 4}, {99, 0}}}};
+  Problem k = parse_problem(doc, "t");
+  CHECK(kept(k, 0, 4));
+  CHECK(kept(k, 63, 0));
+  json early = doc;
+  early["pattern"] = {{"coo", {{35, 4}, {99, 0}}}};
+  expect_error(early, "pattern.coo[0][0]", "row position in [q_offset, q_offset + seq_len) = [36, 100)");
+  // Tokens may name positions up to q_offset + seq_len.
+  doc["kv_len"] = 50;
+  doc["pattern"] = {{"global", {{"tokens", {99}}}}};
+  CHECK(parse_problem(doc, "t").pattern.tokens == std::vector<int64_t>{99});
+  doc["pattern"] = {{"global", {{"tokens", {100}}}}};
+  expect_error(doc, "pattern.global.tokens[0]", "token position in [0, 100)");
+
+  json bad = base({{"window", json::object()}});
+  bad["heads"] = 8;
+  bad["kv_heads"] = 3;
+  expect_error(bad, "kv_heads", "expected a divisor of heads (8), got 3");
+  bad["kv_heads"] = 16;
+  expect_error(bad, "kv_heads", "divisor of heads (8)");
+  bad["kv_heads"] = 0;
+  expect_error(bad, "kv_heads", "got 0");
+  bad["kv_heads"] = 2;
+  bad["q_offset"] = -1;
+  expect_error(bad, "q_offset", "expected an integer in [0, 2147483647], got -1");
+}
+
 TEST_CASE("problem: JSON syntax errors give line and column") {
   try {
     parse_problem_text("{\n  \"seq_len\": 64,\n  \"head_dim\" 16\n}", "t", "p.json");

@@ -77,7 +77,7 @@ float tf32_dot(const std::vector<float>& a, const std::vector<float>& b, Mode mo
 
 Problem problem(const std::string& pattern, int64_t L, const std::string& dtype, int64_t d = 64) {
   std::string doc = R"({"seq_len": )" + std::to_string(L) + R"(, "head_dim": )" + std::to_string(d) +
-                    R"(, "dtype": ")" + dtype + R"(", "pattern": )" + pattern + "}";
+                    R"(, "heads": 16, "dtype": ")" + dtype + R"(", "pattern": )" + pattern + "}";
   return parse_problem_text(doc, "test");
 }
 
