@@ -1,6 +1,7 @@
 // Target 3: the ACSR analysis against the brute-force mask (a differential fuzzer).
 //
-// The input is decoded into a small valid problem (seq_len, kv_len <= 160) whose pattern is a tree
+// The input is decoded into a small valid problem (seq_len, kv_len <= 160, a quarter of them with
+// queries at a q_offset up to 320) whose pattern is a tree
 // of every term kind of the contract (window, dilated, strided, fixed, blocked, block_window,
 // global, random_blocks, affine, coo, union, intersect; causal or not), with parameters mostly of
 // the order of the sizes and sometimes at the documented bound 2^40. The document goes through the
@@ -95,6 +96,7 @@ bool keep(const Spec& t, int64_t kv_len, int64_t i, int64_t j) {
 struct Gen {
   FuzzedDataProvider& in;
   int64_t seq_len, kv_len;
+  int64_t off;  // q_offset: query row i is position i + off
 
   // A non-negative parameter: mostly up to `hi` (of the order of the sizes), sometimes near 2^40.
   int64_t param(int64_t lo, int64_t hi) {
@@ -139,7 +141,8 @@ struct Gen {
       t.c = param(0, 6);
     } else if (k == "global") {
       const int n = in.ConsumeIntegralInRange<int>(1, 6);
-      for (int q = 0; q < n; ++q) t.tokens.push_back(in.ConsumeIntegralInRange<int64_t>(0, L - 1));
+      const int64_t positions = std::max(off + seq_len, kv_len);
+      for (int q = 0; q < n; ++q) t.tokens.push_back(in.ConsumeIntegralInRange<int64_t>(0, positions - 1));
     } else if (k == "random_blocks") {
       t.a = param(1, L + 1);
       // kept() draws a row's blocks afresh for every position, by rejection: keep per_row moderate
@@ -155,7 +158,7 @@ struct Gen {
     } else if (k == "coo") {
       const int n = in.ConsumeIntegralInRange<int>(1, 24);
       for (int q = 0; q < n; ++q)
-        t.points.emplace_back(in.ConsumeIntegralInRange<int64_t>(0, seq_len - 1),
+        t.points.emplace_back(in.ConsumeIntegralInRange<int64_t>(off, off + seq_len - 1),
                               in.ConsumeIntegralInRange<int64_t>(0, kv_len - 1));
     } else {
       const int n = in.ConsumeIntegralInRange<int>(1, 4);
@@ -249,7 +252,7 @@ std::vector<char> stored_row(const splat::Acsr& a, int64_t i, const json& doc) {
   return got;
 }
 
-void compare(const splat::Problem& p, const Spec& spec, bool causal, const splat::Acsr& a, const json& doc) {
+void compare(const splat::Problem& p, const Spec& spec, bool causal, int64_t off, const splat::Acsr& a, const json& doc) {
   int64_t nnz = 0, widest = 0, empty = 0;
   for (int64_t i = 0; i < p.seq_len; ++i) {
     std::vector<char> got = stored_row(a, i, doc);
@@ -263,7 +266,7 @@ void compare(const splat::Problem& p, const Spec& spec, bool causal, const splat
     if (from_row != got) fuzz::finding("Acsr::row differs from the segment's runs at " + where(doc, i));
     int64_t n = 0;
     for (int64_t j = 0; j < p.kv_len; ++j) {
-      const bool want = (!causal || j <= i) && keep(spec, p.kv_len, i, j);
+      const bool want = (!causal || j <= i + off) && keep(spec, p.kv_len, i + off, j);
       if (splat::kept(p, i, j) != want)
         fuzz::finding("kept() says " + std::to_string(!want) + " at column " + std::to_string(j) + ", the contract " +
                       std::to_string(want) + ", " + where(doc, i));
@@ -294,15 +297,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int64_t seq_len = in.ConsumeIntegralInRange<int64_t>(1, in.ConsumeBool() ? 48 : kMaxLen);
   const int64_t kv_len = in.ConsumeBool() ? seq_len : in.ConsumeIntegralInRange<int64_t>(1, kMaxLen);
   const bool causal = in.ConsumeBool();
+  // Queries at later positions (decode, chunked prefill) in a quarter of the inputs.
+  const int64_t off = in.ConsumeIntegralInRange<int>(0, 3) == 0 ? in.ConsumeIntegralInRange<int64_t>(0, 2 * kMaxLen) : 0;
   splat::AnalyzeOptions o;
   o.phase_segments = in.ConsumeBool();
   o.allow_den = in.ConsumeBool();
   o.tabulate = in.ConsumeBool();
-  Gen g{in, seq_len, kv_len};
+  Gen g{in, seq_len, kv_len, off};
   const Spec spec = g.term(0);
   json doc = {{"seq_len", seq_len}, {"head_dim", 16}, {"pattern", to_json(spec, in)}};
   if (kv_len != seq_len || in.ConsumeBool()) doc["kv_len"] = kv_len;
   if (causal || in.ConsumeBool()) doc["causal"] = causal;
+  if (off != 0 || in.ConsumeBool()) doc["q_offset"] = off;
   if (std::getenv("FUZZ_SHOW")) std::fprintf(stderr, "%s\n", doc.dump().c_str());
   splat::Problem p;
   try {
@@ -318,6 +324,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (a.seq_len != seq_len || a.kv_len != kv_len) fuzz::finding("the ACSR has other sizes than\n" + doc.dump());
   check_structure(a, o, doc);
-  compare(p, spec, causal, a, doc);
+  compare(p, spec, causal, off, a, doc);
   return 0;
 }

@@ -45,7 +45,7 @@ void check_term(const splat::Problem& p, const splat::Term& t) {
       require(!t.tokens.empty() && std::is_sorted(t.tokens.begin(), t.tokens.end()) &&
                   std::adjacent_find(t.tokens.begin(), t.tokens.end()) == t.tokens.end(),
               t, "tokens sorted and unique");
-      require(t.tokens.front() >= 0 && t.tokens.back() < std::max(p.seq_len, p.kv_len), t, "tokens in range");
+      require(t.tokens.front() >= 0 && t.tokens.back() < std::max(p.q_offset + p.seq_len, p.kv_len), t, "tokens in range");
       break;
     case K::RandomBlocks:
       require(in(t.block, 1, kMaxParam) && in(t.per_row, 1, (p.kv_len + t.block - 1) / t.block), t, "block/per_row");
@@ -58,7 +58,9 @@ void check_term(const splat::Problem& p, const splat::Term& t) {
       require(!t.points.empty() && std::is_sorted(t.points.begin(), t.points.end()) &&
                   std::adjacent_find(t.points.begin(), t.points.end()) == t.points.end(),
               t, "points sorted and unique");
-      for (auto [i, j] : t.points) require(in(i, 0, p.seq_len - 1) && in(j, 0, p.kv_len - 1), t, "point in range");
+      // Rows are positions: query row r sits at r + q_offset.
+      for (auto [i, j] : t.points)
+        require(in(i, p.q_offset, p.q_offset + p.seq_len - 1) && in(j, 0, p.kv_len - 1), t, "point in range");
       break;
     case K::Union:
     case K::Intersect:
@@ -97,7 +99,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fuzz::finding("the pattern parser threw something other than splat::Error: " + fuzz::current_exception_text());
   }
   if (!in(p.seq_len, 1, splat::Limits{}.max_len) || !in(p.kv_len, 1, splat::Limits{}.max_len) ||
-      !in(p.head_dim, 1, 65536) || !(p.scale > 0))
+      !in(p.head_dim, 1, 65536) || !(p.scale > 0) || !in(p.kv_heads, 1, p.heads) || p.heads % p.kv_heads != 0 ||
+      !in(p.q_offset, 0, splat::Limits{}.max_len))
     fuzz::finding("accepted problem with sizes out of range");
   check_term(p, p.pattern);
   if (p.seq_len * p.kv_len > kMaxCells) {
