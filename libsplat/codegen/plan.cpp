@@ -201,7 +201,7 @@ void split_heavy_tiles(PlanPass& pass, const TileShape& shape) {
   int64_t threshold = std::max<int64_t>(8, 2 * mean);
   if (shape.batch_heads > 0 && n * shape.batch_heads < kFillBlocks) {
     const int64_t chunks = (kFillBlocks + shape.batch_heads - 1) / shape.batch_heads;
-    chunk = std::max<int64_t>(4, (total + chunks - 1) / chunks);
+    chunk = std::max<int64_t>(kFillMinChunk, (total + chunks - 1) / chunks);
     threshold = chunk;
   }
   std::vector<PlanTile> out;

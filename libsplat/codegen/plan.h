@@ -39,6 +39,7 @@ struct TileShape {
 };
 // Two waves of an H200's 132 SMs (an A100 has 108).
 inline constexpr int64_t kFillBlocks = 264;
+inline constexpr int64_t kFillMinChunk = 4;  // key tiles (docs/performance.md: smaller chunks measured slower)
 
 struct PlanItem {
   int64_t row_begin = 0, row_end = 0, row_stride = 1;  // member rows
