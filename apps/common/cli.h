@@ -30,29 +30,33 @@ struct Verbosity {
 // Adds --version, -v (repeatable) and -q to the app.
 inline void add_common(CLI::App& app, const std::string& tool, Verbosity& v) {
   app.set_version_flag("--version", tool + " " + TRSPLAT_VERSION);
-  app.add_flag("-v,--verbose", v.verbose, "More log output on stderr (-vv for debug traces)");
+  app.add_flag("-v,--verbose", v.verbose, "More log output on stderr: -v info, -vv debug, -vvv trace");
   app.add_flag("-q,--quiet", v.quiet, "Only errors on stderr");
-}
-
-// Logs go to stderr so that stdout carries only the report (and --json stays parseable).
-inline void setup_logging(const std::string& tool, const Verbosity& v) {
-  auto logger = spdlog::stderr_color_mt(tool);
-  logger->set_pattern("%^%l%$: %v");
-  spdlog::set_default_logger(logger);
-  if (v.quiet)
-    spdlog::set_level(spdlog::level::err);
-  else if (v.verbose >= 2)
-    spdlog::set_level(spdlog::level::trace);
-  else if (v.verbose == 1)
-    spdlog::set_level(spdlog::level::debug);
-  else
-    spdlog::set_level(spdlog::level::warn);
 }
 
 // Colour only on a terminal, and never when NO_COLOR is set to a non-empty value (no-color.org).
 inline bool use_color(int fd) {
   const char* no = std::getenv("NO_COLOR");
   return !(no && *no) && isatty(fd);
+}
+
+// Logs go to stderr so that stdout carries only the report (and --json stays parseable): warnings
+// and errors by default, info with -v, debug with -vv, trace with -vvv, errors only with -q; level
+// names coloured only where use_color(2) says so.
+inline void setup_logging(const std::string& tool, const Verbosity& v) {
+  auto logger = spdlog::stderr_color_mt(tool, use_color(2) ? spdlog::color_mode::automatic : spdlog::color_mode::never);
+  logger->set_pattern("%^%l%$: %v");
+  spdlog::set_default_logger(logger);
+  if (v.quiet)
+    spdlog::set_level(spdlog::level::err);
+  else if (v.verbose >= 3)
+    spdlog::set_level(spdlog::level::trace);
+  else if (v.verbose == 2)
+    spdlog::set_level(spdlog::level::debug);
+  else if (v.verbose == 1)
+    spdlog::set_level(spdlog::level::info);
+  else
+    spdlog::set_level(spdlog::level::warn);
 }
 
 // A usage error in trverify's one diagnostic form, `TOOL: error: MESSAGE`; returns exit code 2.

@@ -16,9 +16,9 @@ namespace splat::geometry {
 
 // Rows of a fused row tile (every engine; split-KV state slots hold 64 rows) and keys of a plan key
 // tile (a 128-key engine step covers two).
-constexpr int kTileRows = 64, kTileKeys = 64;
+inline constexpr int kTileRows = 64, kTileKeys = 64;
 // Shared memory a block may use (sm_80, sm_90).
-constexpr int kSmemPerBlock = 227 * 1024;
+inline constexpr int kSmemPerBlock = 227 * 1024;
 
 // ---- threads and shared memory per engine (bytes of dynamic shared memory) ----
 // MmaEngine (bf16/fp16 mma.sync): 16 * mw rows per warp, a 64-row tile; stages of key_tile keys of K

@@ -84,7 +84,7 @@ __device__ __forceinline__ void sddmm_row(const Seg* segs, int nseg, const SegRu
                                           const T* k, float* scores) {
   __shared__ float qs[HD];
   const BlockRowRuns& rr = block_row_runs(segs, nseg, seg_runs, tab_items, table);
-  const i64 *rs = rr.rs, *rst = rr.rst, *rc = rr.rc, *rpre = rr.rpre;
+  const i64 *rs = rr.rs, *rst = rr.rst, *rpre = rr.rpre;
   const i64 bh = blockIdx.y, row = rr.row;
   const int n = rr.n;
   for (int x = threadIdx.x; x < HD; x += blockDim.x) qs[x] = to_f(q[(bh * SEQ + row) * HD + x]);

@@ -8,3 +8,5 @@ trsplat_e2e(splatc_bad_command EXIT 2 OUTPUT "unknown command 'bogus' \\(command
 trsplat_e2e(trverify_version OUTPUT "trverify [0-9]+\\.[0-9]+" COMMAND trverify --version)
 trsplat_e2e(trverify_bad_flag EXIT 2 COMMAND trverify --no-such-flag)
 trsplat_e2e(splatc_flags_after_subcommand OUTPUT "nnz" COMMAND splatc analyze patterns/window-4k-bf16.json -q)
+# -v is info, -vv debug (docs/cli.md): the analysis time is a debug line.
+trsplat_e2e(splatc_vv_debug OUTPUT "debug: analysis [0-9.]+ ms" COMMAND splatc -vv analyze patterns/window-4k-bf16.json)
