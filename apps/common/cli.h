@@ -59,6 +59,12 @@ inline void setup_logging(const std::string& tool, const Verbosity& v) {
     spdlog::set_level(spdlog::level::warn);
 }
 
+// An existing file, or "-" for standard input.
+inline CLI::Validator pattern_file() {
+  return CLI::Validator(
+      [](std::string& v) { return v == "-" ? std::string() : CLI::ExistingFile(v); }, "FILE or -");
+}
+
 // A usage error in trverify's one diagnostic form, `TOOL: error: MESSAGE`; returns exit code 2.
 inline int usage_error(const std::string& tool, const std::string& message) {
   std::cerr << tool << ": error: " << message << "\n";

@@ -28,7 +28,7 @@ struct ShowArgs {
 Command register_analyze(CLI::App& app) {
   auto args = std::make_shared<AnalyzeArgs>();
   auto* sub = app.add_subcommand("analyze", "Analyse a pattern: nnz, density, ACSR segments, metadata bytes per format");
-  sub->add_option("pattern", args->pattern, "Pattern JSON file (docs/splatc-patterns.md)")->required();
+  sub->add_option("pattern", args->pattern, "Pattern JSON file (docs/splatc-patterns.md); - reads it from standard input")->required();
   sub->add_flag("--json", args->json, "Print one JSON object instead of the report");
   sub->add_option("--coo", args->coo, "Also write every kept position as a line 'i j' (row-major) to FILE");
   sub->add_flag("--validate", args->validate, "Check every row of the ACSR against direct evaluation of the terms");

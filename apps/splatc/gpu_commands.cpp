@@ -106,7 +106,7 @@ int run_bench(BenchArgs& a) {
 Command register_emit(CLI::App& app) {
   auto args = std::make_shared<EmitArgs>();
   CLI::App* sub = app.add_subcommand("emit", "Generate CUDA C++ or PTX (NVRTC, no GPU needed) and manifest.json");
-  sub->add_option("pattern", args->pattern, "Pattern JSON file")->required()->check(CLI::ExistingFile);
+  sub->add_option("pattern", args->pattern, "Pattern JSON file")->required()->check(cli::pattern_file());
   sub->add_option("--target", args->opt.target, "cuda (the .cu source) or ptx")->check(CLI::IsMember({"cuda", "ptx"}));
   sub->add_option("--arch", args->opt.arch, "GPU architecture (sm_80, sm_90, sm_90a: Hopper wgmma kernels, ...)");
   sub->add_option("-o,--output", args->out, "Output directory")->required();
@@ -122,7 +122,7 @@ Command register_emit(CLI::App& app) {
 Command register_bench(CLI::App& app) {
   auto args = std::make_shared<BenchArgs>();
   CLI::App* sub = app.add_subcommand("bench", "Run, check (against float64) and time the kernels on the GPU");
-  sub->add_option("patterns", args->patterns, "Pattern JSON files")->required()->check(CLI::ExistingFile);
+  sub->add_option("patterns", args->patterns, "Pattern JSON files")->required()->check(cli::pattern_file());
   sub->add_option("--kernel", args->kernel, "fused, pipeline or both")->check(CLI::IsMember({"fused", "pipeline", "both"}));
   sub->add_option("--repeat", args->repeat, "Timed runs per kernel (median, min, max)")->check(CLI::Range(1, 100000));
   sub->add_option("--warmup", args->warmup, "Untimed runs first")->check(CLI::Range(0, 1000));

@@ -79,7 +79,7 @@ Command register_tune(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "tune", "Time the fused kernel's candidate tunings on the GPU (each checked against float64) and record the "
               "fastest in the tuning cache, which emit and bench then use");
-  sub->add_option("patterns", args->patterns, "Pattern JSON files")->required()->check(CLI::ExistingFile);
+  sub->add_option("patterns", args->patterns, "Pattern JSON files")->required()->check(cli::pattern_file());
   args->problem.add(sub);
   sub->add_option("--arch", args->opt.arch,
                   "Compile for this architecture instead of the device's (as bench; the cache entry is for it)");

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
@@ -525,7 +526,22 @@ Problem parse_problem_text(const std::string& text, const std::string& name_hint
   return p.problem(doc, name_hint);
 }
 
-Problem load_problem(const std::string& path, const Limits& limits, const ProblemOverrides& over) {
+namespace {
+
+// A pipe, a device or standard input: what comes, within half the budget (the string may double).
+std::string read_stream(std::istream& in, const std::string& label, const Limits& limits) {
+  std::string text;
+  std::vector<char> chunk(size_t{1} << 20);
+  while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
+    if (static_cast<int64_t>(text.size() + chunk.size()) > limits.max_memory / 2)
+      throw_memory_limit(label, "reading the file", INT64_MAX, limits);
+    text.append(chunk.data(), static_cast<size_t>(in.gcount()));
+  }
+  if (in.bad()) throw Error(label, "", "cannot read the file");
+  return text;
+}
+
+std::string read_file(const std::string& path, const Limits& limits) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
@@ -533,30 +549,31 @@ Problem load_problem(const std::string& path, const Limits& limits, const Proble
   if (fs::is_directory(st)) throw Error(path, "", "cannot read the file: it is a directory (expected a pattern JSON file)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path, "", "cannot read the file");
-  std::string text;
-  if (fs::is_regular_file(st)) {
-    const uintmax_t size = fs::file_size(path, ec);
-    if (ec) throw Error(path, "", "cannot read the file: " + ec.message());
-    if (size > static_cast<uintmax_t>(limits.max_memory))
-      throw_memory_limit(path, "reading the file", static_cast<int64_t>(std::min<uintmax_t>(size, INT64_MAX)), limits);
-    text.resize(static_cast<size_t>(size));
-    in.read(text.data(), static_cast<std::streamsize>(size));
-    text.resize(static_cast<size_t>(in.gcount()));
-  } else {  // a pipe or a device: read what comes, within half the budget (the string may double)
-    std::vector<char> chunk(size_t{1} << 20);
-    while (in.read(chunk.data(), static_cast<std::streamsize>(chunk.size())) || in.gcount() > 0) {
-      if (static_cast<int64_t>(text.size() + chunk.size()) > limits.max_memory / 2)
-        throw_memory_limit(path, "reading the file", INT64_MAX, limits);
-      text.append(chunk.data(), static_cast<size_t>(in.gcount()));
-    }
-  }
+  if (!fs::is_regular_file(st)) return read_stream(in, path, limits);
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) throw Error(path, "", "cannot read the file: " + ec.message());
+  if (size > static_cast<uintmax_t>(limits.max_memory))
+    throw_memory_limit(path, "reading the file", static_cast<int64_t>(std::min<uintmax_t>(size, INT64_MAX)), limits);
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  text.resize(static_cast<size_t>(in.gcount()));
   if (in.bad()) throw Error(path, "", "cannot read the file");
+  return text;
+}
+
+}  // namespace
+
+Problem load_problem(const std::string& path, const Limits& limits, const ProblemOverrides& over) {
+  // "-": standard input, named "stdin" unless the document has a name.
+  const bool stdin_doc = path == "-";
+  const std::string label = stdin_doc ? "<stdin>" : path;
+  std::string text = stdin_doc ? read_stream(std::cin, label, limits) : read_file(path, limits);
   int64_t held = static_cast<int64_t>(text.size());
-  const json doc = detail::read_json(text, path, limits, held);
+  const json doc = detail::read_json(text, label, limits, held);
   held -= static_cast<int64_t>(text.size());
   std::string().swap(text);  // the document holds everything from here on
-  Parser p{path, limits, held, over};
-  return p.problem(doc, fs::path(path).stem().string());
+  Parser p{label, limits, held, over};
+  return p.problem(doc, stdin_doc ? "stdin" : std::filesystem::path(path).stem().string());
 }
 
 int64_t tensor_bytes(const Problem& p) {

@@ -129,7 +129,8 @@ struct ProblemOverrides {
   std::optional<int64_t> head_dim;
 };
 
-// Reads, parses and validates a problem file. JSON syntax errors give line:col.
+// Reads, parses and validates a problem file ("-": standard input, labelled <stdin> in messages and
+// named "stdin" unless it has a name). JSON syntax errors give line:col.
 Problem load_problem(const std::string& path, const Limits& = {}, const ProblemOverrides& = {});
 // Parses an in-memory document; name_hint is used when "name" is absent, file only for messages.
 Problem parse_problem(const nlohmann::json& doc, const std::string& name_hint,

@@ -10,3 +10,8 @@ trsplat_e2e(trverify_bad_flag EXIT 2 COMMAND trverify --no-such-flag)
 trsplat_e2e(splatc_flags_after_subcommand OUTPUT "nnz" COMMAND splatc analyze patterns/window-4k-bf16.json -q)
 # -v is info, -vv debug (docs/cli.md): the analysis time is a debug line.
 trsplat_e2e(splatc_vv_debug OUTPUT "debug: analysis [0-9.]+ ms" COMMAND splatc -vv analyze patterns/window-4k-bf16.json)
+# "-" reads the pattern from standard input (named stdin, located as <stdin> in errors).
+trsplat_e2e(splatc_stdin_pattern OUTPUT "window-4k-bf16: seq_len 4096" STDIN ${PROJECT_SOURCE_DIR}/patterns/window-4k-bf16.json
+            COMMAND splatc analyze -)
+trsplat_e2e(splatc_stdin_bad EXIT 2 OUTPUT "error: <stdin>:1:1: invalid JSON" STDIN ${PROJECT_SOURCE_DIR}/tests/gpu/CMakeLists.txt
+            COMMAND splatc analyze -)

@@ -1,5 +1,10 @@
-# Runs TOOL with ARGS (a ;-list), checks the exit code and, optionally, a regex on the output.
-execute_process(COMMAND ${TOOL} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+# Runs TOOL with ARGS (a ;-list), standard input from STDIN_FILE if given, checks the exit code and,
+# optionally, a regex on the output.
+if(STDIN_FILE)
+  execute_process(COMMAND ${TOOL} ${ARGS} INPUT_FILE ${STDIN_FILE} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+else()
+  execute_process(COMMAND ${TOOL} ${ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+endif()
 message("${out}")
 if(err)
   message("stderr:\n${err}")
