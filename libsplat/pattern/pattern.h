@@ -1,5 +1,5 @@
 #pragma once
-// Problem descriptions for splatc (contract: shared/spec/splatc-patterns.md, reference:
+// Problem descriptions for splatc (the core contract and the full reference:
 // docs/splatc-patterns.md): the JSON document parsed and validated into a Problem whose pattern
 // is a term tree. Everything is checked here, before anything size-dependent is allocated.
 #include <nlohmann/json_fwd.hpp>

@@ -7,7 +7,7 @@
 // the order of the sizes and sometimes at the documented bound 2^40. The document goes through the
 // JSON validator (which must accept it), then through splat::analyze with options drawn from the
 // input. Each row of the result must hold exactly the columns of the mask computed here directly
-// from the contract's formulas (shared/spec/splatc-patterns.md, docs/splatc-patterns.md for the
+// from the contract's formulas (docs/splatc-patterns.md, also for the
 // random-block generator): an evaluation independent of libsplat's kept(), which is compared too.
 // The ACSR's structure is checked as acsr.h states it: every row in exactly one segment, exact
 // divisions, no column twice in a row, columns in range; nnz(), max_row_nnz(), stats() and

@@ -332,7 +332,7 @@ TEST_CASE("stats: density and block density of the peer patterns at L = 4096") {
     const char* file;
     double density, block128;
   };
-  // shared/reference/h200-peer-timings.md (FlexAttention's create_block_mask at 128).
+  // the team's H200 peer measurements (FlexAttention's create_block_mask at 128).
   for (Case c : {Case{"window-4k-bf16", 0.1213, 0.1504}, Case{"dilated-4k-bf16", 0.1174, 0.2617},
                  Case{"strided-4k-bf16", 0.0461, 1.0}, Case{"blocked-4k-bf16", 0.0625, 0.0625},
                  Case{"longformer-4k-bf16", 0.1286, 0.2070}}) {
