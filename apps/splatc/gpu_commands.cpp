@@ -63,7 +63,7 @@ struct BenchArgs {
   CLI::Option* tune_opt = nullptr;
   int repeat = 20, warmup = 3;
   uint64_t seed = 20261129;
-  bool json = false;
+  bool json = false, csv = false;
   splat::BenchOptions opt;
   ProblemFlags problem;
   CacheFlags cache;
@@ -89,6 +89,8 @@ int run_bench(BenchArgs& a) {
   });
   if (a.json)
     std::cout << splat::bench_json(results, device).dump(2) << "\n";
+  else if (a.csv)
+    std::cout << splat::bench_csv(results, device);
   else
     std::cout << splat::format_bench_table(results, device);
   bool ok = true;
@@ -135,7 +137,8 @@ Command register_bench(CLI::App& app) {
                   "the mma.sync engines)");
   sub->add_flag("--test-fail-sum-checks", args->opt.test.fail_sum_checks,
                 "Test hook: every checked row sum of the wgmma kernels fails (runs the rare recompute path)");
-  sub->add_flag("--json", args->json, "JSON report on stdout");
+  CLI::Option* json = sub->add_flag("--json", args->json, "JSON report on stdout (docs/cli.md: schema_version 1)");
+  sub->add_flag("--csv", args->csv, "CSV report on stdout: a header, then a line per problem and kernel")->excludes(json);
   return {sub, [args] { return run_bench(*args); }};
 }
 

@@ -43,13 +43,13 @@ std::string format_bench_table(const std::vector<ProblemResult>& results, const 
       o << "  " << r.name << " fused tuning: " << (r.tuning.empty() ? "the defaults" : r.tuning) << " (" << r.tuning_source
         << ")\n";
   }
-  o << "floors: memory = Q,K,V,O moved once at 4.23 TB/s; compute = 4*B*H*nnz*d at 686 (bf16/fp16), 355 (tf32), "
+  o << "floors: memory = Q, O and the K, V rows of kept keys moved once at 4.23 TB/s; compute = 4*B*H*nnz*d at 686 (bf16/fp16), 355 (tf32), "
        "51 (fp32) TFLOP/s (H200 ceilings); rel_err = max|o-ref|/max|ref| against float64\n";
   return o.str();
 }
 
 nlohmann::json bench_json(const std::vector<ProblemResult>& results, const std::string& device) {
-  nlohmann::json out = {{"device", device}, {"problems", nlohmann::json::array()}};
+  nlohmann::json out = {{"schema_version", kBenchSchemaVersion}, {"device", device}, {"problems", nlohmann::json::array()}};
   for (const ProblemResult& r : results) {
     nlohmann::json ks = nlohmann::json::array();
     for (const KernelResult& k : r.kernels)
@@ -95,6 +95,47 @@ nlohmann::json bench_json(const std::vector<ProblemResult>& results, const std::
                                {"kernels", ks}});
   }
   return out;
+}
+
+namespace {
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
+}  // namespace
+
+std::string bench_csv(const std::vector<ProblemResult>& results, const std::string& device) {
+  std::ostringstream o;
+  o << "device,name,file,dtype,seq_len,kv_len,q_offset,head_dim,heads,kv_heads,batch,nnz_per_head,engine,tuning,"
+       "kernel,ran,median_us,min_us,max_us,repeats,tflops,gbps,floor_us,pct_memory_floor,pct_compute_floor,"
+       "max_abs_err,rel_err,tolerance,deterministic,pass,note\n";
+  for (const ProblemResult& r : results)
+    for (const KernelResult& k : r.kernels) {
+      const std::string cells[] = {
+          device, r.name, r.file, r.dtype, std::to_string(r.seq_len), std::to_string(r.kv_len), std::to_string(r.q_offset),
+          std::to_string(r.head_dim), std::to_string(r.heads), std::to_string(r.kv_heads), std::to_string(r.batch),
+          std::to_string(r.nnz), r.engine, r.tuning, k.kind, k.ran ? "1" : "0", num(k.ms_median * 1e3),
+          num(k.ms_min * 1e3), num(k.ms_max * 1e3), std::to_string(k.repeats), num(k.tflops), num(k.gbps), num(floor_us(r)),
+          num(k.pct_memory_floor), num(k.pct_compute_floor), num(k.max_abs_err), num(k.rel_err), num(k.tolerance),
+          k.deterministic ? "1" : "0", k.pass ? "1" : "0", k.note};
+      bool first = true;
+      for (const std::string& c : cells) {
+        o << (first ? "" : ",") << csv_field(c);
+        first = false;
+      }
+      o << "\n";
+    }
+  return o.str();
 }
 
 }  // namespace splat

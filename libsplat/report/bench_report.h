@@ -1,7 +1,8 @@
 #pragma once
 // Timing reports of `splatc bench`: per problem and kernel kind, the time (median/min/max of N
 // CUDA-event timings after warm-up, L2 flushed before each run), useful TFLOP/s (4*B*H*nnz*d),
-// GB/s of the minimal traffic (Q, K, V read once, O written once), the share of the memory and
+// GB/s of the minimal traffic (Q read and O written once, the K and V rows of kept keys read once
+// per K/V head), the share of the memory and
 // compute floors, and the error against a float64 reference.
 #include <nlohmann/json.hpp>
 
@@ -57,6 +58,11 @@ struct ProblemResult {
 double floor_us(const ProblemResult& r);  // max(memory, compute)
 
 std::string format_bench_table(const std::vector<ProblemResult>& results, const std::string& device);
+// The JSON report (docs/cli.md, "bench --json"); its layout is versioned by schema_version.
+inline constexpr int kBenchSchemaVersion = 1;
 nlohmann::json bench_json(const std::vector<ProblemResult>& results, const std::string& device);
+// CSV (RFC 4180: comma-separated, fields with a comma, quote or line break quoted, quotes doubled):
+// a header line, then one line per problem and kernel kind (docs/cli.md, "bench --csv").
+std::string bench_csv(const std::vector<ProblemResult>& results, const std::string& device);
 
 }  // namespace splat

@@ -5,6 +5,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "libsplat/report/bench_report.h"
 #include "libsplat/runtime/runtime.h"
 
 TEST_SUITE_BEGIN("unit");
@@ -60,6 +64,55 @@ TEST_CASE("load_target: a CUBIN for the device's own target, PTX for an older on
   rtx.cc_major = 8;
   rtx.cc_minor = 6;
   CHECK(splat::load_target(rtx, "sm_80") == splat::CompileTarget::Ptx);
+}
+
+// The reports of `splatc bench` (no GPU: results made here): JSON with its schema version, CSV with
+// its header, one line per problem and kernel, RFC 4180 quoting.
+TEST_CASE("bench reports: JSON schema version, CSV lines and quoting") {
+  ProblemResult r;
+  r.name = "gqa, \"quoted\"";
+  r.file = "p.json";
+  r.dtype = "bf16";
+  r.seq_len = 16384;
+  r.kv_len = 16384;
+  r.head_dim = 64;
+  r.heads = 32;
+  r.kv_heads = 8;
+  r.batch = 1;
+  r.nnz = 8339200;
+  r.floor_memory_us = 99.6;
+  r.engine = "wgmma";
+  KernelResult k;
+  k.kind = "fused";
+  k.ran = true;
+  k.ms_median = 0.1735;
+  k.repeats = 30;
+  k.rel_err = 4.7e-3;
+  k.pass = true;
+  r.kernels.push_back(k);
+  KernelResult skipped;
+  skipped.kind = "pipeline";
+  skipped.note = "not asked for";
+  r.kernels.push_back(skipped);
+  const nlohmann::json j = bench_json({r}, "H200");
+  CHECK(j["schema_version"] == kBenchSchemaVersion);
+  CHECK(j["problems"][0]["kv_heads"] == 8);
+  CHECK(j["problems"][0]["kernels"].size() == 2);
+
+  std::istringstream csv(bench_csv({r}, "H200"));
+  std::string header, line1, line2, extra;
+  REQUIRE(std::getline(csv, header));
+  REQUIRE(std::getline(csv, line1));
+  REQUIRE(std::getline(csv, line2));
+  CHECK_FALSE(std::getline(csv, extra));
+  CHECK(header.rfind("device,name,file,dtype,seq_len,kv_len,q_offset,head_dim,heads,kv_heads,", 0) == 0);
+  const auto columns = [](const std::string& h) { return std::count(h.begin(), h.end(), ',') + 1; };
+  CHECK(columns(header) == 31);
+  // The name holds a comma and quotes: quoted, quotes doubled (two more commas inside the quotes).
+  CHECK(line1.rfind("H200,\"gqa, \"\"quoted\"\"\",p.json,bf16,16384,16384,0,64,32,8,1,8339200,wgmma,,fused,1,173.5,", 0) == 0);
+  CHECK(columns(line1) == 32);
+  CHECK(line2.find(",pipeline,0,") != std::string::npos);
+  CHECK(line2.substr(line2.size() - 14) == ",not asked for");
 }
 
 TEST_SUITE_END();
