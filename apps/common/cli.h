@@ -11,6 +11,7 @@
 #include <iostream>
 #include <string>
 
+#include "common/cli_docs.h"
 #include "trsplat/version.h"
 
 namespace cli {
@@ -30,6 +31,7 @@ struct Verbosity {
 // Adds --version, -v (repeatable) and -q to the app.
 inline void add_common(CLI::App& app, const std::string& tool, Verbosity& v) {
   app.set_version_flag("--version", tool + " " + TRSPLAT_VERSION);
+  add_doc_flags(app, tool, TRSPLAT_VERSION);
   app.add_flag("-v,--verbose", v.verbose, "More log output on stderr: -v info, -vv debug, -vvv trace");
   app.add_flag("-q,--quiet", v.quiet, "Only errors on stderr");
 }

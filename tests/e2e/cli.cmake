@@ -15,3 +15,6 @@ trsplat_e2e(splatc_stdin_pattern OUTPUT "window-4k-bf16: seq_len 4096" STDIN ${P
             COMMAND splatc analyze -)
 trsplat_e2e(splatc_stdin_bad EXIT 2 OUTPUT "error: <stdin>:1:1: invalid JSON" STDIN ${PROJECT_SOURCE_DIR}/tests/gpu/CMakeLists.txt
             COMMAND splatc analyze -)
+# The man page and the bash completion come from the CLI definition (installed by cmake --install).
+trsplat_e2e(splatc_man OUTPUT "\\.SS bench" COMMAND splatc --man)
+trsplat_e2e(trverify_completion OUTPUT "complete -o filenames -F _trverify trverify" COMMAND trverify --bash-completion)
