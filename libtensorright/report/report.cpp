@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -50,16 +51,42 @@ J pairs(const std::vector<std::pair<std::string, std::string>>& v) {
   return o;
 }
 
+// "[2, 3]" (one integer per axis, as the counterexample's text writes it) as a JSON array; an
+// element beyond int64 stays a decimal string, so that no value is rounded.
+J integer_list(const std::string& text) {
+  J a = J::array();
+  std::string body = text;
+  if (body.size() >= 2 && body.front() == '[' && body.back() == ']') body = body.substr(1, body.size() - 2);
+  std::stringstream in(body);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t b = item.find_first_not_of(' '), e = item.find_last_not_of(' ');
+    if (b == std::string::npos) continue;
+    item = item.substr(b, e - b + 1);
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (ec == std::errc() && end == item.data() + item.size()) a.push_back(v);
+    else a.push_back(item);
+  }
+  return a;
+}
+
+J integer_lists(const std::vector<std::pair<std::string, std::string>>& v) {
+  J o = J::object();
+  for (const auto& [k, x] : v) o[k] = integer_list(x);
+  return o;
+}
+
 J counterexample_json(const Counterexample& c) {
   J cj;
   cj["dtype"] = to_string(c.dtype);
   J ranks = J::object();
   for (const auto& [rc, n] : c.ranks) ranks[rc] = n;
   cj["ranks"] = ranks;
-  cj["sizes"] = pairs(c.sizes);
-  cj["maps"] = pairs(c.maps);
+  cj["sizes"] = integer_lists(c.sizes);
+  cj["maps"] = integer_lists(c.maps);
   cj["scalars"] = pairs(c.scalars);
-  cj["index"] = pairs(c.index);
+  cj["index"] = integer_lists(c.index);
   cj["inputs"] = pairs(c.inputs);
   cj["lhs"] = c.lhs_value;
   cj["rhs"] = c.rhs_value;

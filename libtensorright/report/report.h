@@ -21,7 +21,7 @@
 namespace tr::report {
 
 // Version of the JSON/JSONL report layout; raised when a field changes meaning or goes away.
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;  // 2: sizes, maps, index as arrays of integers
 
 // A file that could not be parsed or type-checked; `message` is the rendered diagnostic.
 using LoadFailure = tr::LoadFailure;

@@ -90,7 +90,14 @@ string(JSON units GET "${out}" rules 0 dtypes real units)
 string(JSON cex GET "${out}" rules 1 counterexample lhs)
 string(JSON total GET "${out}" summary rules)
 string(JSON budget GET "${out}" options budget)
-if(NOT version EQUAL 1 OR NOT n EQUAL 2 OR NOT file MATCHES "a\\.tr$" OR NOT verdict STREQUAL "counterexample"
+# Sizes are arrays of integers (schema 2): the counterexample's first size entry is a JSON array.
+string(JSON sizes GET "${out}" rules 1 counterexample sizes)
+string(JSON first_key MEMBER "${sizes}" 0)
+string(JSON first_size_type TYPE "${sizes}" "${first_key}")
+if(NOT first_size_type STREQUAL "ARRAY")
+  message(FATAL_ERROR "counterexample sizes are not arrays:\n${out}")
+endif()
+if(NOT version EQUAL 2 OR NOT n EQUAL 2 OR NOT file MATCHES "a\\.tr$" OR NOT verdict STREQUAL "counterexample"
    OR NOT expect STREQUAL "counterexample" OR tasks LESS 1 OR units LESS 1 OR cex STREQUAL "" OR NOT total EQUAL 2
    OR budget LESS 1)
   message(FATAL_ERROR "unexpected JSON:\n${out}")

@@ -39,7 +39,7 @@ def key(r):
 
 
 def check_json(j, total, interrupted):
-    if j.get("schema_version") != 1:
+    if j.get("schema_version") != 2:
         fail("schema_version is %r" % j.get("schema_version"))
     for k in ("options", "rules", "not_run", "summary", "failed_files"):
         if k not in j:
@@ -76,7 +76,7 @@ def check_jsonl(path, j, total, interrupted):
     order = ["%s:%d %s" % key(x) for x in rules]
     if lines[-1]["summary"]["rules"] != len(rules) or lines[-1]["summary"]["not_run"] != len(not_run):
         fail("JSONL summary counts do not match its lines")
-    if lines[-1]["schema_version"] != 1 or lines[-1]["summary"]["interrupted"] != interrupted:
+    if lines[-1]["schema_version"] != 2 or lines[-1]["summary"]["interrupted"] != interrupted:
         fail("JSONL summary: schema_version or interrupted")
     if total is not None and len(rules) + len(not_run) != total:
         fail("JSONL: %d decided + %d not run != %d rules" % (len(rules), len(not_run), total))
