@@ -103,7 +103,10 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   mod.plan = make_plan(acsr, structure, plan_shape(p, structure));
   // 3. Select: the engine and one KernelSpec per fused entry point.
   mod.selection = select_kernels(p, structure, mod.plan, opt);
-  if (opt.pipeline && p.head_dim % 4 != 0) throw Error(p.file, "head_dim", "the pipeline needs head_dim a multiple of 4");
+  if (opt.pipeline && p.head_dim > kPipelineMaxHeadDim)
+    throw Error(p.file, "head_dim",
+                "the pipeline keeps a query row in shared memory: head_dim at most " + std::to_string(kPipelineMaxHeadDim) +
+                    ", got " + std::to_string(p.head_dim));
   const Selection& sel = mod.selection;
   mod.engine = engine_name(sel.engine.kind);
   mod.tensor_cores = sel.engine.tensor_cores;

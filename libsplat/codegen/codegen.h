@@ -109,7 +109,12 @@ struct GeneratedModule {
   std::vector<TensorMapDesc> tensor_maps;
 };
 
-// Throws splat::Error when the problem does not fit the kernels asked for.
+// The pipeline (and bench's float64 reference) keep a query row in shared memory.
+inline constexpr int64_t kPipelineMaxHeadDim = 4096;
+
+// Throws splat::Error when the problem does not fit the kernels asked for. With both kinds asked
+// for, a head_dim no fused engine takes (select.h: choose_engine) leaves the fused kernels out: the
+// module holds the pipeline only (GeneratedModule::fused empty; selection.engine says why).
 GeneratedModule generate(const Problem& problem, const Acsr& acsr, const CodegenOptions& = {});
 
 // The parameter layout shared by all entry points.

@@ -339,22 +339,29 @@ const char* family_name(KernelFamily f) {
   return "?";
 }
 
+const char* const kTensorCoreHeadDims = "the fused engines take head_dim <= 128 in rows of whole 16 bytes: a multiple of 8 for bf16/fp16, of 4 for fp32/tf32";
+
 EngineChoice choose_engine(const Problem& p, const std::string& arch) {
   const int64_t hd = p.head_dim;
   const bool b16 = p.dtype == DType::BF16 || p.dtype == DType::FP16;
   EngineChoice e;
-  if (hd > 128 || (b16 && hd % 16 != 0) || (!b16 && hd % 32 != 0)) {
-    e.reason = "no tensor-core layout for this head_dim (<= 128, a multiple of 16 for bf16/fp16, of 32 for fp32/tf32)";
+  // The mma.sync engines copy rows in 16-byte chunks (cp.async) and pad the width to their k-step.
+  const int64_t chunk = 16 / static_cast<int64_t>(dtype_bytes(p.dtype));
+  if (hd > 128 || hd % chunk != 0) {
+    e.reason = "no tensor-core engine for head_dim " + std::to_string(hd) + " (" + kTensorCoreHeadDims + ")";
     return e;
   }
   e.tensor_cores = true;
+  const int width = b16 ? geometry::mma_width(static_cast<int>(hd)) : geometry::tf32_width(static_cast<int>(hd));
+  const std::string padded =
+      width == hd ? "" : ", head_dim " + std::to_string(hd) + " padded to " + std::to_string(width) + " (zero columns)";
   if (p.dtype == DType::TF32) {
     e.kind = EngineKind::MmaTf32;
-    e.reason = "tf32: mma.sync m16n8k8, one tf32 product";
+    e.reason = "tf32: mma.sync m16n8k8, one tf32 product" + padded;
   } else if (p.dtype == DType::FP32) {
     // 3xTF32 (hi*hi + hi*lo + lo*hi) keeps fp32 accuracy: 1.1-1.6x faster than CUDA cores.
     e.kind = EngineKind::MmaTf32x3;
-    e.reason = "fp32: mma.sync m16n8k8 as three tf32 products (3xTF32)";
+    e.reason = "fp32: mma.sync m16n8k8 as three tf32 products (3xTF32)" + padded;
   } else if (arch == "sm_90a" && (hd == 64 || hd == 128) && p.kv_len * hd < (int64_t{1} << 31)) {
     // Key rows fill one or two 128-byte swizzle rows exactly; key/value offsets within a head are
     // 32-bit (WgmmaEngine::load).
@@ -363,7 +370,7 @@ EngineChoice choose_engine(const Problem& p, const std::string& arch) {
   } else {
     e.kind = EngineKind::Mma;
     e.reason = std::string(dtype_name(p.dtype)) + ": mma.sync m16n8k16" +
-               (arch == "sm_90a" ? " (wgmma takes head_dim 64 or 128)" : " (wgmma needs --arch sm_90a)");
+               (arch == "sm_90a" ? " (wgmma takes head_dim 64 or 128)" : " (wgmma needs --arch sm_90a)") + padded;
   }
   return e;
 }
@@ -372,9 +379,13 @@ Selection select_kernels(const Problem& p, const Structure& st, const Plan& plan
   Selection sel;
   sel.engine = choose_engine(p, opt.arch);
   if (!opt.fused) return sel;
-  if (!sel.engine.tensor_cores)
+  if (!sel.engine.tensor_cores) {
+    // Fall back to the pipeline (CUDA cores, any head_dim) where it was asked for too.
+    if (opt.pipeline) return sel;
     throw Error(p.file, "head_dim",
-                "the fused kernel needs head_dim <= 128, a multiple of 16 for bf16/fp16 and of 32 for fp32/tf32");
+                "the fused kernel has no engine for head_dim " + std::to_string(p.head_dim) + " in " +
+                    dtype_name(p.dtype) + " (" + kTensorCoreHeadDims + "); --kernel pipeline runs any head_dim");
+  }
   Ctx c{p, plan, opt, sel.engine.kind};
   c.pdl = c.engine == EngineKind::Wgmma;
   const bool wg = c.engine == EngineKind::Wgmma;

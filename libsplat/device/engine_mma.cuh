@@ -6,7 +6,7 @@
 #include "splat/online_softmax.cuh"
 
 // ================================================================================================
-// Engine: tensor cores (bf16 / fp16, head_dim % 16 == 0). 64-row tiles as 4 warps x 16 rows
+// Engine: tensor cores (bf16 / fp16, head_dim % 8 == 0, <= 128; width HW: head_dim rounded up to 16). 64-row tiles as 4 warps x 16 rows
 // (MW = 1) or 2 warps x 32 rows (MW = 2: each K/V fragment read from shared memory feeds two
 // mma instead of one, halving the ldmatrix traffic that bounds the MW = 1 kernel). Key tiles of
 // 64 keys gathered through cp.async into STAGES shared-memory stages; S = Q.K^T and O += P.V with
@@ -18,7 +18,9 @@
 // key, twice the S registers).
 template <class T, int HD, int SEQ, int KV, int MW, int NSTAGES, int BCOLS = 64>
 struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
-  static constexpr int NT = splat::geometry::mma_threads(MW), BR = 64, BC = BCOLS, LDS = HD + 8, ROWS = 2 * MW;
+  static constexpr int NT = splat::geometry::mma_threads(MW), BR = 64, BC = BCOLS, ROWS = 2 * MW;
+  static constexpr int HW = splat::geometry::mma_width(HD), LDS = HW + 8;
+  static_assert(HD % 8 == 0, "rows of whole 16-byte chunks");
   static constexpr int STAGES = NSTAGES, SMEM = splat::geometry::mma_smem(STAGES, BC, HD);
   using State = OnlineSoftmax<ROWS, 4>;
   using State::m;
@@ -27,8 +29,8 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
   u16* Vs;
   const T* kg;
   const T* vg;
-  u32 qf[MW][HD / 16][4];
-  float acc[MW][HD / 8][4];
+  u32 qf[MW][HW / 16][4];
+  float acc[MW][HW / 8][4];
 
   __device__ __forceinline__ static int slot(int h) {
     return (threadIdx.x >> 5) * 16 * MW + ((threadIdx.x & 31) >> 2) + 8 * h;
@@ -45,28 +47,28 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
 #pragma unroll
     for (int mt = 0; mt < MW; ++mt)
 #pragma unroll
-      for (int kb = 0; kb < HD / 16; ++kb)
+      for (int kb = 0; kb < HW / 16; ++kb)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           i64 i = row[2 * mt + (e & 1)];
           int col = kb * 16 + 2 * t4 + (e >> 1) * 8;
-          qf[mt][kb][e] = i >= 0 ? *reinterpret_cast<const u32*>(qg + i * HD + col) : 0u;
+          qf[mt][kb][e] = i >= 0 && col < HD ? *reinterpret_cast<const u32*>(qg + i * HD + col) : 0u;
         }
     this->template init_state<SEQ, HD>(row, bh, first, ws);
 #pragma unroll
     for (int mt = 0; mt < MW; ++mt)
 #pragma unroll
-      for (int d = 0; d < HD / 8; ++d)
+      for (int d = 0; d < HW / 8; ++d)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           i64 i = row[2 * mt + (e >> 1)];
-          acc[mt][d][e] = (!first && i >= 0) ? ws[(bh * SEQ + i) * HD + d * 8 + 2 * t4 + (e & 1)] : 0.f;
+          acc[mt][d][e] = (!first && i >= 0 && d * 8 < HD) ? ws[(bh * SEQ + i) * HD + d * 8 + 2 * t4 + (e & 1)] : 0.f;
         }
   }
 
   // Keys base + u*step, u in [u0, u0 + BC), into stage buf (gather_kv).
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
-    gather_kv<HD, BC, NT, LDS, LDS>(Ks + buf * BC * LDS, Vs + buf * BC * LDS, kg, vg, w, u0, table);
+    gather_kv<HD, HW, BC, NT, LDS, LDS>(Ks + buf * BC * LDS, Vs + buf * BC * LDS, kg, vg, w, u0, table);
   }
 
   // One key tile: scores, online softmax (scores become probabilities in place), O += P.V.
@@ -87,7 +89,7 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
 #pragma unroll
       for (int n = 0; n < BC / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
-    for (int kb = 0; kb < HD / 16; ++kb) {
+    for (int kb = 0; kb < HW / 16; ++kb) {
 #pragma unroll
       for (int np = 0; np < BC / 16; ++np) {
         u32 b0, b1, b2, b3;
@@ -128,7 +130,7 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
   __device__ __forceinline__ void rescale_row(int h, float alpha) {
     const int mt = h >> 1, hh = h & 1;
 #pragma unroll
-    for (int d = 0; d < HD / 8; ++d) {
+    for (int d = 0; d < HW / 8; ++d) {
       acc[mt][d][2 * hh] *= alpha;
       acc[mt][d][2 * hh + 1] *= alpha;
     }
@@ -200,7 +202,7 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
         a[mt][3] = pack2<T>(s[mt][2 * kb + 1][2], s[mt][2 * kb + 1][3]);
       }
 #pragma unroll
-      for (int dp = 0; dp < HD / 16; ++dp) {
+      for (int dp = 0; dp < HW / 16; ++dp) {
         u32 b0, b1, b2, b3;
         ldmatrix_x4_trans(b0, b1, b2, b3, Vb + (16 * kb + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + 16 * dp + (lane >> 4) * 8);
 #pragma unroll
@@ -212,7 +214,8 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
     }
   }
 
-  // Row h of O: times inv in T (packed pairs), or as it is in fp32 (float2), to the row at dst.
+  // Row h of O: times inv in T (packed pairs), or as it is in fp32 (float2), to the row at dst (its
+  // HD columns; the width's padding columns are not stored).
   __device__ __forceinline__ void store_o(int h, T* dst, float inv, int t4) const {
     const int mt = h >> 1, hh = h & 1;
 #pragma unroll

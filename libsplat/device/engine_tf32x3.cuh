@@ -3,7 +3,8 @@
 #include "splat/engine_tf32.cuh"
 
 // ================================================================================================
-// Engine: fp32 on tensor cores as three tf32 products (3xTF32; fp32 storage, head_dim % 32 == 0).
+// Engine: fp32 on tensor cores as three tf32 products (3xTF32; fp32 storage, head_dim % 4 == 0,
+// <= 128, padded to MmaTf32Engine's width).
 // Every operand x is split into hi = rna_tf32(x) and lo = rna_tf32(x - hi) (x - hi is exact in
 // fp32: hi is x with its 13 low mantissa bits rounded away), and a*b ~= a_hi*b_hi + a_hi*b_lo +
 // a_lo*b_hi with fp32 accumulation: |x - hi - lo| <= 2^-22 |x| and the dropped a_lo*b_lo is at
@@ -42,7 +43,7 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES, MmaTf32x3Engine<HD,
   // Where the stages leave room (227 KB per block; three stages at d = 128 do not).
   static constexpr bool QLS = splat::geometry::tf32x3_q_lo_shared(NSTAGES, HD);
   static constexpr int SMEM = splat::geometry::tf32x3_smem(NSTAGES, HD);
-  u32 ql[QLS ? 1 : HD / 8][4];  // lo parts of Q's fragments (qf: hi parts); QLS: in shared memory
+  u32 ql[QLS ? 1 : Base::HW / 8][4];  // lo parts of Q's fragments (qf: hi parts); QLS: in shared memory
   u32 qls;                      // QLS: shared address of this thread's slot of k-step 0
 
   // Q's lo fragment of k-step kk.
@@ -66,12 +67,12 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES, MmaTf32x3Engine<HD,
     // QLS: this thread's slots; only this thread reads them, so no barrier is needed.
     if constexpr (QLS) qls = smem_addr(smem + Base::SMEM) + threadIdx.x * 16;
 #pragma unroll
-    for (int j = 0; j < HD / 16; ++j) {
+    for (int j = 0; j < Base::HW / 16; ++j) {
       float4 x[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         x[h] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (row[h] >= 0) x[h] = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
+        if (row[h] >= 0 && 16 * j + 4 * t4 < HD) x[h] = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
       }
       // k-steps 2j and 2j + 1; fragment element e is row e % 2, column pair e / 2 (the base's qf).
       const u32 la[4] = {to_tf32(x[0].x - __uint_as_float(qf[2 * j][0])), to_tf32(x[1].x - __uint_as_float(qf[2 * j][1])),
@@ -100,7 +101,7 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES, MmaTf32x3Engine<HD,
     const float* Kb = Ks + buf * BC * LDK;
     const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
 #pragma unroll
-    for (int j = 0; j < HD / 16; ++j) {
+    for (int j = 0; j < Base::HW / 16; ++j) {
       u32 la[4], lb[4];
       qlo(2 * j, la);
       qlo(2 * j + 1, lb);
@@ -132,7 +133,7 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES, MmaTf32x3Engine<HD,
       split_tf32(s[kb][3], ah[3], al[3]);
       const float* v0 = Vb + (8 * kb + 2 * t4) * LDV + 4 * g;
 #pragma unroll
-      for (int j = 0; j < HD / 32; ++j) {
+      for (int j = 0; j < Base::HW / 32; ++j) {
         const float4 x0 = *reinterpret_cast<const float4*>(v0 + 32 * j);
         const float4 x1 = *reinterpret_cast<const float4*>(v0 + LDV + 32 * j);
         u32 h0, l0, h1, l1;

@@ -21,23 +21,31 @@ inline constexpr int kTileRows = 64, kTileKeys = 64;
 inline constexpr int kSmemPerBlock = 227 * 1024;
 
 // ---- threads and shared memory per engine (bytes of dynamic shared memory) ----
+// An engine's width: the head columns its fragments and stages hold, head_dim rounded up to its
+// k-step (16 for mma.sync m16n8k16; 32 for the tf32 engines, whose O fragments cover 32 columns).
+// Columns from head_dim on are zero in Q's fragments and in the stages and are never stored, so a
+// head_dim of 72 runs as 80 with the tensors' rows as they are (72 elements apart).
+SPLAT_GEOMETRY_FN int mma_width(int hd) { return (hd + 15) / 16 * 16; }
+SPLAT_GEOMETRY_FN int tf32_width(int hd) { return (hd + 31) / 32 * 32; }
 // MmaEngine (bf16/fp16 mma.sync): 16 * mw rows per warp, a 64-row tile; stages of key_tile keys of K
-// and V, rows padded to hd + 8 elements.
+// and V, rows padded to width + 8 elements.
 SPLAT_GEOMETRY_FN int mma_threads(int mw) { return 128 / mw; }
-SPLAT_GEOMETRY_FN int mma_smem(int stages, int key_tile, int hd) { return stages * 2 * key_tile * (hd + 8) * 2; }
+SPLAT_GEOMETRY_FN int mma_smem(int stages, int key_tile, int hd) { return stages * 2 * key_tile * (mma_width(hd) + 8) * 2; }
 // WgmmaEngine: one warpgroup; stages of 64 keys x hd of K and of V (TILE bytes each), Q after them
 // when q_shared, and slack to align the stages to 1024 bytes.
 SPLAT_GEOMETRY_FN int wgmma_tile_bytes(int hd) { return 64 * hd * 2; }
 SPLAT_GEOMETRY_FN int wgmma_smem(int stages, bool q_shared, int hd) {
   return (2 * stages + (q_shared ? 1 : 0)) * wgmma_tile_bytes(hd) + 1024;
 }
-// MmaTf32Engine (and 3xTF32): stages of 64 fp32 keys, K rows padded to hd + 16, V rows to hd + 4.
-SPLAT_GEOMETRY_FN int tf32_smem(int stages, int hd) { return stages * 64 * ((hd + 16) + (hd + 4)) * 4; }
+// MmaTf32Engine (and 3xTF32): stages of 64 fp32 keys, K rows padded to width + 16, V rows to width + 4.
+SPLAT_GEOMETRY_FN int tf32_smem(int stages, int hd) {
+  return stages * 64 * ((tf32_width(hd) + 16) + (tf32_width(hd) + 4)) * 4;
+}
 // MmaTf32x3Engine: Q's lo fragments in shared memory after the stages ([k-step][thread] 16-byte
-// slots) where head_dim > 96 and they fit.
-SPLAT_GEOMETRY_FN int tf32x3_qlo_bytes(int hd) { return hd / 8 * 128 * 16; }
+// slots) where the width is over 96 and they fit.
+SPLAT_GEOMETRY_FN int tf32x3_qlo_bytes(int hd) { return tf32_width(hd) / 8 * 128 * 16; }
 SPLAT_GEOMETRY_FN bool tf32x3_q_lo_shared(int stages, int hd) {
-  return hd > 96 && tf32_smem(stages, hd) + tf32x3_qlo_bytes(hd) <= kSmemPerBlock;
+  return tf32_width(hd) > 96 && tf32_smem(stages, hd) + tf32x3_qlo_bytes(hd) <= kSmemPerBlock;
 }
 SPLAT_GEOMETRY_FN int tf32x3_smem(int stages, int hd) {
   return tf32_smem(stages, hd) + (tf32x3_q_lo_shared(stages, hd) ? tf32x3_qlo_bytes(hd) : 0);

@@ -98,11 +98,16 @@ __device__ __forceinline__ void sddmm_row(const Seg* segs, int nseg, const SegRu
     const i64 j = rs[r] + (s - rpre[r]) * rst[r];
     const T* kr = k + (kv_head(bh) * KV + j) * HD;
     float dot = 0.f;
+    if constexpr (HD % 4 == 0) {  // rows of whole 8- or 16-byte vectors
 #pragma unroll 4
-    for (int x = 0; x < HD; x += 4) {
-      float kv[4];
-      load4(kr + x, kv);
-      dot = fmaf(qs[x], kv[0], fmaf(qs[x + 1], kv[1], fmaf(qs[x + 2], kv[2], fmaf(qs[x + 3], kv[3], dot))));
+      for (int x = 0; x < HD; x += 4) {
+        float kv[4];
+        load4(kr + x, kv);
+        dot = fmaf(qs[x], kv[0], fmaf(qs[x + 1], kv[1], fmaf(qs[x + 2], kv[2], fmaf(qs[x + 3], kv[3], dot))));
+      }
+    } else {
+#pragma unroll 4
+      for (int x = 0; x < HD; ++x) dot = fmaf(qs[x], to_f(kr[x]), dot);
     }
     out[s] = dot * scale;
   }

@@ -38,27 +38,30 @@ __device__ __forceinline__ i64 walk_key(const WalkD& w, int u, const int* table)
 }
 
 // cp.async engines (mma.sync, tf32): gathers keys base + u*step, u in [u0, u0 + BC), of K and V
-// (kg, vg: this head's) into stage rows kd, vd (LDK, LDV elements apart); zeros past the walk.
+// (kg, vg: this head's, rows HD elements apart) into stage rows kd, vd (LDK, LDV elements apart, HW
+// >= HD columns: the engine's width); zeros past the walk and in the columns from HD on.
 // Thread t copies 16-byte chunk t % CH of rows t / CH + k*RSTEP: one multiply per tile, except an
 // indexed walk, which reads each key from the table. Where CH does not divide NT (d = 96) the
 // NT % CH spare threads copy nothing: their rows would be those of threads t < CH, unordered writes
 // of the same bytes from another warp (a race, racecheck's write-write error); where there are
 // fewer chunks than threads (d < 32 in bf16) the rounds stop at BC rows.
-template <int HD, int BC, int NT, int LDK, int LDV, class S, class E>
+template <int HD, int HW, int BC, int NT, int LDK, int LDV, class S, class E>
 __device__ __forceinline__ void gather_kv(S* kd, S* vd, const E* kg, const E* vg, const WalkD& w, int u0,
                                           const int* table) {
   static_assert(sizeof(S) == sizeof(E), "stage and tensor elements differ in size");
-  constexpr int EPC = 16 / (int)sizeof(E), CH = HD / EPC, RSTEP = NT / CH;
+  constexpr int EPC = 16 / (int)sizeof(E), CH = HW / EPC, RSTEP = NT / CH;
+  static_assert(HD % EPC == 0 && HD <= HW, "rows of whole 16-byte chunks within the width");
   const int c = threadIdx.x % CH, r0 = threadIdx.x / CH;
   if constexpr (NT % CH != 0)
     if (r0 >= RSTEP) return;
+  const bool col = HD == HW || c * EPC < HD;  // a padding chunk: zeros
   const i64 off = ((i64)w.base + (i64)(u0 + r0) * w.step) * HD + c * EPC;
   const i64 dstep = (i64)RSTEP * w.step * HD;
 #pragma unroll
   for (int k = 0; k < (BC + RSTEP - 1) / RSTEP; ++k) {
     const int r = r0 + k * RSTEP;
     if (r >= BC) break;
-    const bool ok = u0 + r < w.count;
+    const bool ok = col && u0 + r < w.count;
     const i64 o = !ok ? 0 : table != nullptr && w.step == 0 ? (i64)table[w.base + u0 + r] * HD + c * EPC : off + k * dstep;
     cp_async16(kd + r * LDK + c * EPC, kg + o, ok ? 16 : 0);
     cp_async16(vd + r * LDV + c * EPC, vg + o, ok ? 16 : 0);

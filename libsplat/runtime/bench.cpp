@@ -387,6 +387,10 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
     auto gen_ptr = std::shared_ptr<const GeneratedModule>(x.gen);
     for (KernelKind kind : {KernelKind::Fused, KernelKind::Pipeline}) {
       if ((kind == KernelKind::Fused && !opt.fused) || (kind == KernelKind::Pipeline && !opt.pipeline)) continue;
+      if (kind == KernelKind::Fused && x.gen->fused.empty()) {  // generate() fell back to the pipeline
+        spdlog::warn("{}: no fused kernel: {}; the pipeline runs", p.name, x.gen->selection.engine.reason);
+        continue;
+      }
       KernelResult kr;
       kr.kind = kernel_kind_name(kind);
       kr.tolerance = tolerance(p.dtype);

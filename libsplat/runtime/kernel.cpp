@@ -1,6 +1,7 @@
 #include "libsplat/runtime/kernel.h"
 
 #include <cuda_runtime_api.h>
+#include <spdlog/spdlog.h>
 
 #include <vector>
 
@@ -60,15 +61,23 @@ void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* 
 Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions& opt) {
   DeviceInfo dev = device_info();
   CodegenOptions co;
-  co.fused = opt.kind == KernelKind::Fused;
-  co.pipeline = opt.kind == KernelKind::Pipeline;
   co.arch = opt.arch.empty() ? dev.target_arch() : opt.arch;
+  KernelKind kind = opt.kind;
+  if (kind == KernelKind::Fused && opt.fallback) {
+    const EngineChoice engine = choose_engine(problem, co.arch);
+    if (!engine.tensor_cores) {
+      spdlog::info("{}: no fused kernel: {}; the pipeline runs", problem.name, engine.reason);
+      kind = KernelKind::Pipeline;
+    }
+  }
+  co.fused = kind == KernelKind::Fused;
+  co.pipeline = kind == KernelKind::Pipeline;
   co.tuning = resolve_tuning(problem, co.arch, opt.tuning, opt.cache).tuning;
   auto gen = std::make_shared<const GeneratedModule>(generate(problem, acsr, co));
   const std::string& arch = co.arch;
   CompileResult img = nvrtc_compile(gen->source, gen->name + ".cu", arch, load_target(dev, arch));
   auto mod = std::make_shared<Module>(img.image);
-  return Kernel(gen, mod, opt.kind, problem.batch * problem.heads);
+  return Kernel(gen, mod, kind, problem.batch * problem.heads);
 }
 
 Kernel build_kernel(const Problem& problem, const BuildOptions& opt) {

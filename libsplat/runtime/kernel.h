@@ -23,6 +23,9 @@ namespace splat {
 
 struct BuildOptions {
   KernelKind kind = KernelKind::Fused;
+  // Fused asked for and no fused engine takes the problem's head_dim (select.h: choose_engine):
+  // build the pipeline instead (Kernel::kind() says which ran), or throw splat::Error when false.
+  bool fallback = true;
   std::string arch;  // "" = the current device's (sm_90a on sm_90 devices, else sm_XY)
   // Fused-kernel tuning (codegen.h); it wins over the cache. Unset: the cache's entry for the
   // problem at the architecture compiled for, else the measured defaults (resolve_tuning).

@@ -1,7 +1,8 @@
 // gather_kv (libsplat/device/plan.cuh), the K/V gather of the cp.async engines (mma.sync, TF32,
 // 3xTF32), run on the CPU one simulated thread at a time (host/splat/common.cuh stands in for the
 // device prologue): every 16-byte chunk of a key tile's K and V stage rows is copied by exactly one
-// thread, from its key, with zeros past the walk. A chunk copied by two threads is a shared-memory
+// thread, from its key, with zeros past the walk and in the padding columns of an engine width
+// wider than head_dim. A chunk copied by two threads is a shared-memory
 // write-write race (compute-sanitizer racecheck found one at head_dim 96, where the 16-byte chunks of
 // a row do not divide the threads).
 #include <doctest/doctest.h>
@@ -23,13 +24,14 @@ struct Chunk {
   int src_bytes = -1;
 };
 
-// All NT threads gather keys w.base + u*w.step, u in [u0, u0 + BC), into stages with rows LDK and LDV
-// elements apart; each chunk must be copied once, from the key's row (16 bytes) or, past the walk,
-// with no bytes (zero fill).
-template <int HD, int BC, int NT, class E>
+// All NT threads gather keys w.base + u*w.step, u in [u0, u0 + BC), of rows HD elements apart into
+// stages of width HW with rows LDK and LDV elements apart; each chunk must be copied once, from the
+// key's row (16 bytes) or, past the walk or the row (columns HD .. HW), with no bytes (zero fill).
+template <int HD, int HW, int BC, int NT, class E>
 void check_gather(const WalkD& w, int u0) {
-  constexpr int EPC = 16 / (int)sizeof(E), CH = HD / EPC, LDK = HD + 8, LDV = HD + 4;
+  constexpr int EPC = 16 / (int)sizeof(E), CH = HW / EPC, LDK = HW + 8, LDV = HW + 4;
   CAPTURE(HD);
+  CAPTURE(HW);
   CAPTURE(BC);
   CAPTURE(NT);
   CAPTURE(sizeof(E));
@@ -41,7 +43,7 @@ void check_gather(const WalkD& w, int u0) {
   for (unsigned t = 0; t < NT; ++t) {
     threadIdx.x = t;
     host_copies.clear();
-    gather_kv<HD, BC, NT, LDK, LDV>(ks.data(), vs.data(), kg.data(), vg.data(), w, u0, nullptr);
+    gather_kv<HD, HW, BC, NT, LDK, LDV>(ks.data(), vs.data(), kg.data(), vg.data(), w, u0, nullptr);
     for (const HostCopy& c : host_copies) {
       Chunk& ch = seen[c.dst];
       ++ch.copies;
@@ -55,7 +57,7 @@ void check_gather(const WalkD& w, int u0) {
     for (int c = 0; c < CH; ++c) {
       CAPTURE(r);
       CAPTURE(c);
-      const bool in_walk = u0 + r < w.count;
+      const bool in_walk = u0 + r < w.count && c * EPC < HD;
       const int64_t key = (int64_t)w.base + (int64_t)(u0 + r) * w.step;
       for (int kv = 0; kv < 2; ++kv) {
         const E* dst = kv == 0 ? ks.data() + r * LDK + c * EPC : vs.data() + r * LDV + c * EPC;
@@ -70,20 +72,21 @@ void check_gather(const WalkD& w, int u0) {
 }
 
 // One walk: a full tile, a tile that the walk ends inside, a stride-2 walk.
-template <int HD, int BC, int NT, class E>
+template <int HD, int HW, int BC, int NT, class E>
 void check_walks() {
-  check_gather<HD, BC, NT, E>(WalkD{100, 1, 1000, 0, 0, 0}, 0);
-  check_gather<HD, BC, NT, E>(WalkD{100, 1, 1000, 0, 0, 0}, 1000 - BC / 2 - 3);
-  check_gather<HD, BC, NT, E>(WalkD{7, 2, 900, 0, 0, 0}, BC);
+  check_gather<HD, HW, BC, NT, E>(WalkD{100, 1, 1000, 0, 0, 0}, 0);
+  check_gather<HD, HW, BC, NT, E>(WalkD{100, 1, 1000, 0, 0, 0}, 1000 - BC / 2 - 3);
+  check_gather<HD, HW, BC, NT, E>(WalkD{7, 2, 900, 0, 0, 0}, BC);
 }
 
-template <int HD, class E>
+// HW: the engine's width (head_dim rounded up to 16 for 2-byte elements, to 32 for 4-byte ones).
+template <int HD, class E, int HW = HD>
 void check_shapes() {
   // The engines' threads (mma.sync: 128 / mw, mw = 1 or 2; TF32: 128) and key tiles (64; bc=128).
-  check_walks<HD, 64, 128, E>();
-  check_walks<HD, 128, 128, E>();
-  check_walks<HD, 64, 64, E>();
-  check_walks<HD, 128, 64, E>();
+  check_walks<HD, HW, 64, 128, E>();
+  check_walks<HD, HW, 128, 128, E>();
+  check_walks<HD, HW, 64, 64, E>();
+  check_walks<HD, HW, 128, 64, E>();
 }
 
 }  // namespace
@@ -100,6 +103,17 @@ TEST_CASE("gather_kv copies every chunk of a key tile once, for every head_dim a
   check_shapes<64, float>();
   check_shapes<96, float>();
   check_shapes<128, float>();
+}
+
+TEST_CASE("gather_kv zero-fills the padding columns of a head_dim narrower than the engine's width") {
+  check_shapes<8, uint16_t, 16>();
+  check_shapes<24, uint16_t, 32>();
+  check_shapes<72, uint16_t, 80>();
+  check_shapes<120, uint16_t, 128>();
+  check_shapes<4, float, 32>();
+  check_shapes<20, float, 32>();
+  check_shapes<68, float, 96>();
+  check_shapes<100, float, 128>();
 }
 
 TEST_SUITE_END();

@@ -66,7 +66,7 @@ TEST_CASE("NVRTC cites a device header by its include name and its line in libsp
   // and bf16 tensors.
   const std::string src = kPrologue + "#include \"splat/plan.cuh\"\n" +
                           "__global__ void k(float* s, const bf16_t* g, WalkD w) {\n"
-                          "  gather_kv<64, 64, 128, 72, 72>(s, s, g, g, w, 0, nullptr);\n}\n";
+                          "  gather_kv<64, 64, 64, 128, 72, 72>(s, s, g, g, w, 0, nullptr);\n}\n";
   const std::string log = compile_error(src, "sm_80");
   REQUIRE(log != "");
   const std::string text = read_file(fs::path(TRSPLAT_SOURCE_DIR) / "libsplat/device/plan.cuh");

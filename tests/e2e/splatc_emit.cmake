@@ -12,6 +12,17 @@ trsplat_e2e(splatc_emit_wgmma_d128 OUTPUT "window-4k-d128-bf16\\.ptx.*manifest\\
 # --explain: the selection (engine, kernel family, reasons) before the written files.
 trsplat_e2e(splatc_emit_explain OUTPUT "engine: wgmma.*splat_fused_p0: band kernel.*why: the pattern is a band.*manifest\\.json"
             COMMAND splatc emit patterns/window-4k-bf16.json --target cuda --arch sm_90a --explain -o ${_emit_dir}/explain)
+# head_dim 72: the mma.sync engine pads it to 80; 36 (rows not of whole 16 bytes): no fused engine,
+# the pipeline alone is emitted and --explain says why; asked for the fused kernel alone, exit 2 with
+# the way out.
+trsplat_e2e(splatc_emit_padded_head_dim OUTPUT "engine: mma.sync .*head_dim 72 padded to 80.*manifest\\.json"
+            COMMAND splatc emit patterns/window-4k-bf16.json --head-dim 72 --target cuda --arch sm_90a --explain
+                    -o ${_emit_dir}/d72)
+trsplat_e2e(splatc_emit_pipeline_fallback OUTPUT "engine: cuda cores \\(no tensor-core engine for head_dim 36.*no fused kernel.*manifest\\.json"
+            COMMAND splatc emit patterns/window-4k-bf16.json --head-dim 36 --target ptx --arch sm_80 --explain
+                    -o ${_emit_dir}/d36)
+trsplat_e2e(splatc_emit_fused_head_dim EXIT 2 OUTPUT "head_dim: the fused kernel has no engine for head_dim 256 in bf16.*--kernel pipeline"
+            COMMAND splatc emit patterns/window-4k-bf16.json --head-dim 256 --kernel fused -o ${_emit_dir}/d256)
 # --tune takes the tuning keys; a key that is not one (an experiment that lost) is a usage error.
 trsplat_e2e(splatc_emit_tune OUTPUT "32 rows per warp \\(tuning\\).*manifest\\.json"
             COMMAND splatc emit patterns/window-4k-bf16.json --target cuda --arch sm_80 --tune mw=32,stages=3 --explain

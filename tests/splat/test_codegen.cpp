@@ -284,21 +284,70 @@ TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
   GeneratedModule t128 = gen(problem(window, 2048, "tf32", 128), "mw=32");
   CHECK(t128.fused[0].block == 128);  // tf32 keeps 16 rows per warp
   CHECK(engine0(t128).min_blocks == 1);
-  // tf32 at a head_dim the tensor-core layout does not take (not a multiple of 32): no fused kernel,
-  // refused with the JSON path; the pipeline alone is generated.
-  CHECK_THROWS_WITH(gen(problem(window, 2048, "tf32", 48)), doctest::Contains("head_dim"));
-  CodegenOptions pipe_only;
-  pipe_only.fused = false;
-  const Problem p48 = problem(window, 2048, "fp32", 48);
-  GeneratedModule pm = generate(p48, analyze(p48), pipe_only);
-  CHECK(pm.fused.empty());
-  CHECK(pm.pipeline.size() == 3);
-  CHECK(pm.engine == "cuda cores");
+  // A head_dim below the engine's width runs padded: tf32 48 as 64 (K rows 64 + 16, V rows 64 + 4
+  // floats), bf16 72 as 80 (rows 80 + 8), fp32 20 as 32; the reason says so.
+  GeneratedModule t48 = gen(problem(window, 2048, "tf32", 48));
+  CHECK(t48.selection.engine.kind == EngineKind::MmaTf32);
+  CHECK(t48.fused[0].smem_dynamic == 2 * 64 * (80 + 68) * 4);
+  CHECK(t48.selection.engine.reason.find("head_dim 48 padded to 64") != std::string::npos);
+  GeneratedModule b72 = gen(problem(window, 2048, "bf16", 72));
+  CHECK(b72.selection.engine.kind == EngineKind::Mma);  // wgmma takes 64 and 128 only
+  CHECK(b72.fused[0].smem_dynamic == 2 * 2 * 64 * 88 * 2);
+  CHECK(engine0(b72).min_blocks == 3);  // as at 80: more than 64 columns of O and Q fragments
+  CHECK(b72.selection.engine.reason.find("padded to 80") != std::string::npos);
+  GeneratedModule f20 = gen(problem(window, 2048, "fp32", 20));
+  CHECK(f20.selection.engine.kind == EngineKind::MmaTf32x3);
+  CHECK(f20.fused[0].smem_dynamic == 2 * 64 * (48 + 36) * 4);
+  // No fused engine (rows not of whole 16-byte chunks, or wider than 128): the fused kernel alone is
+  // refused with the JSON path and the way out; with both kinds asked for, the pipeline alone is
+  // generated and the selection says why.
+  for (const auto& [dtype, d] : {std::pair<const char*, int64_t>{"bf16", 36}, {"fp16", 256}, {"fp32", 130}, {"tf32", 6}}) {
+    CAPTURE(dtype);
+    CAPTURE(d);
+    const Problem pd = problem(window, 2048, dtype, d);
+    std::string refused;
+    try {
+      gen(pd);
+    } catch (const Error& e) {
+      refused = e.what();
+    }
+    CHECK(refused.find("no engine for head_dim " + std::to_string(d)) != std::string::npos);
+    CHECK(refused.find("--kernel pipeline runs any head_dim") != std::string::npos);
+    CodegenOptions both;
+    GeneratedModule pm = generate(pd, analyze(pd), both);
+    CHECK(pm.fused.empty());
+    CHECK(pm.pipeline.size() == 3);
+    CHECK(pm.engine == "cuda cores");
+    CHECK(explain(pm.selection).find("no tensor-core engine for head_dim " + std::to_string(d)) != std::string::npos);
+  }
+  // The pipeline keeps a query row in shared memory: a limit, named.
+  const Problem huge = problem(window, 2048, "bf16", kPipelineMaxHeadDim + 8);
+  CHECK_THROWS_WITH(generate(huge, analyze(huge)), doctest::Contains("head_dim at most 4096"));
   // The selection explains itself (splatc emit --explain).
   const std::string why = explain(w.selection);
   CHECK(why.find("engine: mma.sync") != std::string::npos);
   CHECK(why.find("splat_fused_p0: table pass") != std::string::npos);
   CHECK(why.find("32 rows per warp") != std::string::npos);
+}
+
+// Padded widths (head_dim below the engine's k-step multiple) compile for every engine, and the
+// pipeline at head_dims of no vector width (ptxas: registers and shared memory at 256).
+TEST_CASE("padded engine widths and any-head_dim pipelines compile to CUBIN for sm_80" * doctest::test_suite("nvrtc")) {
+  const std::string pat = R"({"union": [{"window": {"left": 40, "right": 40}}, {"strided": {"stride": 64}}]})";
+  for (const auto& [dtype, d] : {std::pair<const char*, int64_t>{"bf16", 72}, {"fp16", 8}, {"bf16", 120}, {"fp32", 20},
+                                 {"fp32", 100}, {"tf32", 68}}) {
+    CAPTURE(dtype);
+    CAPTURE(d);
+    check_cubin(fused_module(problem(pat, 512, dtype, d), "", ""), "sm_80");
+  }
+  for (const auto& [dtype, d] : {std::pair<const char*, int64_t>{"bf16", 13}, {"fp32", 256}, {"fp16", 1}}) {
+    CAPTURE(dtype);
+    CAPTURE(d);
+    CodegenOptions co;
+    co.fused = false;
+    const Problem p = problem(pat, 512, dtype, d);
+    check_cubin(generate(p, analyze(p), co), "sm_80");
+  }
 }
 
 // Every engine configuration the tuning can select builds (ptxas, the oldest architecture).
