@@ -87,12 +87,14 @@ EngineConfig configure(const Problem& p, EngineKind kind, const KernelFacts& f, 
     // (a pass without masks holds no run bounds). 32 rows per warp: 255 registers. 128-key tiles:
     // twice the stage memory, so at most 3 blocks per SM at d = 64. Wider heads hold more O and Q
     // fragments: 3 blocks (168 registers) for d = 96, 2 (255) for d = 128 (bf16, the six peer
-    // patterns at 4k / 16k: d = 128 1.30-1.47x faster than at 4 blocks, d = 96 1.05-1.40x).
+    // patterns at 4k / 16k: d = 128 1.30-1.47x faster than at 4 blocks, d = 96 1.05-1.40x); over
+    // 128 the stages leave room for one block (255 registers; d = 256 spills ~0.3 KB).
     const int runs = pass_unmasked(pass, c.key_tile) ? 1 : pass.max_runs;
     c.min_blocks = t.min_blocks >= 0 ? t.min_blocks
                    : c.key_tile == 128
                        ? static_cast<int>(std::clamp<int64_t>(kSmemPerSm / (c.smem(p.dtype, hd) + 1024), 1, 3))
                    : c.warp_rows == 32 ? 4
+                   : hd > 128          ? 1  // stages of 64 keys x 2 x (144 .. 264) bf16: one block per SM
                    : hd > 96           ? 2
                    : hd > 64           ? 3
                                        : (runs <= 2 ? 4 : 3);
@@ -339,7 +341,8 @@ const char* family_name(KernelFamily f) {
   return "?";
 }
 
-const char* const kTensorCoreHeadDims = "the fused engines take head_dim <= 128 in rows of whole 16 bytes: a multiple of 8 for bf16/fp16, of 4 for fp32/tf32";
+const char* const kTensorCoreHeadDims =
+    "the fused engines take rows of whole 16 bytes: head_dim a multiple of 8 up to 256 for bf16/fp16, of 4 up to 128 for fp32/tf32";
 
 EngineChoice choose_engine(const Problem& p, const std::string& arch) {
   const int64_t hd = p.head_dim;
@@ -347,7 +350,7 @@ EngineChoice choose_engine(const Problem& p, const std::string& arch) {
   EngineChoice e;
   // The mma.sync engines copy rows in 16-byte chunks (cp.async) and pad the width to their k-step.
   const int64_t chunk = 16 / static_cast<int64_t>(dtype_bytes(p.dtype));
-  if (hd > 128 || hd % chunk != 0) {
+  if (hd > (b16 ? 256 : 128) || hd % chunk != 0) {
     e.reason = "no tensor-core engine for head_dim " + std::to_string(hd) + " (" + kTensorCoreHeadDims + ")";
     return e;
   }
@@ -415,6 +418,12 @@ Selection select_kernels(const Problem& p, const Structure& st, const Plan& plan
       if (!plan.passes[pi].splits.empty()) sel.fused.push_back(combine_spec(c, pi, sel.fused.back().name));
     }
   }
+  for (const KernelSpec& k : sel.fused)
+    if (k.smem > geometry::kSmemPerBlock)  // a tuning's stages or key tile at a wide head_dim
+      throw Error(p.file, "--tune",
+                  k.name + " would need " + std::to_string(k.smem) + " B of shared memory at head_dim " +
+                      std::to_string(p.head_dim) + ", more than the " + std::to_string(geometry::kSmemPerBlock) +
+                      " B a block may use: fewer stages or 64-key steps");
   for (const KernelSpec& k : sel.fused) {
     const auto* bt = std::get_if<BandWithGlobalsTraits>(&k.traits);
     sel.tma = sel.tma || (k.family() != KernelFamily::Combine && k.engine.tma) || (bt && bt->band_engine.tma);

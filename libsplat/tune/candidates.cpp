@@ -130,7 +130,13 @@ CandidateSet tuning_candidates(const Problem& p, const Acsr& acsr, const std::st
       const int rows = t.warp_rows > 0 ? t.warp_rows : default_rows;
       t.min_blocks = t.min_blocks * rows / 16;
     }
-    if (seen.insert(signature(select(t))).second) c.tunings.push_back(t);
+    Selection sel;
+    try {
+      sel = select(t);
+    } catch (const Error&) {
+      continue;  // more shared memory than a block may use (wide head_dim): not a candidate
+    }
+    if (seen.insert(signature(sel)).second) c.tunings.push_back(t);
   }
   return c;
 }

@@ -298,10 +298,17 @@ TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
   GeneratedModule f20 = gen(problem(window, 2048, "fp32", 20));
   CHECK(f20.selection.engine.kind == EngineKind::MmaTf32x3);
   CHECK(f20.fused[0].smem_dynamic == 2 * 64 * (48 + 36) * 4);
-  // No fused engine (rows not of whole 16-byte chunks, or wider than 128): the fused kernel alone is
+  // bf16/fp16 up to 256 on mma.sync: one block per SM (2 stages of 64 keys x 264 columns of K and V);
+  // 128-key steps would need more shared memory than a block has: the tuning is refused.
+  GeneratedModule b256 = gen(problem(window, 2048, "bf16", 256));
+  CHECK(b256.selection.engine.kind == EngineKind::Mma);
+  CHECK(b256.fused[0].smem_dynamic == 2 * 2 * 64 * 264 * 2);
+  CHECK(engine0(b256).min_blocks == 1);
+  CHECK_THROWS_WITH(gen(problem(window, 2048, "bf16", 256), "bc=128"), doctest::Contains("--tune"));
+  // No fused engine (rows not of whole 16-byte chunks, or wider than 256 / 128): the fused kernel alone is
   // refused with the JSON path and the way out; with both kinds asked for, the pipeline alone is
   // generated and the selection says why.
-  for (const auto& [dtype, d] : {std::pair<const char*, int64_t>{"bf16", 36}, {"fp16", 256}, {"fp32", 130}, {"tf32", 6}}) {
+  for (const auto& [dtype, d] : {std::pair<const char*, int64_t>{"bf16", 36}, {"fp16", 264}, {"fp32", 136}, {"tf32", 6}}) {
     CAPTURE(dtype);
     CAPTURE(d);
     const Problem pd = problem(window, 2048, dtype, d);
@@ -335,7 +342,7 @@ TEST_CASE("kernel tuning: parsing, measured defaults, launch configuration") {
 TEST_CASE("padded engine widths and any-head_dim pipelines compile to CUBIN for sm_80" * doctest::test_suite("nvrtc")) {
   const std::string pat = R"({"union": [{"window": {"left": 40, "right": 40}}, {"strided": {"stride": 64}}]})";
   for (const auto& [dtype, d] : {std::pair<const char*, int64_t>{"bf16", 72}, {"fp16", 8}, {"bf16", 120}, {"fp32", 20},
-                                 {"fp32", 100}, {"tf32", 68}}) {
+                                 {"fp32", 100}, {"tf32", 68}, {"bf16", 256}, {"fp16", 200}}) {
     CAPTURE(dtype);
     CAPTURE(d);
     check_cubin(fused_module(problem(pat, 512, dtype, d), "", ""), "sm_80");
