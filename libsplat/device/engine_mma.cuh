@@ -52,7 +52,7 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
         for (int e = 0; e < 4; ++e) {
           i64 i = row[2 * mt + (e & 1)];
           int col = kb * 16 + 2 * t4 + (e >> 1) * 8;
-          qf[mt][kb][e] = i >= 0 && col < HD ? *reinterpret_cast<const u32*>(qg + i * HD + col) : 0u;
+          qf[mt][kb][e] = i >= 0 && (HD == HW || col < HD) ? *reinterpret_cast<const u32*>(qg + i * HD + col) : 0u;
         }
     this->template init_state<SEQ, HD>(row, bh, first, ws);
 #pragma unroll

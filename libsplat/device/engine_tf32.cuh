@@ -64,7 +64,7 @@ struct MmaTf32Engine : OnlineSoftmax<2, 4, false> {
 #pragma unroll
       for (int j = 0; j < HW / 16; ++j) {
         float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (row[h] >= 0 && 16 * j + 4 * t4 < HD) x = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
+        if (row[h] >= 0 && (HD == HW || 16 * j + 4 * t4 < HD)) x = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
         qf[2 * j][h] = to_tf32(x.x);
         qf[2 * j][h + 2] = to_tf32(x.y);
         qf[2 * j + 1][h] = to_tf32(x.z);
@@ -76,7 +76,7 @@ struct MmaTf32Engine : OnlineSoftmax<2, 4, false> {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const i64 i = row[e >> 1];
-        acc[d][e] = (!first && i >= 0 && ocol(d, e, t4) < HD) ? ws[(bh * SEQ + i) * HD + ocol(d, e, t4)] : 0.f;
+        acc[d][e] = (!first && i >= 0 && (HD == HW || ocol(d, e, t4) < HD)) ? ws[(bh * SEQ + i) * HD + ocol(d, e, t4)] : 0.f;
       }
   }
 

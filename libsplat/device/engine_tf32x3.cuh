@@ -72,7 +72,7 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES, MmaTf32x3Engine<HD,
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         x[h] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (row[h] >= 0 && 16 * j + 4 * t4 < HD) x[h] = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
+        if (row[h] >= 0 && (HD == Base::HW || 16 * j + 4 * t4 < HD)) x[h] = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
       }
       // k-steps 2j and 2j + 1; fragment element e is row e % 2, column pair e / 2 (the base's qf).
       const u32 la[4] = {to_tf32(x[0].x - __uint_as_float(qf[2 * j][0])), to_tf32(x[1].x - __uint_as_float(qf[2 * j][1])),
