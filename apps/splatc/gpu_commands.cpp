@@ -37,7 +37,7 @@ std::optional<splat::KernelTuning> tuning_flag(const CLI::Option* opt, const std
 struct EmitArgs {
   std::string pattern, out, kernel = "both", tune;
   CLI::Option* tune_opt = nullptr;
-  bool explain = false;
+  bool explain = false, no_resources = false;
   splat::EmitOptions opt;
   ProblemFlags problem;
   CacheFlags cache;
@@ -53,6 +53,7 @@ int run_emit(EmitArgs& a) {
   opt.cache = a.cache.ref();
   const splat::EmitResult r = splat::emit(p, opt, a.out);
   if (a.explain) std::cout << r.selection;
+  if (!a.no_resources) std::cout << r.resources;
   for (const std::string& path : r.files) std::cout << path << "\n";
   return cli::kOk;
 }
@@ -107,9 +108,11 @@ int run_bench(BenchArgs& a) {
 
 Command register_emit(CLI::App& app) {
   auto args = std::make_shared<EmitArgs>();
-  CLI::App* sub = app.add_subcommand("emit", "Generate CUDA C++ or PTX (NVRTC, no GPU needed) and manifest.json");
+  CLI::App* sub = app.add_subcommand("emit", "Generate CUDA C++, PTX or CUBIN (NVRTC, no GPU needed) and manifest.json");
   sub->add_option("pattern", args->pattern, "Pattern JSON file")->required()->check(cli::pattern_file());
-  sub->add_option("--target", args->opt.target, "cuda (the .cu source) or ptx")->check(CLI::IsMember({"cuda", "ptx"}));
+  sub->add_flag("--no-resources", args->no_resources, "Do not print each kernel's registers, spills and occupancy");
+  sub->add_option("--target", args->opt.target, "cuda (the .cu source), ptx or cubin (for --arch)")
+      ->check(CLI::IsMember({"cuda", "ptx", "cubin"}));
   sub->add_option("--arch", args->opt.arch, "GPU architecture (sm_80, sm_90, sm_90a: Hopper wgmma kernels, ...)");
   sub->add_option("-o,--output", args->out, "Output directory")->required();
   sub->add_option("--kernel", args->kernel, "fused, pipeline or both")->check(CLI::IsMember({"fused", "pipeline", "both"}));

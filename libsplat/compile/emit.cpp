@@ -2,14 +2,18 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <sstream>
 #include <stdexcept>
 
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/codegen/codegen.h"
 #include "libsplat/codegen/device_code.h"
 #include "libsplat/compile/nvrtc.h"
+#include "libsplat/compile/resources.h"
 
 namespace fs = std::filesystem;
 
@@ -38,10 +42,47 @@ void write_all(const fs::path& dir, const std::vector<std::pair<std::string, std
   for (auto& [tmp, dst] : done) fs::rename(tmp, dst);
 }
 
+// Each kernel of the manifest gets what ptxas made of it and the occupancy of its launch; the
+// report's lines, one per kernel.
+std::string add_resources(nlohmann::json& m, const GeneratedModule& mod, const std::vector<KernelResources>& res,
+                          const std::string& arch) {
+  std::ostringstream text;
+  for (const char* kind : {"fused", "pipeline"}) {
+    const std::vector<KernelDesc>& ks = std::string(kind) == "fused" ? mod.fused : mod.pipeline;
+    for (size_t i = 0; i < ks.size(); ++i) {
+      const KernelDesc& k = ks[i];
+      const auto r = std::find_if(res.begin(), res.end(), [&](const KernelResources& x) { return x.name == k.name; });
+      if (r == res.end()) throw std::runtime_error("ptxas reported nothing for " + k.name);
+      const int64_t shared = r->shared_static_bytes + k.smem_dynamic;
+      const std::optional<Occupancy> occ = occupancy(arch, k.block, r->registers, shared);
+      nlohmann::json& e = m["kernels"][kind][i];
+      e["registers"] = r->registers;
+      e["spill_stores_bytes"] = r->spill_stores_bytes;
+      e["spill_loads_bytes"] = r->spill_loads_bytes;
+      e["local_bytes"] = r->local_bytes;
+      e["shared_memory_static_bytes"] = r->shared_static_bytes;
+      e["max_blocks_per_sm"] = occ ? nlohmann::json(occ->max_blocks_per_sm) : nlohmann::json(nullptr);
+      e["occupancy"] = occ ? nlohmann::json(occ->occupancy) : nlohmann::json(nullptr);
+      e["occupancy_limit"] = occ ? nlohmann::json(occ->limit) : nlohmann::json(nullptr);
+      text << k.name << ": " << r->registers << " registers, spills " << r->spill_stores_bytes << " B stored / "
+           << r->spill_loads_bytes << " B loaded, " << r->local_bytes << " B local, " << r->shared_static_bytes
+           << " B static + " << k.smem_dynamic << " B dynamic shared memory, block " << k.block;
+      if (occ)
+        text << ": " << occ->max_blocks_per_sm << (occ->max_blocks_per_sm == 1 ? " block" : " blocks") << " per SM ("
+             << static_cast<int>(occ->occupancy * 100 + 0.5) << "% occupancy, bound by " << occ->limit << ")";
+      else
+        text << " (occupancy: " << arch << "'s SM limits are not known to splatc)";
+      text << "\n";
+    }
+  }
+  return text.str();
+}
+
 }  // namespace
 
 EmitResult emit(const Problem& p, const EmitOptions& o, const std::string& out_dir) {
-  if (o.target != "cuda" && o.target != "ptx") throw Error("", "--target", "expected cuda or ptx, got " + o.target);
+  if (o.target != "cuda" && o.target != "ptx" && o.target != "cubin")
+    throw Error("", "--target", "expected cuda, ptx or cubin, got " + o.target);
   try {
     parse_arch(o.arch);
   } catch (const std::invalid_argument& e) {
@@ -60,9 +101,13 @@ EmitResult emit(const Problem& p, const EmitOptions& o, const std::string& out_d
   const std::string source = o.target == "cuda" ? inline_device_headers(mod.source) : mod.source;
   CompileResult ptx = nvrtc_compile(source, p.name + ".cu", o.arch, CompileTarget::Ptx, o.nvrtc_cache);
   if (!ptx.log.empty()) spdlog::warn("NVRTC: {}", ptx.log);
+  // The CUBIN for the arch, with ptxas's report of each entry point (registers, spills, ...).
+  const CompileResult cubin = nvrtc_compile(source, p.name + ".cu", o.arch, CompileTarget::Cubin, o.nvrtc_cache, true);
 
   std::vector<std::pair<std::string, std::string>> files;
-  files.push_back(o.target == "cuda" ? std::pair{p.name + ".cu", source} : std::pair{p.name + ".ptx", ptx.image});
+  if (o.target == "cuda") files.push_back({p.name + ".cu", source});
+  if (o.target == "ptx") files.push_back({p.name + ".ptx", ptx.image});
+  if (o.target == "cubin") files.push_back({p.name + ".cubin", cubin.image});
   if (!mod.table.empty())
     files.push_back({p.name + ".table.bin",
                      std::string(reinterpret_cast<const char*>(mod.table.data()), mod.table.size() * sizeof(int32_t))});
@@ -74,12 +119,14 @@ EmitResult emit(const Problem& p, const EmitOptions& o, const std::string& out_d
   m["nvrtc"] = nvrtc_version();
   const std::string key = tuning_key(p, o.arch);
   m["tuning"] = {{"values", format_tuning(tuning.tuning)}, {"source", tuning.source}, {"cache_key", key}};
+  const std::string resources = add_resources(m, mod, parse_ptxas_report(cubin.log), o.arch);
   files.push_back({"manifest.json", m.dump(2) + "\n"});
   write_all(out_dir, files);
 
   EmitResult r;
   for (const auto& f : files) r.files.push_back((fs::path(out_dir) / f.first).string());
   r.tuning = tuning;
+  r.resources = resources;
   r.selection = "tuning: " + (tuning.tuning == KernelTuning{} ? std::string("the defaults") : format_tuning(tuning.tuning)) +
                 " (" + tuning.source + "; cache key " + key + ")\n" + explain(mod.selection);
   return r;

@@ -1,7 +1,8 @@
 #pragma once
 // `splatc emit` as a library call: generate the kernels of a pattern, compile them with NVRTC (so an
-// emitted .cu is known to build for its architecture), and write the .cu or .ptx, the per-row table
-// if the plan needs one, and manifest.json — all files or none.
+// emitted .cu is known to build for its architecture; the CUBIN always, for ptxas's resource report),
+// and write the .cu, .ptx or .cubin, the per-row table if the plan needs one, and manifest.json (with
+// each kernel's registers, spills and occupancy) — all files or none.
 #include <string>
 #include <vector>
 
@@ -12,7 +13,7 @@
 namespace splat {
 
 struct EmitOptions {
-  std::string target = "cuda";  // "cuda" (the .cu source) or "ptx"
+  std::string target = "cuda";  // "cuda" (the .cu source), "ptx" or "cubin" (for arch)
   std::string arch = "sm_90";
   bool fused = true, pipeline = true;
   // Fused-kernel tuning (parse_tuning: `--tune`); it wins over the cache. Unset: the cache's entry
@@ -27,6 +28,8 @@ struct EmitResult {
   std::string selection;           // the tuning and its source, then the kernel selection with its
                                    // reasons (codegen: explain())
   ResolvedTuning tuning;           // the tuning used and where it came from
+  std::string resources;           // one line per kernel: registers, spills, local and shared memory,
+                                   // blocks per SM and occupancy (also in the manifest's kernels)
 };
 
 // Writes into out_dir (created if missing). Throws splat::Error for bad options, CompileError for

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -78,9 +79,11 @@ namespace {
 
 // Options of every compile: PTX for the virtual architecture (JIT-able by newer drivers), CUBIN for
 // the real one.
-std::vector<std::string> compile_options(const std::string& arch, CompileTarget target) {
-  return {"--gpu-architecture=" + (target == CompileTarget::Ptx ? "compute_" + arch.substr(3) : arch), "--std=c++17",
-          "--extra-device-vectorization"};
+std::vector<std::string> compile_options(const std::string& arch, CompileTarget target, bool resource_info) {
+  std::vector<std::string> o = {"--gpu-architecture=" + (target == CompileTarget::Ptx ? "compute_" + arch.substr(3) : arch),
+                                "--std=c++17", "--extra-device-vectorization"};
+  if (resource_info && target == CompileTarget::Cubin) o.push_back("--ptxas-options=-v");
+  return o;
 }
 
 CompileResult run_nvrtc(const std::string& source, const std::string& name, const std::string& arch,
@@ -120,15 +123,17 @@ CompileResult run_nvrtc(const std::string& source, const std::string& name, cons
   return out;
 }
 
-// The cache file of a compile: named by a SHA-256 over everything NVRTC's output depends on (each
-// field length-prefixed): the NVRTC version, target, options, source and every device header. The
-// program name is left out: it appears only in the log, and results with a log are not stored.
-fs::path cache_file(const std::string& dir, const std::string& source, CompileTarget target,
+// The cache file of a compile: named by a SHA-256 over everything NVRTC's output and log depend on
+// (each field length-prefixed): the NVRTC version, program name (the log cites it), target, options,
+// source and every device header. The file holds the log's length (8 bytes, little-endian), the log
+// and the image.
+fs::path cache_file(const std::string& dir, const std::string& name, const std::string& source, CompileTarget target,
                     const std::vector<std::string>& options) {
   Sha256 h;
   auto field = [&h](std::string_view s) { h.add(std::to_string(s.size())).add(":").add(s); };
-  field("splat nvrtc cache 1");
+  field("splat nvrtc cache 2");
   field(nvrtc_version());
+  field(name);
   field(target == CompileTarget::Ptx ? "ptx" : "cubin");
   for (const std::string& o : options) field(o);
   field(source);
@@ -139,16 +144,22 @@ fs::path cache_file(const std::string& dir, const std::string& source, CompileTa
   return fs::path(dir) / (h.hex() + (target == CompileTarget::Ptx ? ".ptx" : ".cubin"));
 }
 
-bool read_cached(const fs::path& file, std::string& image) {
+bool read_cached(const fs::path& file, CompileResult& out) {
   std::ifstream f(file, std::ios::binary);
   if (!f) return false;
-  image.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-  return !f.bad() && !image.empty();
+  const std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad() || data.size() < 8) return false;
+  uint64_t n = 0;
+  for (int b = 7; b >= 0; --b) n = n << 8 | static_cast<unsigned char>(data[static_cast<size_t>(b)]);
+  if (n > data.size() - 8 || data.size() - 8 - n == 0) return false;  // not a cache file of this format
+  out.log = data.substr(8, n);
+  out.image = data.substr(8 + n);
+  return true;
 }
 
 // Written under a name of its own, then renamed into place: readers (other processes sharing the
 // directory) see the whole file or none. A cache that cannot be written only costs time.
-void store_cached(const fs::path& file, const std::string& image) {
+void store_cached(const fs::path& file, const CompileResult& r) {
   static std::atomic<unsigned> serial{0};
   std::error_code ec;
   fs::create_directories(file.parent_path(), ec);
@@ -156,7 +167,11 @@ void store_cached(const fs::path& file, const std::string& image) {
                                              "." + std::to_string(serial++) + ".tmp");
   {
     std::ofstream f(tmp, std::ios::binary);
-    f.write(image.data(), static_cast<std::streamsize>(image.size()));
+    char len[8];
+    for (int b = 0; b < 8; ++b) len[b] = static_cast<char>(static_cast<uint64_t>(r.log.size()) >> (8 * b) & 0xff);
+    f.write(len, 8);
+    f.write(r.log.data(), static_cast<std::streamsize>(r.log.size()));
+    f.write(r.image.data(), static_cast<std::streamsize>(r.image.size()));
     if (!f) {
       static std::once_flag warned;
       std::call_once(warned, [&] { spdlog::warn("NVRTC cache: cannot write {}", tmp.string()); });
@@ -171,17 +186,17 @@ void store_cached(const fs::path& file, const std::string& image) {
 }  // namespace
 
 CompileResult nvrtc_compile(const std::string& source, const std::string& name, const std::string& arch,
-                            CompileTarget target, const std::string& cache_dir) {
+                            CompileTarget target, const std::string& cache_dir, bool resource_info) {
   parse_arch(arch);
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<std::string> options = compile_options(arch, target);
-  const fs::path file = cache_dir.empty() ? fs::path() : cache_file(cache_dir, source, target, options);
+  const std::vector<std::string> options = compile_options(arch, target, resource_info);
+  const fs::path file = cache_dir.empty() ? fs::path() : cache_file(cache_dir, name, source, target, options);
   CompileResult out;
-  if (!file.empty() && read_cached(file, out.image)) {
+  if (!file.empty() && read_cached(file, out)) {
     out.cached = true;
   } else {
     out = run_nvrtc(source, name, arch, target, options);
-    if (!file.empty() && out.log.empty()) store_cached(file, out.image);
+    if (!file.empty()) store_cached(file, out);
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

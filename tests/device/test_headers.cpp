@@ -101,33 +101,50 @@ TEST_CASE("emit --target cuda: the self-contained .cu compiles to the PTX of --t
   fs::remove_all(dir);
 }
 
-TEST_CASE("NVRTC result cache: identical input is read back, any other input compiles") {
+TEST_CASE("NVRTC result cache: identical input is read back with its log, any other input compiles") {
   const fs::path dir = fs::temp_directory_path() / ("splat_nvrtc_cache_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const std::string src = "#include \"splat/common.cuh\"\nextern \"C\" __global__ void k(float* x) { x[0] = fast_exp2(x[1]); }\n";
   const CompileResult first = nvrtc_compile(src, "a.cu", "sm_80", CompileTarget::Ptx, dir.string());
   CHECK(!first.cached);
-  const CompileResult again = nvrtc_compile(src, "b.cu", "sm_80", CompileTarget::Ptx, dir.string());
+  const CompileResult again = nvrtc_compile(src, "a.cu", "sm_80", CompileTarget::Ptx, dir.string());
   CHECK(again.cached);
   CHECK(again.image == first.image);
   CHECK(again.image == nvrtc_compile(src, "a.cu", "sm_80", CompileTarget::Ptx).image);
-  // Another architecture, target or source is another entry.
+  // Another program name (logs cite it), architecture, target, option or source is another entry.
+  CHECK(!nvrtc_compile(src, "b.cu", "sm_80", CompileTarget::Ptx, dir.string()).cached);
   CHECK(!nvrtc_compile(src, "a.cu", "sm_90", CompileTarget::Ptx, dir.string()).cached);
   const CompileResult cubin = nvrtc_compile(src, "a.cu", "sm_80", CompileTarget::Cubin, dir.string());
   CHECK(!cubin.cached);
   CHECK(nvrtc_compile(src, "a.cu", "sm_80", CompileTarget::Cubin, dir.string()).image == cubin.image);
   CHECK(!nvrtc_compile(src + "// changed\n", "a.cu", "sm_80", CompileTarget::Ptx, dir.string()).cached);
-  // A compile with warnings is not stored: its log names its own program.
+  // ptxas's resource report is a log: it comes back from the cache as it was written.
+  const CompileResult info = nvrtc_compile(src, "a.cu", "sm_80", CompileTarget::Cubin, dir.string(), true);
+  CHECK(!info.cached);
+  CHECK(info.log.find("Compiling entry function 'k'") != std::string::npos);
+  const CompileResult info2 = nvrtc_compile(src, "a.cu", "sm_80", CompileTarget::Cubin, dir.string(), true);
+  CHECK(info2.cached);
+  CHECK(info2.log == info.log);
+  CHECK(info2.image == info.image);
+  // A compile with warnings is stored with them and replays them.
   const std::string warns = "extern \"C\" __global__ void w() { int unused; }\n";
   const CompileResult w = nvrtc_compile(warns, "w.cu", "sm_80", CompileTarget::Ptx, dir.string());
   REQUIRE(w.log != "");
-  CHECK(!nvrtc_compile(warns, "w.cu", "sm_80", CompileTarget::Ptx, dir.string()).cached);
+  const CompileResult w2 = nvrtc_compile(warns, "w.cu", "sm_80", CompileTarget::Ptx, dir.string());
+  CHECK(w2.cached);
+  CHECK(w2.log == w.log);
   // Failed compiles are errors every time.
   CHECK_THROWS_AS(nvrtc_compile("__global__ void f() { nope(); }", "f.cu", "sm_80", CompileTarget::Ptx, dir.string()),
                   CompileError);
+  // A file of another format (or a truncated one) is not read back.
   size_t entries = 0;
-  for (const auto& e : fs::directory_iterator(dir)) entries += e.path().filename().string()[0] != '.';
-  CHECK(entries == 4);  // sm_80 ptx, sm_90 ptx, sm_80 cubin, changed source
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string()[0] == '.') continue;
+    ++entries;
+    std::ofstream(e.path(), std::ios::binary | std::ios::trunc) << "bad";
+  }
+  CHECK(entries == 7);  // a.cu and b.cu sm_80 ptx, sm_90 ptx, sm_80 cubin, changed source, resource cubin, w.cu
+  CHECK(!nvrtc_compile(src, "a.cu", "sm_80", CompileTarget::Ptx, dir.string()).cached);
   fs::remove_all(dir);
 }
 

@@ -6,6 +6,9 @@ trsplat_e2e(splatc_emit_ptx OUTPUT "strided-4k-fp32\\.ptx.*manifest\\.json"
             COMMAND splatc emit patterns/strided-4k-fp32.json --target ptx --arch sm_80 -o ${_emit_dir}/ptx)
 trsplat_e2e(splatc_emit_bigbird_table OUTPUT "bigbird-4k-bf16\\.table\\.bin"
             COMMAND splatc emit patterns/bigbird-4k-bf16.json --target ptx --arch sm_90 -o ${_emit_dir}/bigbird)
+# --target cubin: the CUBIN, and a line per kernel with what ptxas made of it (also in the manifest).
+trsplat_e2e(splatc_emit_cubin OUTPUT "splat_fused_p0: [0-9]+ registers, spills [0-9]+ B stored / [0-9]+ B loaded.*[0-9]+ blocks? per SM \\([0-9]+% occupancy, bound by [a-z ]+\\).*splat_spmm: .*window-4k-bf16\\.cubin.*manifest\\.json"
+            COMMAND splatc emit patterns/window-4k-bf16.json --target cubin --arch sm_90a -o ${_emit_dir}/cubin)
 # Hopper wgmma at head_dim 128: the manifest names the engine and the tensor maps' 64-column boxes.
 trsplat_e2e(splatc_emit_wgmma_d128 OUTPUT "window-4k-d128-bf16\\.ptx.*manifest\\.json"
             COMMAND splatc emit patterns/d128/window-4k-d128-bf16.json --target ptx --arch sm_90a -o ${_emit_dir}/d128)

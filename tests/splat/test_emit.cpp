@@ -62,6 +62,42 @@ TEST_CASE("emit: ptx and manifest are written, and the manifest names every file
   fs::remove_all(dir);
 }
 
+TEST_CASE("emit: --target cubin, and every kernel's registers, spills and occupancy from ptxas") {
+  fs::path dir = scratch("cubin");
+  splat::EmitOptions o;
+  o.target = "cubin";
+  o.arch = "sm_90a";
+  const splat::EmitResult r = splat::emit(small_window(), o, dir.string());
+  REQUIRE(!r.files.empty());
+  CHECK(fs::path(r.files.front()).filename() == "w.cubin");
+  std::ifstream cubin(r.files.front(), std::ios::binary);
+  std::string elf((std::istreambuf_iterator<char>(cubin)), {});
+  REQUIRE(elf.size() > 1000);
+  CHECK(elf.substr(0, 4) == "\x7f" "ELF");
+  const nlohmann::json m = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
+  CHECK(m["target"] == "cubin");
+  int kernels = 0;
+  for (const char* kind : {"fused", "pipeline"})
+    for (const auto& k : m["kernels"][kind]) {
+      CAPTURE(k.dump());
+      ++kernels;
+      CHECK(k["registers"].get<int>() > 0);
+      CHECK(k["registers"].get<int>() <= 255);
+      CHECK(k["spill_stores_bytes"].get<int64_t>() >= 0);
+      CHECK(k["local_bytes"].get<int64_t>() >= k["spill_stores_bytes"].get<int64_t>() / 64);
+      CHECK(k["max_blocks_per_sm"].get<int>() >= 1);
+      CHECK(k["occupancy"].get<double>() > 0);
+      CHECK(k["occupancy"].get<double>() <= 1);
+      // The text report has a line per kernel, in the manifest's order.
+      CHECK(r.resources.find(k["name"].get<std::string>() + ": " + std::to_string(k["registers"].get<int>()) + " registers") !=
+            std::string::npos);
+    }
+  CHECK(kernels == 4);  // the window's band kernel and the pipeline's three
+  // The wgmma band kernel of a 256-row window: 4 warps, one block per SM at most by its registers.
+  CHECK(m["kernels"]["fused"][0]["occupancy_limit"] == "registers");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("emit: bad options write nothing") {
   fs::path dir = scratch("bad");
   splat::EmitOptions o;
