@@ -1,5 +1,8 @@
 // splatc analyze / show: flags only; the work is in libsplat (pattern, analysis, report).
 #include <chrono>
+#include <cstdint>
+#include <optional>
+#include <utility>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -8,6 +11,7 @@
 #include "common/cli.h"
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/report/analysis_report.h"
+#include "libsplat/report/picture.h"
 
 namespace splatc {
 
@@ -19,9 +23,22 @@ struct AnalyzeArgs {
 };
 
 struct ShowArgs {
-  std::string pattern, output;
+  std::string pattern, output, rows, cols;
   int cells = 512;
 };
+
+// "A:B" (non-negative integers) of a zoom flag; unset when empty.
+std::optional<std::pair<int64_t, int64_t>> parse_range(const std::string& text, const char* flag) {
+  if (text.empty()) return std::nullopt;
+  const size_t colon = text.find(':');
+  const auto number = [&](const std::string& x) {
+    if (x.empty() || x.size() > 18 || x.find_first_not_of("0123456789") != std::string::npos)
+      throw splat::Error("", flag, "expected A:B (two non-negative integers), got '" + text + "'");
+    return std::stoll(x);
+  };
+  if (colon == std::string::npos) number("");
+  return std::pair<int64_t, int64_t>{number(text.substr(0, colon)), number(text.substr(colon + 1))};
+}
 
 }  // namespace
 
@@ -65,11 +82,17 @@ Command register_show(CLI::App& app) {
   sub->add_option("-o,--output", args->output, "Output picture, FILE.svg or FILE.png")->required();
   sub->add_option("--cells", args->cells, "Largest number of cells per side (downsampling)")
       ->check(CLI::Range(16, 4096));
+  sub->add_option("--rows", args->rows, "Draw query rows A:B only (A inclusive, B exclusive)");
+  sub->add_option("--cols", args->cols, "Draw key positions A:B only (A inclusive, B exclusive)");
   return {sub, [args]() {
+            splat::PictureOptions o;
+            o.max_cells = args->cells;
+            o.rows = parse_range(args->rows, "--rows");
+            o.cols = parse_range(args->cols, "--cols");
             splat::Problem p = splat::load_problem(args->pattern, limits());
             splat::Acsr acsr = splat::analyze(p);
             splat::AnalysisStats st = splat::stats(p, acsr);
-            splat::write_picture(p, acsr, st, args->output, args->cells);
+            splat::write_picture(p, acsr, st, args->output, o);
             spdlog::info("wrote {}", args->output);
             return static_cast<int>(cli::kOk);
           }};

@@ -1,5 +1,5 @@
 #pragma once
-// Output of `splatc analyze` and `splatc show` (formats in docs/splatc-patterns.md).
+// Output of `splatc analyze` (formats in docs/splatc-patterns.md); `splatc show`: picture.h.
 #include <nlohmann/json_fwd.hpp>
 
 #include <string>
@@ -17,13 +17,5 @@ nlohmann::json analysis_json(const Problem&, const Acsr&, const AnalysisStats&);
 // Writes every kept position as a line "i j", row-major, through a temporary file renamed into
 // place (nothing half-written on error). Throws std::runtime_error on I/O failure.
 void write_coo(const Acsr&, const std::string& path);
-
-// Writes a picture of the mask: .svg or .png chosen by the extension (anything else is a
-// splat::Error). Large masks are downsampled (one pixel = f x f tokens, shaded by density).
-void write_picture(const Problem&, const Acsr&, const AnalysisStats&, const std::string& path, int max_cells = 512);
-
-// The PNG encoder used by write_picture: 8-bit RGB, rows top to bottom, stored (uncompressed)
-// deflate blocks. Exposed for tests.
-std::string encode_png(int width, int height, const std::string& rgb);
 
 }  // namespace splat

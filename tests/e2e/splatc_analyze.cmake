@@ -21,5 +21,9 @@ trsplat_e2e(splatc_analyze_missing_file EXIT 2 OUTPUT "cannot read"
 trsplat_e2e(splatc_show_bad_extension EXIT 2 OUTPUT "\\.svg or \\.png"
             COMMAND splatc show patterns/window-4k-bf16.json -o /tmp/splatc-e2e-show.bmp)
 trsplat_e2e(splatc_show_png COMMAND splatc show patterns/bigbird-4k-bf16.json -o /tmp/splatc-e2e-bigbird.png)
+trsplat_e2e(splatc_show_zoom COMMAND splatc show patterns/strided-4k-bf16.json --rows 1000:1200 --cols 900:1300
+            -o /tmp/splatc-e2e-strided-zoom.png)
+trsplat_e2e(splatc_show_bad_zoom EXIT 2 OUTPUT "--cols: expected A:B with 0 <= A < B <= 4096, got 0:5000"
+            COMMAND splatc show patterns/strided-4k-bf16.json --cols 0:5000 -o /tmp/splatc-e2e-bad-zoom.png)
 trsplat_e2e(splatc_show_svg COMMAND splatc show tests/splat/data/ragged_causal.json -o /tmp/splatc-e2e-ragged.svg)
 trsplat_e2e(splatc_analyze_coo COMMAND splatc analyze tests/splat/data/ragged_causal.json --coo /tmp/splatc-e2e-ragged.coo)

@@ -11,11 +11,13 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/analysis/rows.h"
 #include "libsplat/report/analysis_report.h"
+#include "libsplat/report/picture.h"
 
 TEST_SUITE_BEGIN("unit");
 
@@ -412,6 +414,65 @@ TEST_CASE("report: PNG encoder output decodes (chunks, CRC, zlib stream) and is 
   std::string flat(static_cast<size_t>(w) * h * 3, '\xf0');
   for (size_t k = 0; k < flat.size(); k += 97) flat[k] = '\x20';
   CHECK(encode_png(w, h, flat).size() < flat.size() / 20);
+}
+
+namespace {
+
+// An SVG picture as text (written to a temporary file and read back).
+std::string svg_of(const Problem& p, const PictureOptions& o = {}) {
+  const auto path = std::filesystem::temp_directory_path() / ("splat_test_pic_" + std::to_string(::getpid()) + ".svg");
+  const Acsr a = analyze(p);
+  write_picture(p, a, stats(p, a), path.string(), o);
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  std::filesystem::remove(path);
+  return text;
+}
+
+// The fill of the cell rectangle starting at column x, row y of a 20 x 20 picture at 25 pixels a
+// cell (layout: left 110, top 92); "" when none starts there.
+std::string fill_at(const std::string& svg, int x, int y) {
+  const std::string at = "<rect x=\"" + std::to_string(110 + 25 * x) + "\" y=\"" + std::to_string(92 + 25 * y) + "\"";
+  const size_t k = svg.find(at);
+  if (k == std::string::npos) return "";
+  const size_t f = svg.find("fill=\"#", k);
+  return svg.substr(f + 6, 7);
+}
+bool reddish(const std::string& hex) { return std::stoi(hex.substr(1, 2), nullptr, 16) > std::stoi(hex.substr(5, 2), nullptr, 16) + 60; }
+bool bluish(const std::string& hex) { return std::stoi(hex.substr(5, 2), nullptr, 16) > std::stoi(hex.substr(1, 2), nullptr, 16) + 60; }
+
+}  // namespace
+
+TEST_CASE("show: cells coloured by what keeps them, a legend of the colours present, and a zoom") {
+  // The diagonal (one run family) and global token 5: row 5 and column 5 are the token's.
+  const Problem p = make(20, 20, false, {{"union", {{{"window", {{"left", 0}, {"right", 0}}}}, {{"global", {{"tokens", {5}}}}}}}});
+  const std::string svg = svg_of(p);
+  CHECK(svg.find("global tokens' rows and columns") != std::string::npos);
+  CHECK(reddish(fill_at(svg, 0, 5)));   // row 5: one red rectangle over the whole row
+  CHECK(svg.find("<rect x=\"110\" y=\"217\" width=\"500\"") != std::string::npos);
+  CHECK(reddish(fill_at(svg, 5, 10)));  // column 5 in row 10
+  CHECK(bluish(fill_at(svg, 10, 10)));  // the diagonal: the row's run family
+  CHECK(fill_at(svg, 3, 10).empty());   // not kept: white, no rectangle
+  // No global term: no global colour in the legend; a strided lattice apart from the window.
+  const std::string st = svg_of(make(40, 40, false, {{"union", {{{"window", {{"left", 2}, {"right", 2}}}}, {{"strided", {{"stride", 9}}}}}}}));
+  CHECK(st.find("global tokens") == std::string::npos);
+  CHECK(st.find("contiguous runs") != std::string::npos);
+  CHECK(st.find("strided runs") != std::string::npos);
+  // A global token inside an intersection does not keep its row whole: drawn as run families.
+  const std::string in = svg_of(make(20, 20, false, {{"intersect", {{{"window", {{"left", 3}, {"right", 3}}}}, {{"global", {{"tokens", {5}}}}}}}}));
+  CHECK(in.find("global tokens") == std::string::npos);
+  // Zoom: rows 10:30 and keys 0:20 of a 40 x 40 mask; the subtitle and the ticks say so.
+  PictureOptions o;
+  o.rows = std::pair<int64_t, int64_t>{10, 30};
+  o.cols = std::pair<int64_t, int64_t>{0, 20};
+  const std::string z = svg_of(make(40, 40, false, {{"window", {{"left", 0}, {"right", 0}}}}), o);
+  CHECK(z.find("rows 10:30, keys 0:20") != std::string::npos);
+  CHECK(z.find(">10</text>") != std::string::npos);
+  CHECK(z.find(">30</text>") != std::string::npos);
+  CHECK(bluish(fill_at(z, 12, 2)));  // row 12 keeps key 12: cell (x 12, y 12 - 10)
+  CHECK(fill_at(z, 12, 3).empty());
+  o.rows = std::pair<int64_t, int64_t>{10, 41};
+  CHECK_THROWS_WITH_AS(svg_of(make(40, 40, false, {{"window", {{"left", 0}, {"right", 0}}}}), o), doctest::Contains("--rows"), Error);
 }
 
 TEST_SUITE_END();
