@@ -51,29 +51,20 @@ J pairs(const std::vector<std::pair<std::string, std::string>>& v) {
   return o;
 }
 
-// "[2, 3]" (one integer per axis, as the counterexample's text writes it) as a JSON array; an
-// element beyond int64 stays a decimal string, so that no value is rounded.
-J integer_list(const std::string& text) {
-  J a = J::array();
-  std::string body = text;
-  if (body.size() >= 2 && body.front() == '[' && body.back() == ']') body = body.substr(1, body.size() - 2);
-  std::stringstream in(body);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    const size_t b = item.find_first_not_of(' '), e = item.find_last_not_of(' ');
-    if (b == std::string::npos) continue;
-    item = item.substr(b, e - b + 1);
-    int64_t v = 0;
-    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (ec == std::errc() && end == item.data() + item.size()) a.push_back(v);
-    else a.push_back(item);
-  }
-  return a;
-}
-
-J integer_lists(const std::vector<std::pair<std::string, std::string>>& v) {
+// One integer per axis as a JSON array of numbers; an element beyond int64 stays a decimal string,
+// so that no value is rounded.
+J integer_lists(const std::vector<std::pair<std::string, Counterexample::Integers>>& v) {
   J o = J::object();
-  for (const auto& [k, x] : v) o[k] = integer_list(x);
+  for (const auto& [k, xs] : v) {
+    J a = J::array();
+    for (const std::string& x : xs) {
+      int64_t n = 0;
+      const auto [end, ec] = std::from_chars(x.data(), x.data() + x.size(), n);
+      if (ec == std::errc() && end == x.data() + x.size()) a.push_back(n);
+      else a.push_back(x);
+    }
+    o[k] = a;
+  }
   return o;
 }
 

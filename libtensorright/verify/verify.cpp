@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 
 #include <cvc5/cvc5.h>
 #include <spdlog/spdlog.h>
@@ -249,10 +250,10 @@ Model read_model(cvc5::Solver& s, const enc::Encoder& e) {
   return m;
 }
 
-std::string vec_str(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
+Counterexample::Integers decimals(const std::vector<int64_t>& v) {
+  Counterexample::Integers d;
+  for (int64_t x : v) d.push_back(std::to_string(x));
+  return d;
 }
 
 std::string key_str(const Rule& rule, const AxisKey& k) {
@@ -280,15 +281,15 @@ Counterexample render(const Rule& rule, const Model& m, const SideCheck& sc, con
   for (size_t t = 0; t < rule.tensors.size(); ++t)
     for (const auto& [k, sz] : rule.tensors[t].shape) {
       std::vector<int64_t> v;
-      std::string shown = "[";
+      Counterexample::Integers shown;
       for (int j = 0; j < m.inst.rank.at(k.rclass); ++j) {
         Value x = eval_iexpr(*sz, m.inst, j);
         // A size beyond int64 bounds no index of the model (indices are int64).
         v.push_back(x.kind == Value::Kind::Int ? to_int64(x.i).value_or(sgn(x.i) * INT64_MAX) : 0);
-        shown += (j ? ", " : "") + (x.kind == Value::Kind::Int ? x.i.get_str() : std::string("0"));
+        shown.push_back(x.kind == Value::Kind::Int ? x.i.get_str() : std::string("0"));
       }
       extent[t][k] = v;
-      c.sizes.push_back({rule.tensors[t].name + "." + key_str(rule, k), shown + "]"});
+      c.sizes.push_back({rule.tensors[t].name + "." + key_str(rule, k), shown});
     }
   // The solver also applies a tensor's function under guards that end up false (reads that do not
   // happen); only elements inside the tensor are part of the counterexample.
@@ -302,11 +303,11 @@ Counterexample render(const Rule& rule, const Model& m, const SideCheck& sc, con
     return true;
   };
   for (const auto& [id, v] : m.inst.maps)
-    if (!si_maps.count(id)) c.maps.push_back({rule.maps[id].name, vec_str(v)});
+    if (!si_maps.count(id)) c.maps.push_back({rule.maps[id].name, decimals(v)});
   for (const auto& [id, v] : m.inst.scalars) c.scalars.push_back({rule.scalars[id].name, v.str()});
   // A tensor-level counterexample (validity or shape) holds at no particular index or element.
   if (!sc.tensor_level) {
-    for (const auto& [k, v] : m.index) c.index.push_back({key_str(rule, k), vec_str(v)});
+    for (const auto& [k, v] : m.index) c.index.push_back({key_str(rule, k), decimals(v)});
     for (const auto& [t, data] : m.inst.inputs)
       for (const auto& [idx, v] : data.elems)
         if (inside(static_cast<size_t>(t), idx))
@@ -318,10 +319,20 @@ Counterexample render(const Rule& rule, const Model& m, const SideCheck& sc, con
   o << "dtype " << to_string(c.dtype) << ", ranks";
   for (const auto& [r, n] : c.ranks) o << " " << r << "=" << n;
   o << "\n";
-  auto list = [&](const char* title, const std::vector<std::pair<std::string, std::string>>& xs) {
+  auto list = [&](const char* title, const auto& xs) {
     if (xs.empty()) return;
     o << title << ":";
-    for (const auto& [k, v] : xs) o << " " << k << " = " << v << ";";
+    for (const auto& [k, v] : xs) {
+      o << " " << k << " = ";
+      if constexpr (std::is_same_v<std::decay_t<decltype(v)>, Counterexample::Integers>) {
+        o << "[";
+        for (size_t j = 0; j < v.size(); ++j) o << (j ? ", " : "") << v[j];
+        o << "]";
+      } else {
+        o << v;
+      }
+      o << ";";
+    }
     o << "\n";
   };
   list("sizes", c.sizes);

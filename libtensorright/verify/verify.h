@@ -58,10 +58,12 @@ struct DTypeResult {
 struct Counterexample {
   DType dtype = DType::Int;
   std::map<std::string, int> ranks;                         // rclass -> number of axes
-  std::vector<std::pair<std::string, std::string>> sizes;   // "A.R" -> "[2, 3]" (per tensor key)
-  std::vector<std::pair<std::string, std::string>> maps;    // map name -> "[v0, v1, ...]" per axis
+  // One exact decimal integer per axis (sizes may exceed int64).
+  using Integers = std::vector<std::string>;
+  std::vector<std::pair<std::string, Integers>> sizes;      // "A.R" -> {"2", "3"} (per tensor key)
+  std::vector<std::pair<std::string, Integers>> maps;       // map name -> a value per axis
   std::vector<std::pair<std::string, std::string>> scalars; // scalar name -> value
-  std::vector<std::pair<std::string, std::string>> index;   // output key -> "[i0, ...]"
+  std::vector<std::pair<std::string, Integers>> index;      // output key -> an index per axis
   std::vector<std::pair<std::string, std::string>> inputs;  // "A[R=(0,1)]" -> value
   std::string lhs_value, rhs_value;                         // value, or "undefined"
   std::string text;                                         // readable multi-line rendering

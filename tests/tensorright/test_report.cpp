@@ -36,8 +36,9 @@ RuleResult rule(const std::string& name, Verdict v, std::optional<Verdict> expec
   if (v == Verdict::Counterexample) {
     Counterexample c;
     c.ranks = {{"R", 1}};
-    c.maps = {{"s", "[1]"}};
-    c.index = {{"R", "[0]"}};
+    c.maps = {{"s", {"1"}}};
+    c.index = {{"R", {"0"}}};
+    c.sizes = {{"A.R", {"2", "123456789012345678901234567890"}}};  // beyond int64: kept exact, as text
     c.inputs = {{"A[R=(0)]", "0"}};
     c.lhs_value = "1";
     c.rhs_value = "0";
@@ -107,6 +108,7 @@ TEST_CASE("report: JSON has the documented shape") {
   CHECK(r["limit"].is_null());
   CHECK(r["counterexample"].is_null());
   CHECK(j["rules"][1]["counterexample"]["maps"]["s"] == nlohmann::json::array({1}));
+  CHECK(j["rules"][1]["counterexample"]["sizes"]["A.R"] == nlohmann::json::array({2, "123456789012345678901234567890"}));
   CHECK(j["rules"][1]["counterexample"]["lhs"] == "1");
   CHECK(j["summary"]["rules"] == 2);
   CHECK(j["summary"]["counterexample"] == 1);

@@ -42,6 +42,16 @@ std::string value_of(const std::vector<std::pair<std::string, std::string>>& xs,
     if (a == k) return b;
   return "<missing " + k + ">";
 }
+// A per-axis list ("s" -> {"1"}) as the text shows it: "[1]".
+std::string value_of(const std::vector<std::pair<std::string, Counterexample::Integers>>& xs, const std::string& k) {
+  for (const auto& [a, b] : xs)
+    if (a == k) {
+      std::string s = "[";
+      for (size_t j = 0; j < b.size(); ++j) s += (j ? ", " : "") + b[j];
+      return s + "]";
+    }
+  return "<missing " + k + ">";
+}
 
 }  // namespace
 
