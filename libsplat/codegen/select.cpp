@@ -87,7 +87,8 @@ EngineConfig configure(const Problem& p, EngineKind kind, const KernelFacts& f, 
     // (a pass without masks holds no run bounds). 32 rows per warp: 255 registers. 128-key tiles:
     // twice the stage memory, so at most 3 blocks per SM at d = 64. Wider heads hold more O and Q
     // fragments: 3 blocks (168 registers) for d = 96, 2 (255) for d = 128 (bf16, the six peer
-    // patterns at 4k / 16k: d = 128 1.30-1.47x faster than at 4 blocks, d = 96 1.05-1.40x); over
+    // patterns at 4k / 16k: d = 128 1.30-1.47x faster than at 4 blocks, d = 96 1.05-1.40x); 3 up
+    // to a width of 112 (window-16k at d = 112: 303.5 against 317.6 us at 2, splatc tune); over
     // 128 the stages leave room for one block (255 registers; d = 256 spills ~0.3 KB).
     const int runs = pass_unmasked(pass, c.key_tile) ? 1 : pass.max_runs;
     c.min_blocks = t.min_blocks >= 0 ? t.min_blocks
@@ -95,7 +96,7 @@ EngineConfig configure(const Problem& p, EngineKind kind, const KernelFacts& f, 
                        ? static_cast<int>(std::clamp<int64_t>(kSmemPerSm / (c.smem(p.dtype, hd) + 1024), 1, 3))
                    : c.warp_rows == 32 ? 4
                    : hd > 128          ? 1  // stages of 64 keys x 2 x (144 .. 264) bf16: one block per SM
-                   : hd > 96           ? 2
+                   : hd > 112          ? 2
                    : hd > 64           ? 3
                                        : (runs <= 2 ? 4 : 3);
     note("min blocks " + std::to_string(c.min_blocks) +
