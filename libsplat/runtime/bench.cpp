@@ -376,8 +376,9 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
   for (Prepared& x : prep) {
     const Problem& p = x.problem;
     ProblemResult r = problem_result(p, x.acsr, *x.gen, opt.ceilings);
-    r.tuning = format_tuning(x.tuning.tuning);
-    r.tuning_source = x.tuning.source;
+    // A module without fused kernels (no engine for the head_dim) has no tuning to report.
+    r.tuning = x.gen->fused.empty() ? "" : format_tuning(x.tuning.tuning);
+    r.tuning_source = x.gen->fused.empty() ? "" : x.tuning.source;
     CompileResult cr = x.cubin.get();
     r.compile_seconds = cr.seconds;
     auto mod = std::make_shared<Module>(cr.image);
