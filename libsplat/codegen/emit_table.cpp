@@ -115,7 +115,7 @@ void combine(std::ostream& s, const Context& c, const KernelSpec& k) {
   s << entry(k.name, k.block, 0) << "  (void)q; (void)k; (void)v; (void)scores; (void)table; (void)tmaps;\n"
     << "  fused_combine<" << c.elt << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << pass.slots << ", "
     << (t.last ? "true" : "false") << ", " << t.rows_per_block << ", " << t.warps_per_row << (k.programmatic ? ", true" : ", false")
-    << ">(kSplits" << t.pass << ", static_cast<" << c.elt << "*>(o), ws);\n}\n";
+    << ", " << t.blocks_per_tile << ">(kSplits" << t.pass << ", static_cast<" << c.elt << "*>(o), ws);\n}\n";
 }
 
 }  // namespace splat::emit

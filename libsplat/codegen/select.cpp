@@ -197,11 +197,15 @@ KernelSpec combine_spec(const Ctx& c, size_t pi, const std::string& pass_name) {
   CombineTraits ct;
   ct.pass = pi;
   ct.last = pi + 1 == c.plan.passes.size();
-  k.traits = ct;
   k.name = pass_name + "_combine";
   k.role = "combine of pass " + std::to_string(pi + 1) + "'s split-KV chunks";
-  // rows_per_block rows of a split tile per block, warps_per_row warps each (fused_combine).
-  k.grid_x = static_cast<int64_t>(pass.splits.size()) * (64 / ct.rows_per_block);
+  // rows_per_block rows of a split tile per block, warps_per_row warps each (fused_combine), as
+  // many blocks per tile as the tallest split tile needs.
+  int64_t rows = 1;
+  for (const PlanSplit& sp : pass.splits) rows = std::max(rows, sp.m_end - sp.m_begin);
+  ct.blocks_per_tile = static_cast<int>((std::min<int64_t>(rows, 64) + ct.rows_per_block - 1) / ct.rows_per_block);
+  k.traits = ct;
+  k.grid_x = static_cast<int64_t>(pass.splits.size()) * ct.blocks_per_tile;
   k.block = 32 * ct.rows_per_block * ct.warps_per_row;
   k.programmatic = c.pdl;
   k.reason = std::to_string(pass.splits.size()) + " heavy row tile(s) of pass " + std::to_string(pi + 1) + " split into " +

@@ -95,6 +95,9 @@ struct CombineTraits {
   size_t pass = 0;
   bool last = false;
   int rows_per_block = 2, warps_per_row = 4;
+  // Blocks per split tile: enough for its rows (64 / rows_per_block for a full tile; 1 for the
+  // one-row tiles of decode, whose other blocks would start only to find no row).
+  int blocks_per_tile = 32;
 };
 
 using KernelTraits = std::variant<TableTraits, BandTraits, BandWithGlobalsTraits, LatticeTraits, CombineTraits>;

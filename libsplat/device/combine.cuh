@@ -5,19 +5,20 @@
 #include "splat/online_softmax.cuh"
 
 // Combine of split-KV chunks: merges the partial states of a split tile's rows and writes O (last
-// pass) or the handed-over state. Block b takes rows [RB (b % (64 / RB)), + RB) of split tile
-// b / (64 / RB) with WPR warps per row: the row's first warp reduces its (max, sum) over the
+// pass) or the handed-over state. Block b takes rows [RB (b % BPT), + RB) of split tile b / BPT
+// (BPT blocks per tile: 64 / RB, or fewer when no split tile has more than BPT * RB rows) with WPR
+// warps per row: the row's first warp reduces its (max, sum) over the
 // chunks, then each of the row's warps sums every WPR-th chunk's O row (lanes over d) and the
 // block adds the WPR partial rows. Why so parallel: one block per split tile, looping over all
 // 64 x HD outputs and every chunk, took ~100 us on the H200 at longformer-16k (16 blocks in all),
 // against ~145 us for the pass itself. Launched with 32 * RB * WPR threads (codegen's KernelDesc).
-template <class T, int SEQ, int HD, int PERIOD, int NSLOTS, bool LAST, int RB, int WPR, bool PDL = false>
+template <class T, int SEQ, int HD, int PERIOD, int NSLOTS, bool LAST, int RB, int WPR, bool PDL = false, int BPT = 64 / RB>
 __device__ __forceinline__ void fused_combine(const SplitD* splits, T* o, float* ws) {
-  static_assert(64 % RB == 0, "row groups tile the 64 rows of a split tile");
+  static_assert(64 % RB == 0 && BPT >= 1 && BPT * RB <= 64, "row groups tile the 64 rows of a split tile");
   if constexpr (PDL) pdl_wait();  // a programmatic launch: the chunks' pass has completed from here on
   constexpr int ND = (HD + 31) / 32;  // outputs per lane
-  const SplitD sp = splits[blockIdx.x / (64 / RB)];
-  const int r0 = (int)(blockIdx.x % (64 / RB)) * RB;
+  const SplitD sp = splits[blockIdx.x / BPT];
+  const int r0 = (int)(blockIdx.x % BPT) * RB;
   const i64 bh = blockIdx.y;
   const float* wsplit = ws + (i64)gridDim.y * SEQ * (HD + 2);
   const float* pml = split_ml(wsplit, NSLOTS, HD, 0);  // the slots' (m, l)

@@ -600,6 +600,9 @@ TEST_CASE("grouped-query heads and q_offset: K/V layout, tensor maps, hash, fill
   REQUIRE(m.fused.size() == 2);
   CHECK(m.fused[0].grid_x == 9);
   CHECK(m.fused[1].role.find("combine") != std::string::npos);
+  // The combine starts one block for the split tile's one row (of 2 rows a block), not 32.
+  CHECK(m.fused[1].grid_x == 1);
+  CHECK(m.source.find(", 1>(kSplits0") != std::string::npos);
   // The group is part of the hash (the code differs); q_offset is, through the ACSR.
   Problem mha = p;
   mha.kv_heads = mha.heads;
