@@ -6,7 +6,8 @@
 #include "splat/online_softmax.cuh"
 
 // ================================================================================================
-// Engine: tensor cores (bf16 / fp16, head_dim % 8 == 0, <= 128; width HW: head_dim rounded up to 16). 64-row tiles as 4 warps x 16 rows
+// Engine: tensor cores (bf16 / fp16, head_dim % 8 == 0, <= 256; width HW: head_dim rounded up to 16;
+// the padding columns zero and never stored). 64-row tiles as 4 warps x 16 rows
 // (MW = 1) or 2 warps x 32 rows (MW = 2: each K/V fragment read from shared memory feeds two
 // mma instead of one, halving the ldmatrix traffic that bounds the MW = 1 kernel). Key tiles of
 // 64 keys gathered through cp.async into STAGES shared-memory stages; S = Q.K^T and O += P.V with
