@@ -22,7 +22,7 @@ enum class EngineKind {
   Mma,        // mma.sync m16n8k16, bf16/fp16
   MmaTf32,    // mma.sync m16n8k8 tf32
   MmaTf32x3,  // fp32 as three tf32 products (3xTF32)
-  CudaCores,  // no tensor-core layout for the problem: no fused kernel (pipeline only)
+  CudaCores,  // no tensor-core engine takes the head_dim: no fused kernel (the pipeline only)
 };
 const char* engine_name(EngineKind);  // "wgmma", "mma.sync", "mma.sync tf32", "mma.sync 3xtf32", "cuda cores"
 
