@@ -9,7 +9,9 @@ splitmix64 generator as libsplat), and times
 with triton.testing.do_bench (median, warm-up 50 ms, 300 ms of repeats; it flushes L2 between
 runs). fp32 runs with TF32 disabled. The flex error is checked against a float64 masked SDPA on
 problems of at most 4096 rows. Grouped-query heads (kv_heads) run with enable_gqa=True (K and V
-not repeated); q_offset shifts the query positions the mask sees. Prints one JSON line per problem and writes them all to --out.
+not repeated); q_offset shifts the query positions the mask sees; a packed variable-length batch
+("varlen") runs as document masking over all its tokens ([1, H, total, D]; no dense SDPA). Prints
+one JSON line per problem and writes them all to --out.
 """
 import argparse
 import json
@@ -134,7 +136,19 @@ def problem_mask(doc):
         p = q + off if off else q
         m = f(p, k)
         return (m & (k <= p)) if causal else m
-    return mask_mod
+    if "varlen" not in doc:
+        return mask_mod
+    # A packed variable-length batch as FlexAttention's document masking: one sequence of all the
+    # tokens ([1, H, total, D]); a pair is kept when both tokens are of one document and the pattern
+    # keeps their positions within it.
+    lengths = doc["varlen"]["lengths"]
+    doc_id = torch.repeat_interleave(torch.arange(len(lengths), device=DEV), torch.tensor(lengths, device=DEV))
+    starts = torch.tensor([0] + lengths[:-1], device=DEV).cumsum(0)
+    pos = torch.arange(int(sum(lengths)), device=DEV) - starts[doc_id]
+
+    def varlen_mask(b, h, q, k):
+        return (doc_id[q] == doc_id[k]) & mask_mod(b, h, pos[q], pos[k])
+    return varlen_mask
 
 
 def bench(fn):
@@ -153,6 +167,8 @@ def main():
         name = doc.get("name", os.path.splitext(os.path.basename(path))[0])
         L = doc["seq_len"]
         KV = doc.get("kv_len", L)
+        if "varlen" in doc:  # all the tokens as one sequence (document masking)
+            L = KV = int(sum(doc["varlen"]["lengths"]))
         D = doc["head_dim"]
         B, H = doc.get("batch", 1), doc.get("heads", 1)
         KVH = doc.get("kv_heads", H)
@@ -167,7 +183,9 @@ def main():
             q = torch.randn(B, H, L, D, device=DEV, dtype=dt)
             k = torch.randn(B, KVH, KV, D, device=DEV, dtype=dt)
             v = torch.randn(B, KVH, KV, D, device=DEV, dtype=dt)
-            bm = create_block_mask(mask_mod, B=None, H=None, Q_LEN=L, KV_LEN=KV, device=DEV)
+            # Compiled mask evaluation past 2^31 cells: the eager one materialises the whole mask.
+            big = {"_compile": True} if L * KV > 2**31 else {}
+            bm = create_block_mask(mask_mod, B=None, H=None, Q_LEN=L, KV_LEN=KV, device=DEV, **big)
             row["block_density"] = round(1 - bm.sparsity() / 100, 4)
             o = flex(q, k, v, block_mask=bm, scale=scale, **gqa)
             if L <= args.check_max_len:
@@ -183,6 +201,8 @@ def main():
         except Exception as e:  # keep going: one failing case must not lose the others
             row["flex_error"] = repr(e)[:300]
         try:
+            if "varlen" in doc:
+                raise RuntimeError("not run for a packed batch (dense over all its tokens)")
             row["dense_ms"] = bench(lambda: F.scaled_dot_product_attention(q, k, v, scale=scale, **gqa))
         except Exception as e:
             row["dense_error"] = repr(e)[:300]

@@ -93,10 +93,17 @@ KernelDesc launch_of(const KernelSpec& k) {
 
 }  // namespace
 
-GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOptions& opt) {
+GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOptions& options) {
   if (acsr.seq_len != p.seq_len || acsr.kv_len != p.kv_len) throw std::invalid_argument("ACSR and problem sizes differ");
+  CodegenOptions opt = options;
+  if (p.varlen) {  // a packed variable-length batch: the fused kernels only
+    if (!opt.fused)
+      throw Error(p.file, "varlen", "the pipeline kernels do not take packed variable-length batches (--kernel fused)");
+    opt.pipeline = false;
+  }
   GeneratedModule mod;
   mod.name = p.name;
+  mod.varlen = p.varlen.has_value();
   // 1. Analysis: the structures with closed-form kernels (bands, lattices) and the global keys.
   const Structure structure = analyze_structure(acsr);
   // 2. Plan: row tiles of 64 rows and key tiles of 64 keys over the ACSR.

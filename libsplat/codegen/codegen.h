@@ -10,6 +10,9 @@
 //   (const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table)
 // with q, o [batch, heads, seq_len, head_dim] and k, v [batch, kv_heads, kv_len, head_dim], row-major,
 // in the problem's dtype (tf32: fp32 storage). Launch: grid (grid_x, batch*heads), block `block`.
+// A packed variable-length batch (Problem::varlen; fused kernels only) adds `const int* cu_seqlens`:
+// q, o [total_tokens, heads, head_dim], k, v [total_tokens, kv_heads, head_dim], grid (grid_x,
+// sequences*heads).
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -97,6 +100,7 @@ struct GeneratedModule {
   int64_t nnz = 0;
   bool tensor_cores = false;           // fused kernel uses mma.sync (bf16/fp16 m16n8k16, tf32 m16n8k8, fp32 as
                                        // 3xTF32 m16n8k8) or wgmma
+  bool varlen = false;                 // a packed variable-length batch (Problem::varlen): cu_seqlens
   std::string engine;                  // fused kernel's engine: "wgmma", "mma.sync", "mma.sync tf32",
                                        // "mma.sync 3xtf32", "cuda cores", ...
   std::string pattern_hash;            // "fnv1a64:<16 hex>" of the shape and the ACSR
@@ -119,6 +123,8 @@ GeneratedModule generate(const Problem& problem, const Acsr& acsr, const Codegen
 
 // The parameter layout shared by all entry points.
 const std::vector<ParamDesc>& kernel_params();
+// The fused entry points' one more parameter in a packed variable-length batch (Problem::varlen).
+const ParamDesc& varlen_param();
 
 // manifest.json content. target: "cuda" or "ptx"; arch e.g. "sm_90"; files: emitted file names.
 nlohmann::json manifest(const Problem& problem, const GeneratedModule& mod, const std::string& target,

@@ -1,5 +1,6 @@
 #include "libsplat/codegen/cpu_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -23,18 +24,32 @@ bool in_run(const Run& r, int64_t j) {
 // A window plus a lattice (WindowLattice): the window's band walk, then the lattice walk
 // (lattice_pass): phase by phase, every key tile of the phase for each row tile, masked at the
 // rows' holes, on a fresh state (its tiles name split slot 0) merged with the window's at the end.
+// length >= 0: one sequence of a packed variable-length batch (fused_pass with SPLAT_VARLEN): the
+// plan's rows and walks clipped to it as the kernel clips them (rows below length; each walk's keys
+// below length, walks ascending; full 64-key tiles only among those).
 template <class KeyTile, class End, class PassEnd>
-void walk(const Plan& plan, const StructureKind& kernels, KeyTile&& key_tile, End&& end, PassEnd&& pass_end) {
+void walk(const Plan& plan, const StructureKind& kernels, KeyTile&& key_tile, End&& end, PassEnd&& pass_end,
+          int64_t length = -1) {
   const int br = plan.shape.br, bc = plan.shape.bc;
   std::vector<int64_t> keys(static_cast<size_t>(bc));
   std::vector<char> kept(static_cast<size_t>(br) * static_cast<size_t>(bc));
   // One table tile: its groups' walks in key tiles of bc.
   auto table_tile = [&](const PlanPass& pass, const PlanTile& tile, size_t p) {
     std::vector<int64_t> rows = tile_rows(plan, pass, tile);
+    if (length >= 0)
+      for (int64_t& i : rows) i = i >= length ? -1 : i;
     for (const PlanGroup& g : tile.groups) {
       std::vector<std::vector<Run>> row_runs(static_cast<size_t>(br));
       for (int r = 0; r < br; ++r) row_runs[static_cast<size_t>(r)] = group_row_runs(plan, g, rows[static_cast<size_t>(r)]);
-      for (const KeyWalk& w : g.walks) {
+      for (KeyWalk w : g.walks) {
+        if (length >= 0) {  // clip_walk (libsplat/device/plan.cuh)
+          int64_t n = 0;
+          while (n < w.count && walk_key(plan, w, n) < length) ++n;
+          for (int64_t u = n; u < w.count; ++u)
+            if (walk_key(plan, w, u) < length) throw std::logic_error("cpu model: a walk's keys do not ascend");
+          w.count = n;
+          w.full_end = std::min(w.full_end, n / 64);
+        }
         for (int64_t u0 = 0; u0 < w.count; u0 += bc) {
           for (int c = 0; c < bc; ++c) {
             const int64_t u = u0 + c, j = u < w.count ? walk_key(plan, w, u) : -1;
@@ -63,6 +78,7 @@ void walk(const Plan& plan, const StructureKind& kernels, KeyTile&& key_tile, En
     end(tile, rows, p);
   };
   if (!std::holds_alternative<Unstructured>(kernels)) {
+    if (length >= 0) throw std::invalid_argument("cpu model: a packed variable-length batch runs the plan's tables");
     if (br != 64 || bc != 64) throw std::invalid_argument("cpu model: the band walk has 64x64 tiles");
     const BandWithGlobals* bg = std::get_if<BandWithGlobals>(&kernels);
     const WindowLattice* wl = std::get_if<WindowLattice>(&kernels);
@@ -281,7 +297,7 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
   return o;
 }
 
-std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, const StructureKind& kernels) {
+std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, const StructureKind& kernels, int64_t length) {
   std::vector<std::vector<int64_t>> visits(static_cast<size_t>(plan.seq_len));
   const int br = plan.shape.br, bc = plan.shape.bc;
   walk(
@@ -294,7 +310,7 @@ std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, const Struc
                 kept[static_cast<size_t>(r) * static_cast<size_t>(bc) + static_cast<size_t>(c)])
               visits[static_cast<size_t>(rows[static_cast<size_t>(r)])].push_back(keys[static_cast<size_t>(c)]);
       },
-      [](const PlanTile&, const std::vector<int64_t>&, size_t) {}, [](size_t) {});
+      [](const PlanTile&, const std::vector<int64_t>&, size_t) {}, [](size_t) {}, length);
   return visits;
 }
 

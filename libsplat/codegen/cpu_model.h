@@ -26,7 +26,10 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
                                         const std::vector<double>& v, double headroom = 0.0,
                                         bool checked_sums = false, const StructureKind& kernels = Unstructured{});
 
-// The per-row kept keys the plan visits, in visiting order (for coverage tests).
-std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, const StructureKind& kernels = Unstructured{});
+// The per-row kept keys the plan visits, in visiting order (for coverage tests). length >= 0: one
+// sequence of that length of a packed variable-length batch (rows and keys below it; the plan's
+// tables only, kernels Unstructured).
+std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, const StructureKind& kernels = Unstructured{},
+                                                   int64_t length = -1);
 
 }  // namespace splat

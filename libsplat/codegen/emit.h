@@ -35,8 +35,9 @@ std::string f32_literal(double x);
 std::string engine_type(const Context& c, const EngineConfig& e);
 // One comment line describing the configuration; deferred_pv: band and lattice kernels.
 std::string engine_comment(const EngineConfig& e, bool deferred_pv);
-// `extern "C" __global__ void __launch_bounds__(...) name(params) {` and its newline.
-std::string entry(const std::string& name, int block, int min_blocks);
+// `extern "C" __global__ void __launch_bounds__(...) name(params) {` and its newline (a packed
+// variable-length batch: one more parameter, cu_seqlens).
+std::string entry(const Context& c, const std::string& name, int block, int min_blocks);
 // The typed tensor arguments of a device pass: "static_cast<const T*>(q), ..., static_cast<T*>(o)".
 std::string tensor_args(const Context& c);
 

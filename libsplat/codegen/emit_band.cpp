@@ -26,7 +26,7 @@ void band(std::ostream& s, const Context& c, const KernelSpec& k) {
       << c.p.seq_len << ") (checked on every row of the ACSR); " << b.dilation << " phase(s) of " << b.tiles_per_phase()
       << " row tiles, no tables.\n";
   s << "// " << engine_comment(k.engine, true) << "\n";
-  s << entry(k.name, k.block, k.engine.min_blocks) << "  (void)scores;\n";
+  s << entry(c, k.name, k.block, k.engine.min_blocks) << "  (void)scores;\n";
   if (k.launch_dependents) s << "  pdl_launch_dependents();\n";
   // A window's band hands over (G = 0, B0 = 0, BX = 0, LAST = false).
   s << "  (void)table;\n  " << band_pass_call(c, k.engine, t, t.hands_over ? ", 0, 0, 0, false" : "", "") << "}\n";
@@ -49,7 +49,7 @@ void band_with_globals(std::ostream& s, const Context& c, const KernelSpec& k) {
                      t.chunks_first ? ", lin - nc" : "");
   pass_tables(s, c, 0, t.head_pass, t.head.unmasked);
   s << "// " << engine_comment(k.engine, false) << "\n";
-  s << entry(k.name, k.block, k.engine.min_blocks) << "  (void)scores;\n";
+  s << entry(c, k.name, k.block, k.engine.min_blocks) << "  (void)scores;\n";
   if (k.launch_dependents) s << "  pdl_launch_dependents();\n";
   if (t.chunks_first) {
     // Blocks in launch order take the chunks of every head first (chunk 0 of each head, then chunk
@@ -70,7 +70,7 @@ void lattice(std::ostream& s, const Context& c, const KernelSpec& k) {
     << " row of the ACSR); " << L.period << " phases of " << L.tiles_per_phase()
     << " row tiles, each walking every key tile, no tables; its state merged with pass 0's at the end.\n";
   s << "// " << engine_comment(k.engine, true) << "\n";
-  s << entry(k.name, k.block, k.engine.min_blocks) << "  (void)scores;\n";
+  s << entry(c, k.name, k.block, k.engine.min_blocks) << "  (void)scores;\n";
   if (k.launch_dependents) s << "  pdl_launch_dependents();\n";
   s << "  (void)table;\n  lattice_pass<" << engine_type(c, k.engine) << ", " << c.elt << ", SPLAT_SEQ, SPLAT_HD, " << L.period
     << ", " << L.hole_lo << ", " << L.hole_hi << (k.programmatic ? ", true" : ", false") << ">("

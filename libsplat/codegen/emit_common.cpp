@@ -60,10 +60,11 @@ std::string engine_comment(const EngineConfig& e, bool deferred_pv) {
          std::to_string(e.key_tile) + "-key softmax steps";
 }
 
-std::string entry(const std::string& name, int block, int min_blocks) {
+std::string entry(const Context& c, const std::string& name, int block, int min_blocks) {
   return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) +
          (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ") " + name +
-         "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n";
+         "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table, const void* tmaps" +
+         (c.p.varlen ? ", const int* cu_seqlens" : "") + ") {\n";
 }
 
 std::string tensor_args(const Context& c) {

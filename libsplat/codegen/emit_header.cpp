@@ -56,6 +56,9 @@ void header(std::ostream& s, const Context& c, const std::string& pattern_hash, 
     << dtype_name(p.dtype) << ", scale " << p.scale << (p.causal ? ", causal" : "");
   if (p.kv_heads != p.heads) s << ", heads " << p.heads << " over kv_heads " << p.kv_heads;
   if (p.q_offset != 0) s << ", q_offset " << p.q_offset << " (query row i at position i + q_offset)";
+  if (p.varlen)
+    s << "\n// Packed variable-length batch: sequences of up to seq_len tokens, at most " << p.varlen->max_total_tokens
+      << " tokens in all; each keeps the pattern's rows and keys below its length";
   s << "\n// Pattern: ";
   print_term(s, p.pattern);
   s << "\n// Pattern hash (shape + ACSR): " << pattern_hash << "\n"
@@ -76,6 +79,9 @@ void header(std::ostream& s, const Context& c, const std::string& pattern_hash, 
     << "//   (const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table,\n"
        "//    const void* tmaps)\n\n";
   s << "#define SPLAT_SEQ " << p.seq_len << "\n#define SPLAT_KV " << p.kv_len << "\n#define SPLAT_HD " << p.head_dim << "\n";
+  if (p.varlen)
+    s << "#define SPLAT_VARLEN 1  // q, o [total_tokens, heads, hd], k, v [total_tokens, kv_heads, hd]; grid.y sequences*heads\n"
+      << "#define SPLAT_HEADS " << p.heads << "\n#define SPLAT_KV_HEADS " << p.kv_heads << "\n";
   if (p.kv_heads != p.heads) s << "#define SPLAT_KV_GROUP " << p.heads / p.kv_heads << "  // query heads per K/V head\n";
   if (plan.global_keys && plan.global_keys->blocks) {  // global keys in blocks: WgmmaEngine::tma_load's 3D boxes
     const KeyBlocks& b = *plan.global_keys->blocks;

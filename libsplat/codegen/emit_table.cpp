@@ -96,7 +96,7 @@ std::string fused_pass_call(const Context& c, const KernelSpec& k, const TableTr
          ", " + std::to_string(t.runs) + ", " + std::to_string(pass.slots) + ", " + (t.first ? "true" : "false") + ", " +
          (t.last ? "true" : "false") + ", " + (t.unmasked ? "true" : "false") + gkeys + ">(kItems, kTiles" + pi +
          ", kGroups" + pi + ", kWalks" + pi + ", kGroupItems" + pi + ", kGroupRowBegin" + pi + ", kGroupRowEndMax" + pi +
-         ", " + f32_literal(c.scale_log2) + ", " + tensor_args(c) + ", ws, table, tmaps" + tile_args + ");\n";
+         ", " + f32_literal(c.scale_log2) + ", " + tensor_args(c) + ", ws, table, tmaps, " + (c.p.varlen ? "cu_seqlens" : "nullptr") + tile_args + ");\n";
 }
 
 void table_pass(std::ostream& s, const Context& c, const KernelSpec& k) {
@@ -104,7 +104,7 @@ void table_pass(std::ostream& s, const Context& c, const KernelSpec& k) {
   const PlanPass& pass = c.plan.passes[t.pass];
   pass_tables(s, c, t.pass, pass, t.unmasked);
   s << "// " << engine_comment(k.engine, false) << "\n";
-  s << entry(k.name, k.block, k.engine.min_blocks) << "  (void)scores;\n";
+  s << entry(c, k.name, k.block, k.engine.min_blocks) << "  (void)scores;\n";
   if (k.launch_dependents) s << "  pdl_launch_dependents();\n";
   s << "  " << fused_pass_call(c, k, t, pass, "") << "}\n";
 }
@@ -112,7 +112,7 @@ void table_pass(std::ostream& s, const Context& c, const KernelSpec& k) {
 void combine(std::ostream& s, const Context& c, const KernelSpec& k) {
   const CombineTraits& t = std::get<CombineTraits>(k.traits);
   const PlanPass& pass = c.plan.passes[t.pass];
-  s << entry(k.name, k.block, 0) << "  (void)q; (void)k; (void)v; (void)scores; (void)table; (void)tmaps;\n"
+  s << entry(c, k.name, k.block, 0) << "  (void)q; (void)k; (void)v; (void)scores; (void)table; (void)tmaps;\n"
     << "  fused_combine<" << c.elt << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << pass.slots << ", "
     << (t.last ? "true" : "false") << ", " << t.rows_per_block << ", " << t.warps_per_row << (k.programmatic ? ", true" : ", false")
     << ", " << t.blocks_per_tile << ">(kSplits" << t.pass << ", static_cast<" << c.elt << "*>(o), ws);\n}\n";

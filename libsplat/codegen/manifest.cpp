@@ -24,6 +24,15 @@ const std::vector<ParamDesc>& kernel_params() {
   return params;
 }
 
+const ParamDesc& varlen_param() {
+  static const ParamDesc param = {
+      "cu_seqlens", "const int*",
+      "packed variable-length batch: sequence starts [sequences + 1], int32, device memory; sequence b is tokens "
+      "cu_seqlens[b] .. cu_seqlens[b+1] - 1, cu_seqlens[0] = 0, each length at most seq_len, the last entry at most "
+      "max_total_tokens"};
+  return param;
+}
+
 // K, V as rows (unit-step walks), as [rows / 2][2][head_dim] (stride-2 walks: a box is 64 rows of
 // one parity) and, for a lattice pass or blocks of global keys (period > 0), as
 // [rows / period][period][head_dim] with boxes of 64 / width blocks of width rows (lattice: 1).
@@ -79,7 +88,7 @@ nlohmann::json manifest(const Problem& p, const GeneratedModule& mod, const std:
     for (const KernelDesc& k : ks)
       a.push_back({{"name", k.name},
                    {"role", k.role},
-                   {"grid", {k.grid_x, "batch*heads", 1}},
+                   {"grid", {k.grid_x, p.varlen ? "sequences*heads" : "batch*heads", 1}},
                    {"block", {k.block, 1, 1}},
                    {"shared_memory_dynamic_bytes", k.smem_dynamic},
                    {"programmatic_launch", k.programmatic}});
@@ -90,26 +99,37 @@ nlohmann::json manifest(const Problem& p, const GeneratedModule& mod, const std:
     const ParamDesc& d = kernel_params()[i];
     params.push_back({{"index", i}, {"name", d.name}, {"type", d.type}, {"bytes", 8}, {"description", d.description}});
   }
+  if (p.varlen) {
+    const ParamDesc& d = varlen_param();
+    params.push_back({{"index", params.size()}, {"name", d.name}, {"type", d.type}, {"bytes", 8}, {"description", d.description}});
+  }
+  json problem = {{"seq_len", p.seq_len},
+                  {"kv_len", p.kv_len},
+                  {"head_dim", p.head_dim},
+                  {"heads", p.heads},
+                  {"kv_heads", p.kv_heads},
+                  {"q_offset", p.q_offset},
+                  {"batch", p.batch},
+                  {"dtype", dtype_name(p.dtype)},
+                  {"scale", p.scale},
+                  {"causal", p.causal},
+                  {"nnz", mod.nnz}};
+  if (p.varlen) problem["varlen"] = {{"max_total_tokens", p.varlen->max_total_tokens}};
+  const char* layout =
+      p.varlen ? "packed variable-length batch: q, o: [total_tokens, heads, head_dim]; k, v: [total_tokens, kv_heads, "
+                 "head_dim]; row-major; sequence b is tokens cu_seqlens[b] .. cu_seqlens[b+1] - 1 and keeps the pattern's "
+                 "rows and keys below its length; ws and scores count sequences*heads in place of batch*heads; query "
+                 "head h reads K/V head h / (heads / kv_heads)"
+               : "q, o: [batch, heads, seq_len, head_dim]; k, v: [batch, kv_heads, kv_len, head_dim]; row-major; "
+                 "query head h reads K/V head h / (heads / kv_heads)";
   return json{{"generator", std::string("splatc ") + TRSPLAT_VERSION},
               {"name", mod.name},
               {"pattern_hash", mod.pattern_hash},
               {"target", target},
               {"arch", arch},
               {"files", files},
-              {"problem",
-               {{"seq_len", p.seq_len},
-                {"kv_len", p.kv_len},
-                {"head_dim", p.head_dim},
-                {"heads", p.heads},
-                {"kv_heads", p.kv_heads},
-                {"q_offset", p.q_offset},
-                {"batch", p.batch},
-                {"dtype", dtype_name(p.dtype)},
-                {"scale", p.scale},
-                {"causal", p.causal},
-                {"nnz", mod.nnz}}},
-              {"layout", "q, o: [batch, heads, seq_len, head_dim]; k, v: [batch, kv_heads, kv_len, head_dim]; row-major; "
-                         "query head h reads K/V head h / (heads / kv_heads)"},
+              {"problem", problem},
+              {"layout", layout},
               {"parameters", params},
               {"kernels", {{"fused", kernels(mod.fused)}, {"pipeline", kernels(mod.pipeline)}}},
               {"launch_order", "fused: every fused entry in order (passes hand state over through ws); an entry with "

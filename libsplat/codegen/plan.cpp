@@ -551,7 +551,7 @@ Plan build_plan(const Acsr& acsr, const TileShape& shape, const GlobalKeys* gkey
         pass.tiles.push_back(std::move(tile));
       }
     }
-    split_heavy_tiles(pass, shape);
+    if (shape.split) split_heavy_tiles(pass, shape);
     for (PlanTile& tile : pass.tiles) mark_full_tiles(plan, pass, tile);
     // Longest tiles first, so that heavy tiles (global rows) do not finish last.
     std::stable_sort(pass.tiles.begin(), pass.tiles.end(),
@@ -581,7 +581,9 @@ int most_runs(const Plan& x) {
 
 TileShape plan_shape(const Problem& p, const Structure& structure) {
   TileShape shape;
-  if (std::holds_alternative<Unstructured>(structure.kind)) shape.batch_heads = p.batch * p.heads;
+  // No split-KV for a packed variable-length batch: its sequences' lengths are known at launch only.
+  shape.split = !p.varlen;
+  if (std::holds_alternative<Unstructured>(structure.kind) && !p.varlen) shape.batch_heads = p.batch * p.heads;
   return shape;
 }
 

@@ -36,6 +36,9 @@ struct TileShape {
   // long rows of keys: decode, chunked prefill), the plan splits tiles into split-KV chunks until
   // the pass has about that many. 0: the heads are not known, no such split.
   int64_t batch_heads = 0;
+  // Split-KV at all (heavy tiles, too few blocks); not for a packed variable-length batch, whose
+  // fused_combine would need the sequences' rows.
+  bool split = true;
 };
 // Two waves of an H200's 132 SMs (an A100 has 108).
 inline constexpr int64_t kFillBlocks = 264;

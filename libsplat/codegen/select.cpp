@@ -17,6 +17,7 @@ bool rows_fit_int32(const Problem& p) { return p.batch * p.kv_heads * p.kv_len <
 // maps' two views; step 2 needs an even number of key rows in the whole tensor), indexed walks (the
 // plan's global keys) are blocks a 3D box loads, and TMA's 32-bit coordinates reach every key row.
 bool tma_walks(const Problem& p, const Plan& plan, const PlanPass& pass) {
+  if (p.varlen) return false;  // the maps view K and V head by head; a packed batch interleaves them
   bool ok = true, step2 = false;
   for (const PlanTile& t : pass.tiles)
     for (const PlanGroup& g : t.groups)
@@ -28,6 +29,10 @@ bool tma_walks(const Problem& p, const Plan& plan, const PlanPass& pass) {
   const int64_t rows = p.batch * p.kv_heads * p.kv_len;
   return ok && (!step2 || rows % 2 == 0) && rows_fit_int32(p);
 }
+
+// Every key tile of the pass full: no run bounds, no mask code. Not in a packed variable-length
+// batch, whose sequences end inside key tiles.
+bool unmasked_pass(const Problem& p, const PlanPass& pass, int64_t bc) { return !p.varlen && pass_unmasked(pass, bc); }
 
 size_t leading_chunks(const PlanPass& pass) {
   size_t n = 0;
@@ -90,7 +95,7 @@ EngineConfig configure(const Problem& p, EngineKind kind, const KernelFacts& f, 
     // patterns at 4k / 16k: d = 128 1.30-1.47x faster than at 4 blocks, d = 96 1.05-1.40x); 3 up
     // to a width of 112 (window-16k at d = 112: 303.5 against 317.6 us at 2, splatc tune); over
     // 128 the stages leave room for one block (255 registers; d = 256 spills ~0.3 KB).
-    const int runs = pass_unmasked(pass, c.key_tile) ? 1 : pass.max_runs;
+    const int runs = unmasked_pass(p, pass, c.key_tile) ? 1 : pass.max_runs;
     c.min_blocks = t.min_blocks >= 0 ? t.min_blocks
                    : c.key_tile == 128
                        ? static_cast<int>(std::clamp<int64_t>(kSmemPerSm / (c.smem(p.dtype, hd) + 1024), 1, 3))
@@ -120,7 +125,7 @@ EngineConfig configure(const Problem& p, EngineKind kind, const KernelFacts& f, 
   // ~0.5% slower on window and dilated. A pass without masks holds no run bounds (bigbird-16k
   // 124.6 -> 122.6 us in registers), nor do the table-free kernels of a window plus a lattice
   // (strided bf16 4k / 16k: 44.9 / 147.6 -> 40.75 / 133.4 us in registers).
-  const bool unmasked = pass_unmasked(pass, 64);
+  const bool unmasked = unmasked_pass(p, pass, 64);
   const int runs = unmasked ? 1 : pass.max_runs;
   const bool multi = runs >= 2 || f.passes > 1;
   c.q_shared = t.q_shared >= 0 ? t.q_shared != 0 : multi && !f.window_lattice;
@@ -177,7 +182,7 @@ KernelSpec table_spec(const Ctx& c, size_t pi, const std::string& why) {
   tt.first = pi == 0;
   tt.last = pi + 1 == c.plan.passes.size();
   // Every key tile of the pass full: no run bounds, no mask code.
-  tt.unmasked = pass_unmasked(pass, k.engine.key_tile);
+  tt.unmasked = unmasked_pass(c.p, pass, k.engine.key_tile);
   tt.runs = tt.unmasked ? 1 : pass.max_runs;
   tt.global_keys = pi == 0 && c.plan.global_keys.has_value();
   k.traits = tt;
@@ -271,7 +276,7 @@ KernelSpec band_globals_spec(const Ctx& c, const BandWithGlobals& bg) {
   KernelSpec k;
   k.engine = c.configure(hf);
   bt.head.first = bt.head.last = true;
-  bt.head.unmasked = pass_unmasked(bt.head_pass, k.engine.key_tile);
+  bt.head.unmasked = unmasked_pass(c.p, bt.head_pass, k.engine.key_tile);
   bt.head.runs = bt.head.unmasked ? 1 : bt.head_pass.max_runs;
   const PlanPass none;
   KernelFacts bf = c.facts(KernelFamily::Band, none);
@@ -303,6 +308,7 @@ KernelSpec band_globals_spec(const Ctx& c, const BandWithGlobals& bg) {
 // Why a structure's closed-form kernels do not apply (empty: they do).
 std::string closed_form_blocker(const Ctx& c, const StructureKind& kind) {
   if (std::holds_alternative<Unstructured>(kind)) return "no band or lattice structure: the plan's tables";
+  if (c.p.varlen) return "a packed variable-length batch: the plan's tables, clipped to each sequence";
   if (c.engine != EngineKind::Wgmma) return "the closed-form kernels need the wgmma engine (sm_90a, bf16/fp16, head_dim 64 or 128)";
   return "";
 }
@@ -370,9 +376,10 @@ EngineChoice choose_engine(const Problem& p, const std::string& arch) {
     // 3xTF32 (hi*hi + hi*lo + lo*hi) keeps fp32 accuracy: 1.1-1.6x faster than CUDA cores.
     e.kind = EngineKind::MmaTf32x3;
     e.reason = "fp32: mma.sync m16n8k8 as three tf32 products (3xTF32)" + padded;
-  } else if (arch == "sm_90a" && (hd == 64 || hd == 128) && p.kv_len * hd < (int64_t{1} << 31)) {
-    // Key rows fill one or two 128-byte swizzle rows exactly; key/value offsets within a head are
-    // 32-bit (WgmmaEngine::load).
+  } else if (arch == "sm_90a" && (hd == 64 || hd == 128) &&
+             (p.varlen ? p.varlen->max_total_tokens * p.kv_heads : p.kv_len) * hd < (int64_t{1} << 31)) {
+    // Key rows fill one or two 128-byte swizzle rows exactly; key/value offsets within a head (a
+    // packed batch: within the tensor) are 32-bit (WgmmaEngine::load).
     e.kind = EngineKind::Wgmma;
     e.reason = "sm_90a, " + std::string(dtype_name(p.dtype)) + " at head_dim " + std::to_string(hd) + ": Hopper wgmma";
   } else {
@@ -386,17 +393,21 @@ EngineChoice choose_engine(const Problem& p, const std::string& arch) {
 Selection select_kernels(const Problem& p, const Structure& st, const Plan& plan, const CodegenOptions& opt) {
   Selection sel;
   sel.engine = choose_engine(p, opt.arch);
+  if (p.varlen) sel.grid_y = "sequences*heads";
   if (!opt.fused) return sel;
   if (!sel.engine.tensor_cores) {
     // Fall back to the pipeline (CUDA cores, any head_dim) where it was asked for too.
     if (opt.pipeline) return sel;
     throw Error(p.file, "head_dim",
                 "the fused kernel has no engine for head_dim " + std::to_string(p.head_dim) + " in " +
-                    dtype_name(p.dtype) + " (" + kTensorCoreHeadDims + "); --kernel pipeline runs any head_dim");
+                    dtype_name(p.dtype) + " (" + kTensorCoreHeadDims + ")" +
+                    (p.varlen ? "; a packed variable-length batch runs on the fused engines only"
+                              : "; --kernel pipeline runs any head_dim"));
   }
   Ctx c{p, plan, opt, sel.engine.kind};
   c.pdl = c.engine == EngineKind::Wgmma;
-  const bool wg = c.engine == EngineKind::Wgmma;
+  // The closed-form kernels (bands, lattices) walk one square head: not a packed batch.
+  const bool wg = c.engine == EngineKind::Wgmma && !p.varlen;
   const BandWithGlobals* bg = std::get_if<BandWithGlobals>(&st.kind);
   const WindowLattice* wl = std::get_if<WindowLattice>(&st.kind);
   const Band* band = std::get_if<Band>(&st.kind);
@@ -447,7 +458,7 @@ std::string explain(const Selection& sel) {
     for (const std::string& n : e.notes) o << indent << "- " << n << "\n";
   };
   for (const KernelSpec& k : sel.fused) {
-    o << k.name << ": " << family_name(k.family()) << ", grid " << k.grid_x << " x batch*heads, block " << k.block << ", "
+    o << k.name << ": " << family_name(k.family()) << ", grid " << k.grid_x << " x " << sel.grid_y << ", block " << k.block << ", "
       << k.smem << " B shared memory" << (k.programmatic ? ", programmatic launch" : "") << "\n"
       << "  why: " << k.reason << "\n";
     if (k.family() == KernelFamily::Combine) continue;

@@ -108,6 +108,8 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   if (G > 0 && 64 * t < G) return;  // the global rows' tile: the table pass's
   const int ph = (int)(g % D);
   const i64 bh = g / D;
+  static_assert(!SPLAT_VARLEN, "a band of one square head");
+  const Head hv = make_head<SEQ, SEQ>(bh, nullptr);
   const int m_first = 64 * t, m_last = min(64 * t + 63, M - 1);
   const splat::geometry::BandKeyTiles<int> tiles = splat::geometry::band_key_tiles<int>(m_first, m_last, M, KLO, KHI);
   const int u_start = tiles.u_start, first = tiles.first, count = tiles.count;
@@ -122,9 +124,9 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   static_assert(E::ROWS == 2, "one warpgroup: rows slot(0) and slot(0) + 8");
   const int m0 = m_first + E::slot(0);
   E e;
-  e.begin(smem_raw, q, k, v, row, bh, true, ws);
+  e.begin(smem_raw, q, k, v, row, hv, true, ws);
   cp_async_commit();  // Q's copies (QS), waited for before the first key tile (wait_stage)
-  e.tma_setup(tmaps, bh);
+  e.tma_setup(tmaps, hv);
   const WalkD w = {ph, D, 0, 0, 0, 0};  // keys ph + D*u (the engine adds the head's first key row)
   // The band's tiles, then (G > 0) the global keys' tile where some row keeps one outside its window.
   const bool gtile = G > 0 && splat::geometry::band_global_key_tile<int>(m_first, m_last, KLO, KHI, G);
@@ -164,7 +166,7 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   e.pv_done();
   if (total == 0) cp_async_wait<0>();  // no key tile (a one-sided band's last rows): Q's copies (QS)
   if constexpr (StagedEnd<E>::value && LAST)
-    e.end_band(ph + D * m_first, D, min(64, M - m_first), bh, o);
+    e.end_band(ph + D * m_first, D, min(64, M - m_first), hv, o);
   else
-    e.end(row, bh, LAST, o, ws);
+    e.end(row, hv, LAST, o, ws);
 }

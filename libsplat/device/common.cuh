@@ -61,6 +61,35 @@ __device__ __forceinline__ float fast_rcp(float x) {
 #define SPLAT_KV_GROUP 1
 #endif
 __device__ __forceinline__ i64 kv_head(i64 bh) { return bh / SPLAT_KV_GROUP; }
+
+// Where a block's head lives in the tensors. By default Q and O are [batch, heads, SEQ, HD] and K, V
+// [batch, kv_heads, KV, HD]. A packed variable-length batch (SPLAT_VARLEN; SPLAT_HEADS and
+// SPLAT_KV_HEADS defined too) has Q and O [total_tokens, heads, HD], K and V [total_tokens, kv_heads,
+// HD]; sequence b is tokens cu_seqlens[b] .. cu_seqlens[b + 1] and grid.y runs over sequences x heads.
+#ifndef SPLAT_VARLEN
+#define SPLAT_VARLEN 0
+#define SPLAT_HEADS 1
+#define SPLAT_KV_HEADS 1
+#endif
+// Rows (of HD elements) between a head's consecutive rows of Q and O, and of K and V (enumerators:
+// no module-scope variables in the PTX).
+enum : i64 { kQStep = SPLAT_VARLEN ? SPLAT_HEADS : 1, kKvStep = SPLAT_VARLEN ? SPLAT_KV_HEADS : 1 };
+struct Head {
+  i64 bh;   // the block's grid.y: the workspaces' rows of this head are bh * SEQ + i
+  i64 q0;   // Q and O: row i of this head at element (q0 + i * kQStep) * HD
+  i64 k0;   // K and V: key j at element (k0 + j * kKvStep) * HD
+  int len;  // rows and keys of this head's sequence: cu_seqlens[b + 1] - cu_seqlens[b] (varlen), else SEQ
+};
+template <int SEQ, int KV>
+__device__ __forceinline__ Head make_head(i64 bh, const int* cu_seqlens) {
+  if constexpr (SPLAT_VARLEN) {
+    const i64 b = bh / SPLAT_HEADS, h = bh % SPLAT_HEADS, start = cu_seqlens[b];
+    return {bh, start * SPLAT_HEADS + h, start * SPLAT_KV_HEADS + h / SPLAT_KV_GROUP, (int)(cu_seqlens[b + 1] - start)};
+  } else {
+    (void)cu_seqlens;
+    return {bh, bh * SEQ, kv_head(bh) * KV, SEQ};
+  }
+}
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
 // A key-tile mask that masks a whole tile itself (tile(s), e.g. BandMask) rather than per score.
 template <class K, class = void> struct TileMask { static constexpr bool value = false; };

@@ -22,7 +22,7 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
   static constexpr int NT = splat::geometry::mma_threads(MW), BR = 64, BC = BCOLS, ROWS = 2 * MW;
   static constexpr int HW = splat::geometry::mma_width(HD), LDS = HW + 8;
   static_assert(HD % 8 == 0, "rows of whole 16-byte chunks");
-  static constexpr int STAGES = NSTAGES, SMEM = splat::geometry::mma_smem(STAGES, BC, HD);
+  static constexpr int STAGES = NSTAGES, SMEM = splat::geometry::mma_smem(STAGES, BC, HD), KV_LEN = KV;
   using State = OnlineSoftmax<ROWS, 4>;
   using State::m;
   using State::l;
@@ -37,13 +37,14 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
     return (threadIdx.x >> 5) * 16 * MW + ((threadIdx.x & 31) >> 2) + 8 * h;
   }
 
-  __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, i64 bh,
+  __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, const Head& hv,
                                         bool first, const float* ws) {
+    const i64 bh = hv.bh;
     Ks = reinterpret_cast<u16*>(smem);
     Vs = Ks + STAGES * BC * LDS;
-    kg = k + kv_head(bh) * KV * HD;
-    vg = v + kv_head(bh) * KV * HD;
-    const T* qg = q + bh * SEQ * HD;
+    kg = k + hv.k0 * HD;
+    vg = v + hv.k0 * HD;
+    const T* qg = q + hv.q0 * HD;
     const int t4 = threadIdx.x & 3;
 #pragma unroll
     for (int mt = 0; mt < MW; ++mt)
@@ -53,7 +54,7 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
         for (int e = 0; e < 4; ++e) {
           i64 i = row[2 * mt + (e & 1)];
           int col = kb * 16 + 2 * t4 + (e >> 1) * 8;
-          qf[mt][kb][e] = i >= 0 && (HD == HW || col < HD) ? *reinterpret_cast<const u32*>(qg + i * HD + col) : 0u;
+          qf[mt][kb][e] = i >= 0 && (HD == HW || col < HD) ? *reinterpret_cast<const u32*>(qg + i * (kQStep * HD) + col) : 0u;
         }
     this->template init_state<SEQ, HD>(row, bh, first, ws);
 #pragma unroll
@@ -239,7 +240,7 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
   // stores them whole, 16 bytes per thread and instruction, instead of 4-byte stores that each
   // touch 8 rows (as WgmmaEngine::end_band; fused_pass calls it once every copy has landed).
   static constexpr bool STAGED_END = true;
-  __device__ __forceinline__ void end_band(int row0, int rstep, int nrows, i64 bh, T* o) {
+  __device__ __forceinline__ void end_band(int row0, int rstep, int nrows, const Head& hv, T* o) {
     constexpr int RW = 16 * MW, CH = HD / 8;  // rows per warp, 16-byte chunks per row
     const int lane = threadIdx.x & 31, t4 = lane & 3;
     __syncthreads();  // every warp done reading the stages
@@ -257,11 +258,11 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
     for (int x = lane; x < RW * CH; x += 32) {
       const int r = w0 + x / CH, c = x % CH;
       const uint4 val = *reinterpret_cast<const uint4*>(Ks + r * LDS + c * 8);
-      if (r < nrows) *reinterpret_cast<uint4*>(o + (bh * SEQ + (row0 + rstep * r)) * HD + c * 8) = val;
+      if (r < nrows) *reinterpret_cast<uint4*>(o + (hv.q0 + (i64)(row0 + rstep * r) * kQStep) * HD + c * 8) = val;
     }
   }
 
-  __device__ __forceinline__ void end(const i64* row, i64 bh, bool last, T* o, float* ws) {
-    softmax_end<MmaEngine, SEQ, HD>(*this, row, bh, last, o, ws);
+  __device__ __forceinline__ void end(const i64* row, const Head& hv, bool last, T* o, float* ws) {
+    softmax_end<MmaEngine, SEQ, HD>(*this, row, hv, last, o, ws);
   }
 };

@@ -36,6 +36,7 @@ struct MmaTf32Engine : OnlineSoftmax<2, 4, false> {
   static constexpr int HW = splat::geometry::tf32_width(HD), LDK = HW + 16, LDV = HW + 4;
   static_assert(HD % 4 == 0, "rows of whole 16-byte chunks");
   static constexpr int SMEM = splat::geometry::tf32_smem(STAGES, HD);  // BC keys of LDK + LDV floats a stage
+  static constexpr int KV_LEN = KV;
   float* Ks;
   float* Vs;
   const float* kg;
@@ -52,19 +53,20 @@ struct MmaTf32Engine : OnlineSoftmax<2, 4, false> {
   }
 
   __device__ __forceinline__ void begin(unsigned char* smem, const float* q, const float* k, const float* v,
-                                        const i64* row, i64 bh, bool first, const float* ws) {
+                                        const i64* row, const Head& hv, bool first, const float* ws) {
+    const i64 bh = hv.bh;
     Ks = reinterpret_cast<float*>(smem);
     Vs = Ks + STAGES * BC * LDK;
-    kg = k + kv_head(bh) * KV * HD;
-    vg = v + kv_head(bh) * KV * HD;
-    const float* qg = q + bh * SEQ * HD;
+    kg = k + hv.k0 * HD;
+    vg = v + hv.k0 * HD;
+    const float* qg = q + hv.q0 * HD;
     const int t4 = threadIdx.x & 3;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int j = 0; j < HW / 16; ++j) {
         float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (row[h] >= 0 && (HD == HW || 16 * j + 4 * t4 < HD)) x = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
+        if (row[h] >= 0 && (HD == HW || 16 * j + 4 * t4 < HD)) x = *reinterpret_cast<const float4*>(qg + row[h] * (kQStep * HD) + 16 * j + 4 * t4);
         qf[2 * j][h] = to_tf32(x.x);
         qf[2 * j][h + 2] = to_tf32(x.y);
         qf[2 * j + 1][h] = to_tf32(x.z);
@@ -202,7 +204,7 @@ struct MmaTf32Engine : OnlineSoftmax<2, 4, false> {
   __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float* wsplit) {
     softmax_end_partial(*this, bh, nslots, split_slot, wsplit, HD);
   }
-  __device__ __forceinline__ void end(const i64* row, i64 bh, bool last, float* o, float* ws) {
-    softmax_end<MmaTf32Engine, SEQ, HD>(*this, row, bh, last, o, ws);
+  __device__ __forceinline__ void end(const i64* row, const Head& hv, bool last, float* o, float* ws) {
+    softmax_end<MmaTf32Engine, SEQ, HD>(*this, row, hv, last, o, ws);
   }
 };

@@ -58,11 +58,11 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES, MmaTf32x3Engine<HD,
   }
 
   __device__ __forceinline__ void begin(unsigned char* smem, const float* q, const float* k, const float* v,
-                                        const i64* row, i64 bh, bool first, const float* ws) {
+                                        const i64* row, const Head& hv, bool first, const float* ws) {
     // Pointers, Q's hi fragments (rna_tf32, as MmaTf32Engine rounds them), (m, l) and O.
-    Base::begin(smem, q, k, v, row, bh, first, ws);
+    Base::begin(smem, q, k, v, row, hv, first, ws);
     // The lo fragments from the same Q elements (the loads are the base's: same addresses).
-    const float* qg = q + bh * SEQ * HD;
+    const float* qg = q + hv.q0 * HD;
     const int t4 = threadIdx.x & 3;
     // QLS: this thread's slots; only this thread reads them, so no barrier is needed.
     if constexpr (QLS) qls = smem_addr(smem + Base::SMEM) + threadIdx.x * 16;
@@ -72,7 +72,7 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES, MmaTf32x3Engine<HD,
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         x[h] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (row[h] >= 0 && (HD == Base::HW || 16 * j + 4 * t4 < HD)) x[h] = *reinterpret_cast<const float4*>(qg + row[h] * HD + 16 * j + 4 * t4);
+        if (row[h] >= 0 && (HD == Base::HW || 16 * j + 4 * t4 < HD)) x[h] = *reinterpret_cast<const float4*>(qg + row[h] * (kQStep * HD) + 16 * j + 4 * t4);
       }
       // k-steps 2j and 2j + 1; fragment element e is row e % 2, column pair e / 2 (the base's qf).
       const u32 la[4] = {to_tf32(x[0].x - __uint_as_float(qf[2 * j][0])), to_tf32(x[1].x - __uint_as_float(qf[2 * j][1])),

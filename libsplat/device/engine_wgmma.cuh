@@ -153,16 +153,17 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
   u32 sdst;   // this thread's byte offset in a stage: key row t / 8, 16-byte chunk t % 8, swizzled
   u32 pa[4][4];  // P of the tile, packed (A operand of its P.V)
   const char* tmap;  // TMA: tensor maps K, V (step 1), K, V (step 2), 128 bytes each
-  int keyoff;        // TMA: first key row of this head's K/V in the maps (kv_head(bh) * kv_len)
+  int keyoff;        // TMA: first key row of this head's K/V in the maps (kv_head(bh) * kv_len; no varlen)
 
   // TMA: stage i's mbarrier (one arrival per use: the issuing thread's, plus the copies' bytes).
   __device__ __forceinline__ static u32 bar(int i) {
     __shared__ __align__(8) u64 bars[NSTAGES];
     return smem_addr(&bars[i]);
   }
-  __device__ __forceinline__ void tma_setup(const void* maps, i64 bh) {
+  __device__ __forceinline__ void tma_setup(const void* maps, const Head& hv) {
+    static_assert(!TMA || !SPLAT_VARLEN, "the tensor maps view K and V per head");
     tmap = static_cast<const char*>(maps);
-    keyoff = (int)(kv_head(bh) * KV);
+    keyoff = (int)hv.k0;
     if (threadIdx.x == 0) {
 #pragma unroll
       for (int i = 0; i < NSTAGES; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar(i)) : "memory");
@@ -232,9 +233,9 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
                      "r"(key / P), "r"(b) : "memory");
   }
 
-  __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, i64 bh,
+  __device__ __forceinline__ void begin(unsigned char* smem, const T* q, const T* k, const T* v, const i64* row, const Head& hv,
                                         bool first, const float* ws) {
-    Base::begin(smem, q, k, v, row, bh, first, ws);
+    Base::begin(smem, q, k, v, row, hv, first, ws);
     kbase = (smem_addr(smem) + 1023u) & ~1023u;
     const u32 c = threadIdx.x & 7, r0 = threadIdx.x >> 3;
     sdst = r0 * 128 + ((c ^ (r0 & 7)) << 4);  // (r0 + RS*k) % 8 == r0 % 8
@@ -242,7 +243,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
       // This thread's two rows, 16-byte chunks 2 t4 and 2 t4 + 1 of each (a row's quad copies it
       // whole), zeros for padding rows; in the first stage's commit group, so landed() and the
       // stage barrier publish them before the first S.
-      const T* qg = q + bh * SEQ * HD;
+      const T* qg = q + hv.q0 * HD;
       const int t4 = threadIdx.x & 3;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -253,7 +254,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
         for (int j = 0; j < 2 * HB; ++j) {
           const u32 ch = 2 * t4 + (j & 1), blk = j >> 1;
           const bool ok = row[h] >= 0;
-          cp_async16_s(qbase() + rq + blk * BLK + ((ch ^ (r & 7)) << 4), ok ? qg + row[h] * HD + 64 * blk + ch * 8 : qg,
+          cp_async16_s(qbase() + rq + blk * BLK + ((ch ^ (r & 7)) << 4), ok ? qg + row[h] * (kQStep * HD) + 64 * blk + ch * 8 : qg,
                        ok ? 16 : 0);
         }
       }
@@ -275,10 +276,10 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
       return;
     }
     const int r = u0 + (int)(threadIdx.x >> 3);
-    const u32 dstep = (u32)(RS * w.step * HD) * (u32)sizeof(T);
+    const u32 dstep = (u32)(RS * w.step * (int)(kKvStep * HD)) * (u32)sizeof(T);
 #pragma unroll
     for (int blk = 0; blk < HB; ++blk) {  // column block blk: head columns 64 blk ..
-      const u32 off = ((u32)(w.base + r * w.step) * HD + 64 * blk + (threadIdx.x & 7) * 8) * (u32)sizeof(T);
+      const u32 off = ((u32)(w.base + r * w.step) * (u32)(kKvStep * HD) + 64 * blk + (threadIdx.x & 7) * 8) * (u32)sizeof(T);
       const char* kb = reinterpret_cast<const char*>(this->kg);
       const char* vb = reinterpret_cast<const char*>(this->vg);
       const u32 kd = kbase + buf * TILE + blk * BLK + sdst;
@@ -326,7 +327,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
 #pragma unroll
       for (int k = 0; k < 64 / RS; ++k) {
         const bool ok = key[k] >= 0;
-        const u32 o = ok ? ((u32)key[k] * HD + 64 * blk + (threadIdx.x & 7) * 8) * (u32)sizeof(T) : 0u;
+        const u32 o = ok ? ((u32)key[k] * (u32)(kKvStep * HD) + 64 * blk + (threadIdx.x & 7) * 8) * (u32)sizeof(T) : 0u;
         cp_async16_s(kd + k * RS * 128, kb + o, ok ? 16 : 0);
         cp_async16_s(vd + k * RS * 128, vb + o, ok ? 16 : 0);
       }
@@ -338,7 +339,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
   template <int STEP, int K = 0>
   __device__ __forceinline__ static void copy_full(u32 kd, u32 vd, const char* kp, const char* vp) {
     if constexpr (K < 64 / RS) {
-      constexpr int kStep = RS * STEP * HD * (int)sizeof(T);
+      constexpr int kStep = RS * STEP * (int)(kKvStep * HD) * (int)sizeof(T);
       asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16;\n" ::"r"(kd), "l"(kp), "n"(K * RS * 128), "n"(K * kStep));
       asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16;\n" ::"r"(vd), "l"(vp), "n"(K * RS * 128), "n"(K * kStep));
       copy_full<STEP, K + 1>(kd, vd, kp, vp);
@@ -546,7 +547,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
   // those stores took 28 us at window-16k, 5.6 without the stores). Called once every copy has
   // landed and the last P.V completed in this warp; the barrier covers the other warps' wgmmas,
   // so the stages are free.
-  __device__ __forceinline__ void end_band(int row0, int rstep, int nrows, i64 bh, T* o) {
+  __device__ __forceinline__ void end_band(int row0, int rstep, int nrows, const Head& hv, T* o) {
     const int lane = threadIdx.x & 31, wrp = threadIdx.x >> 5, t4 = lane & 3;
     __syncthreads();  // every warp's wgmmas done reading the stages
 #pragma unroll
@@ -567,7 +568,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
       uint4 x;
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(kbase + blk * BLK + r * 128 + ((c ^ (r & 7)) << 4)) : "memory");
-      if ((int)r < nrows) *reinterpret_cast<uint4*>(o + (bh * SEQ + (row0 + rstep * (int)r)) * HD + 64 * blk + c * 8) = x;
+      if ((int)r < nrows) *reinterpret_cast<uint4*>(o + (hv.q0 + (i64)(row0 + rstep * (int)r) * kQStep) * HD + 64 * blk + c * 8) = x;
     }
   }
 };

@@ -45,6 +45,30 @@ __device__ __forceinline__ void group_affine_runs(const GroupD& g, const i64* ro
   }
 }
 
+// A group of the plan's global keys (GKEYS, tabulated == 2): each row's prefix of them in tb (GROWS
+// >= 0; no run table). A tabulated group: each row's runs [tb, te) in the table's runs at truns, of
+// item tab.
+template <int ROWS, bool GKEYS, int GROWS>
+__device__ __forceinline__ void group_table_runs(const GroupD& g, const i64* row, const Item* items, const int* group_items,
+                                                 const int* table, const Item*& tab, const int*& truns, int (&tb)[ROWS],
+                                                 int (&te)[ROWS]) {
+  if (GKEYS && g.tabulated == 2) {
+    if (GROWS >= 0)
+#pragma unroll
+      for (int h = 0; h < ROWS; ++h) tb[h] = row[h] >= 0 ? table[GROWS + row[h]] : 0;
+    return;
+  }
+  tab = &items[group_items[g.item_begin]];
+  truns = table + tab->tab_runs;
+#pragma unroll
+  for (int h = 0; h < ROWS; ++h)
+    if (row[h] >= 0 && item_has_row(*tab, row[h])) {
+      const i64 m = (row[h] - tab->row_begin) / tab->row_stride;
+      tb[h] = table[tab->tab_row_ptr + m];
+      te[h] = table[tab->tab_row_ptr + m + 1];
+    }
+}
+
 // A walk's bounds of the rows' runs, in walk units: [lo, hi) with every md-th unit kept.
 template <int ROWS, int R, bool NOMASK>
 __device__ __forceinline__ void walk_run_bounds(const WalkD& w, const int (&nr)[ROWS], const int (&rs)[ROWS][R],
@@ -127,13 +151,16 @@ __device__ __forceinline__ void compute_key_tile(E& e, int buf, bool full, float
 // spills and 3 blocks per SM with its five runs per row, for masks it never applies).
 // GTAB >= 0: the pass walks the plan's global keys (a group with tabulated == 2), at table word
 // GTAB; GROWS >= 0: row i keeps only the first table[GROWS + i] of them (else all).
+// A packed variable-length batch (SPLAT_VARLEN): the plan is that of the longest sequence; a block
+// keeps the rows and keys of its tile below its sequence's length (cu_seqlens), and a block whose
+// tile starts past it returns at once.
 template <class E, class T, int SEQ, int HD, int PERIOD, int R, int NSLOTS, bool FIRST, bool LAST, bool NOMASK = false,
           int GTAB = -1, int GROWS = -1>
 __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles, const GroupD* groups, const WalkD* walks,
                                            const int* group_items, const int* group_rbeg, const int* group_pmax,
                                            float scale_log2, const T* q, const T* k, const T* v,
-                                           T* o, float* ws, const int* table, const void* tmaps, int tix = -1,
-                                           i64 bhx = -1) {
+                                           T* o, float* ws, const int* table, const void* tmaps,
+                                           const int* cu_seqlens, int tix = -1, i64 bhx = -1) {
   constexpr int BC = E::BC;
   constexpr bool GKEYS = GTAB >= 0;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -141,12 +168,18 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
   // (blockIdx.x, blockIdx.y).
   const TileD tile = tiles[tix >= 0 ? tix : (int)blockIdx.x];
   const i64 bh = bhx >= 0 ? bhx : (i64)blockIdx.y;
+  const Head hv = make_head<SEQ, E::KV_LEN>(bh, cu_seqlens);
+  if (SPLAT_VARLEN && tile.phase + (i64)PERIOD * tile.m_begin >= hv.len) return;  // no row of this sequence
+  // The tile's rows below m_rows (varlen: below the sequence's length).
+  const i64 m_rows = !SPLAT_VARLEN ? tile.m_end : min((i64)tile.m_end, (i64)((hv.len - tile.phase + PERIOD - 1) / PERIOD));
   i64 row[E::ROWS];
 #pragma unroll
   for (int h = 0; h < E::ROWS; ++h) {
     const i64 m = tile.m_begin + E::slot(h);
-    row[h] = m < tile.m_end ? tile.phase + (i64)PERIOD * m : -1;
+    row[h] = m < m_rows ? tile.phase + (i64)PERIOD * m : -1;
   }
+  // The plan's walks (varlen: clipped to the sequence's keys).
+  auto walk_at = [&](int x) { return SPLAT_VARLEN ? clip_walk(walks[x], hv.len, table) : walks[x]; };
   // The tile's affine items, staged in shared memory by the whole block at once (all loads in
   // flight together): each thread reading them from global memory itself, through the group's
   // binary search, was a chain of up to ten dependent loads before the first key tile (ncu: a fifth
@@ -165,8 +198,8 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
   E e;
   // Split chunks other than the lead start from an empty state; the lead continues the state
   // handed over by earlier passes.
-  e.begin(smem_raw, q, k, v, row, bh, FIRST || (tile.split_slot >= 0 && !tile.split_lead), ws);
-  if constexpr (UsesTma<E>::value) e.tma_setup(tmaps, bh);
+  e.begin(smem_raw, q, k, v, row, hv, FIRST || (tile.split_slot >= 0 && !tile.split_lead), ws);
+  if constexpr (UsesTma<E>::value) e.tma_setup(tmaps, hv);
   (void)tmaps;
   // cp.async pipeline of S stages: the tile's key tiles, over all its walks and groups, form one
   // stream; loads run LA = S - 1 tiles ahead of the computation, across walk and group boundaries
@@ -182,7 +215,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
     lu = 0;
     do {
       if (++lw >= tile.walk_total) return;
-      lwalk = walks[tile.first_walk + lw];
+      lwalk = walk_at(tile.first_walk + lw);
     } while (lwalk.count <= 0);
   };
   auto load_next = [&]() {
@@ -216,27 +249,14 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
 #pragma unroll
     for (int h = 0; h < E::ROWS; ++h) nr[h] = tb[h] = te[h] = 0;
     if (NOMASK) {
-    } else if (GKEYS && g.tabulated == 2) {
-      // Each row's prefix of the global keys (in tb: no run table here).
-      if (GROWS >= 0)
-#pragma unroll
-        for (int h = 0; h < E::ROWS; ++h) tb[h] = row[h] >= 0 ? table[GROWS + row[h]] : 0;
     } else if (g.tabulated) {
-      tab = &items[group_items[g.item_begin]];
-      truns = table + tab->tab_runs;
-#pragma unroll
-      for (int h = 0; h < E::ROWS; ++h)
-        if (row[h] >= 0 && item_has_row(*tab, row[h])) {
-          const i64 m = (row[h] - tab->row_begin) / tab->row_stride;
-          tb[h] = table[tab->tab_row_ptr + m];
-          te[h] = table[tab->tab_row_ptr + m + 1];
-        }
+      group_table_runs<E::ROWS, GKEYS, GROWS>(g, row, items, group_items, table, tab, truns, tb, te);
     } else {
       group_affine_runs<E::ROWS, R>(g, row, items, group_items, group_rbeg, group_pmax,
                                     staged + (g.item_begin - tile.item_begin), use_staged, rs, rst, rc, nr);
     }
     for (int wi = 0; wi < g.walk_count; ++wi) {
-      const WalkD w = walks[g.walk_begin + wi];
+      const WalkD w = walk_at(g.walk_begin + wi);
       // Runs in walk units: [lo, hi) with every mod-th unit kept.
       int lo[E::ROWS][R], hi[E::ROWS][R], md[E::ROWS][R];
       walk_run_bounds<E::ROWS, R, NOMASK>(w, nr, rs, rst, rc, lo, hi, md);
@@ -250,10 +270,10 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
           e.wait_stage(buf, (u32)(computed / S) & 1u, computed == 0);
           load_next();
         } else if constexpr (EarlyWait<E>::value) {
-          // This tile has landed (this thread's copies; the barrier below: all), then the next load.
+          // This tile has landed (this thread's copies; the barrier below: all); the next load after
+          // the barrier.
           cp_async_wait<LA - 1>();
           if constexpr (HasLanded<E>::value) e.landed();
-          load_next();
         } else {
           load_next();  // into the stage freed S - LA tiles ago (all threads are past it)
           // This tile has landed (this thread's copies; the barrier below: all).
@@ -265,6 +285,12 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
         constexpr int R64 = BC / 64;
         const bool full = kt * R64 >= w.full_begin && (kt + 1) * R64 <= w.full_end;
         if constexpr (!UsesTma<E>::value) __syncthreads();  // the stage is complete for every thread
+        // EarlyWait (no barrier before refills): the load refills the stage the previous tile was
+        // computed from, so it waits for the barrier above, which every warp passes only once done
+        // with that tile. The wgmma reads are warpgroup-wide, but a warp's rare recompute of scores
+        // (mma.sync, ldmatrix from the K stage) runs alone: issued before the barrier, a faster
+        // warp's refill raced with it (racecheck, varlen-fixed-causal-bf16).
+        if constexpr (!UsesTma<E>::value && EarlyWait<E>::value) load_next();
         compute_key_tile<R, NOMASK, GKEYS, GTAB, GROWS>(e, buf, full, scale_log2, w, u0, g.tabulated, modular, tab, truns, tb,
                                                         te, lo, hi, md);
         if (RefillBarrier<E>::value) __syncthreads();  // no thread still reads the stage the next load refills
@@ -277,8 +303,8 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
   } else {
     // The tile's rows are phase + PERIOD * m, m in [m_begin, m_end); every copy has landed.
     if constexpr (StagedEnd<E>::value && LAST)
-      e.end_band((int)(tile.phase + (i64)PERIOD * tile.m_begin), PERIOD, (int)(tile.m_end - tile.m_begin), bh, o);
+      e.end_band((int)(tile.phase + (i64)PERIOD * tile.m_begin), PERIOD, (int)(m_rows - tile.m_begin), hv, o);
     else
-      e.end(row, bh, LAST, o, ws);
+      e.end(row, hv, LAST, o, ws);
   }
 }

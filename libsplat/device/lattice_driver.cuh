@@ -35,6 +35,8 @@ __device__ __forceinline__ void lattice_pass(float scale_log2, const T* q, const
   const i64 n = blockIdx.x + (i64)gridDim.x * blockIdx.y, g = n / TPP;
   const int t = (int)(n % TPP), ph = (int)(g % P);
   const i64 bh = g / P;
+  static_assert(!SPLAT_VARLEN, "a lattice of one square head");
+  const Head hv = make_head<SEQ, SEQ>(bh, nullptr);
   const int m_first = 64 * t, m_last = min(64 * t + 63, M - 1);
   i64 row[E::ROWS];
 #pragma unroll
@@ -45,9 +47,9 @@ __device__ __forceinline__ void lattice_pass(float scale_log2, const T* q, const
   static_assert(E::ROWS == 2, "one warpgroup: rows slot(0) and slot(0) + 8");
   const int m0 = m_first + E::slot(0);
   E e;
-  e.begin(smem_raw, q, k, v, row, bh, true, ws);  // a fresh state, merged with the first pass's at the end
+  e.begin(smem_raw, q, k, v, row, hv, true, ws);  // a fresh state, merged with the first pass's at the end
   cp_async_commit();  // Q's copies (QS), waited for before the first key tile (wait_stage)
-  e.tma_setup(tmaps, bh);
+  e.tma_setup(tmaps, hv);
   const WalkD w = {ph, P, 0, 0, 0, 0};  // keys ph + P*u (the engine adds the head's first key row)
 #pragma unroll
   for (int p = 0; p < LA; ++p)
@@ -77,5 +79,5 @@ __device__ __forceinline__ void lattice_pass(float scale_log2, const T* q, const
   e.pv_done();
   if constexpr (PDL) pdl_wait();  // a programmatic launch: the window's kernel has completed from here on
   e.merge_state(row, bh, ws);
-  e.end_band(ph + P * m_first, P, min(64, M - m_first), bh, o);
+  e.end_band(ph + P * m_first, P, min(64, M - m_first), hv, o);
 }

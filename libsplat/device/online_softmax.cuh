@@ -100,7 +100,8 @@ __device__ __forceinline__ void softmax_end_partial(E& e, i64 bh, int nslots, in
 }
 // Rows row[h] (< 0: padding): normalised O (last pass), or the state handed over in ws.
 template <class E, int SEQ, int HD, class T>
-__device__ __forceinline__ void softmax_end(E& e, const i64* row, i64 bh, bool last, T* o, float* ws) {
+__device__ __forceinline__ void softmax_end(E& e, const i64* row, const Head& hv, bool last, T* o, float* ws) {
+  const i64 bh = hv.bh;
   const int lane = E::row_lane();
   e.reduce();
 #pragma unroll
@@ -108,7 +109,7 @@ __device__ __forceinline__ void softmax_end(E& e, const i64* row, i64 bh, bool l
     const i64 i = row[h];
     if (i < 0) continue;
     if (last) {
-      e.store_o(h, o + (bh * SEQ + i) * HD, e.inverse(e.l[h]), lane);
+      e.store_o(h, o + (hv.q0 + i * kQStep) * HD, e.inverse(e.l[h]), lane);
     } else {
       e.store_acc(h, ws + (bh * SEQ + i) * HD, lane);
       if (lane == 0) e.store_ml(state_ml(ws, SEQ, HD, bh, i), h);

@@ -37,6 +37,19 @@ __device__ __forceinline__ i64 walk_key(const WalkD& w, int u, const int* table)
   return table != nullptr && w.step == 0 ? (i64)table[w.base + u] : (i64)w.base + (i64)u * w.step;
 }
 
+// A packed batch's sequence of len keys (SPLAT_VARLEN): the walk's keys below len, and its full
+// 64-key tiles among them. Walks step up from base; an indexed walk's table keys ascend.
+__device__ __forceinline__ WalkD clip_walk(WalkD w, int len, const int* table) {
+  if (w.step > 0) {
+    const int n = w.base >= len ? 0 : (len - w.base + w.step - 1) / w.step;
+    w.count = n < w.count ? n : w.count;
+  } else {
+    while (w.count > 0 && table[w.base + w.count - 1] >= len) --w.count;
+  }
+  w.full_end = w.count / 64 < w.full_end ? w.count / 64 : w.full_end;
+  return w;
+}
+
 // cp.async engines (mma.sync, tf32): gathers keys base + u*step, u in [u0, u0 + BC), of K and V
 // (kg, vg: this head's, rows HD elements apart) into stage rows kd, vd (LDK, LDV elements apart, HW
 // >= HD columns: the engine's width); zeros past the walk and in the columns from HD on.
@@ -55,14 +68,15 @@ __device__ __forceinline__ void gather_kv(S* kd, S* vd, const E* kg, const E* vg
   if constexpr (NT % CH != 0)
     if (r0 >= RSTEP) return;
   const bool col = HD == HW || c * EPC < HD;  // a padding chunk: zeros
-  const i64 off = ((i64)w.base + (i64)(u0 + r0) * w.step) * HD + c * EPC;
-  const i64 dstep = (i64)RSTEP * w.step * HD;
+  // Key rows are kKvStep * HD elements apart (a packed batch interleaves the heads' rows).
+  const i64 off = ((i64)w.base + (i64)(u0 + r0) * w.step) * (kKvStep * HD) + c * EPC;
+  const i64 dstep = (i64)RSTEP * w.step * (kKvStep * HD);
 #pragma unroll
   for (int k = 0; k < (BC + RSTEP - 1) / RSTEP; ++k) {
     const int r = r0 + k * RSTEP;
     if (r >= BC) break;
     const bool ok = col && u0 + r < w.count;
-    const i64 o = !ok ? 0 : table != nullptr && w.step == 0 ? (i64)table[w.base + u0 + r] * HD + c * EPC : off + k * dstep;
+    const i64 o = !ok ? 0 : table != nullptr && w.step == 0 ? (i64)table[w.base + u0 + r] * (kKvStep * HD) + c * EPC : off + k * dstep;
     cp_async16(kd + r * LDK + c * EPC, kg + o, ok ? 16 : 0);
     cp_async16(vd + r * LDV + c * EPC, vg + o, ok ? 16 : 0);
   }

@@ -27,11 +27,22 @@ __device__ __forceinline__ void reference_to_double(const void* in, double* out,
   for (long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x; x < n; x += (long long)gridDim.x * blockDim.x)
     out[x] = (double)to_f(static_cast<const T*>(in)[x]);
 }
+// The keys of a run below len (runs ascend): its count clipped.
+__device__ __forceinline__ long long reference_run_count(const int* run, long long len) {
+  if (run[0] >= len) return 0;
+  if (run[1] <= 0) return run[2];  // one key (a run of one may have stride 0)
+  const long long n = (len - run[0] + run[1] - 1) / run[1];
+  return n < run[2] ? n : run[2];
+}
 // One block of 128 threads per (row, batch*head); group query heads share a K/V head (kv_head = bh / group).
+// cu_seqlens != nullptr: a packed variable-length batch (q, out [total, heads, hd], k, v [total, kv_heads,
+// hd]; blockIdx.y = sequence * heads + head): the block's row and keys are those below its sequence's
+// length, the rows' runs (the pattern at seq) clipped to it; a row past the length returns.
 template <class T>
 __device__ __forceinline__ void reference_attention(const void* qv, const void* kv, const void* vv, double* out,
                                                     const long long* row_ptr, const int* runs, long long seq,
-                                                    long long kvl, double scale, long long group) {
+                                                    long long kvl, double scale, long long group, const int* cu_seqlens,
+                                                    long long heads) {
   const T* q = static_cast<const T*>(qv);
   const T* k = static_cast<const T*>(kv);
   const T* v = static_cast<const T*>(vv);
@@ -39,17 +50,28 @@ __device__ __forceinline__ void reference_attention(const void* qv, const void* 
   __shared__ double ps[128];
   __shared__ long long js[128];
   __shared__ double red[4];
-  const long long row = blockIdx.x, bh = blockIdx.y, kvh = bh / group;
-  for (int x = threadIdx.x; x < SPLAT_HD; x += 128) qs[x] = (double)to_f(q[(bh * seq + row) * SPLAT_HD + x]);
+  const long long row = blockIdx.x, bh = blockIdx.y;
+  // Q/out row of this block; K/V row of key j: k0 + j * kstep; keys below len.
+  long long qrow = bh * seq + row, k0 = bh / group * kvl, kstep = 1, len = kvl;
+  if (cu_seqlens != nullptr) {
+    const long long b = bh / heads, h = bh % heads, start = cu_seqlens[b];
+    len = cu_seqlens[b + 1] - start;
+    if (row >= len) return;
+    qrow = (start + row) * heads + h;
+    kstep = heads / group;
+    k0 = start * kstep + h / group;
+  }
+  for (int x = threadIdx.x; x < SPLAT_HD; x += 128) qs[x] = (double)to_f(q[qrow * SPLAT_HD + x]);
   __syncthreads();
   const long long rb = row_ptr[row], re = row_ptr[row + 1];
   double mx = -1.0 / 0.0;
   for (long long r = rb; r < re; ++r) {
     const int* run = runs + 3 * r;
-    for (long long t = threadIdx.x; t < run[2]; t += 128) {
+    const long long cnt = reference_run_count(run, len);
+    for (long long t = threadIdx.x; t < cnt; t += 128) {
       const long long j = run[0] + t * (long long)run[1];
       double dot = 0.0;
-      for (int x = 0; x < SPLAT_HD; ++x) dot += qs[x] * (double)to_f(k[(kvh * kvl + j) * SPLAT_HD + x]);
+      for (int x = 0; x < SPLAT_HD; ++x) dot += qs[x] * (double)to_f(k[(k0 + j * kstep) * SPLAT_HD + x]);
       mx = fmax(mx, dot * scale);
     }
   }
@@ -63,13 +85,14 @@ __device__ __forceinline__ void reference_attention(const void* qv, const void* 
   double l = 0.0;
   for (long long r = rb; r < re; ++r) {
     const int* run = runs + 3 * r;
-    for (long long t0 = 0; t0 < run[2]; t0 += 128) {
+    const long long cnt = reference_run_count(run, len);
+    for (long long t0 = 0; t0 < cnt; t0 += 128) {
       const long long t = t0 + threadIdx.x;
       __syncthreads();
-      if (t < run[2]) {
+      if (t < cnt) {
         const long long j = run[0] + t * (long long)run[1];
         double dot = 0.0;
-        for (int x = 0; x < SPLAT_HD; ++x) dot += qs[x] * (double)to_f(k[(kvh * kvl + j) * SPLAT_HD + x]);
+        for (int x = 0; x < SPLAT_HD; ++x) dot += qs[x] * (double)to_f(k[(k0 + j * kstep) * SPLAT_HD + x]);
         ps[threadIdx.x] = exp(dot * scale - mx);
         js[threadIdx.x] = j;
       } else {
@@ -77,18 +100,18 @@ __device__ __forceinline__ void reference_attention(const void* qv, const void* 
         js[threadIdx.x] = -1;
       }
       __syncthreads();
-      const int nc = (int)min((long long)128, run[2] - t0);
+      const int nc = (int)min((long long)128, cnt - t0);
       for (int c = 0; c < nc; ++c) {
         l += ps[c];
         for (int a = 0; a < NA; ++a) {
           const int d = threadIdx.x + 128 * a;
-          if (d < SPLAT_HD) acc[a] += ps[c] * (double)to_f(v[(kvh * kvl + js[c]) * SPLAT_HD + d]);
+          if (d < SPLAT_HD) acc[a] += ps[c] * (double)to_f(v[(k0 + js[c] * kstep) * SPLAT_HD + d]);
         }
       }
     }
   }
   for (int a = 0; a < NA; ++a) {
     const int d = threadIdx.x + 128 * a;
-    if (d < SPLAT_HD) out[(bh * seq + row) * SPLAT_HD + d] = l > 0.0 ? acc[a] / l : 0.0;
+    if (d < SPLAT_HD) out[qrow * SPLAT_HD + d] = l > 0.0 ? acc[a] / l : 0.0;
   }
 }

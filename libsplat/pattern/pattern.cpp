@@ -355,9 +355,42 @@ struct Parser {
                      static_cast<int64_t>(keys[k] % static_cast<uint64_t>(kv_len))};
   }
 
+  // "varlen": {"max_total_tokens": T, "lengths": [...]}: seq_len is the longest sequence; no kv_len
+  // other than seq_len, no q_offset, no batch other than 1 (the sequences are the batch).
+  Varlen varlen(const json& v, const json& doc, const Problem& pr) {
+    check_fields(v, "varlen", {"max_total_tokens", "lengths"});
+    if (doc.contains("kv_len") && pr.kv_len != pr.seq_len)
+      fail("kv_len", "a packed variable-length batch attends within each sequence: kv_len must equal seq_len (" +
+                         std::to_string(pr.seq_len) + ") or be left out, got " + std::to_string(pr.kv_len));
+    if (pr.q_offset != 0) fail("q_offset", "not with \"varlen\": each sequence's queries are its keys");
+    if (pr.batch != 1)
+      fail("batch", "not with \"varlen\": the number of sequences is given at launch (cu_seqlens), got " +
+                        std::to_string(pr.batch));
+    Varlen out;
+    out.max_total_tokens = field(v, "varlen", "max_total_tokens", 1, limits.max_len,
+                                 "an integer in [1, " + std::to_string(limits.max_len) + "]");
+    auto it = v.find("lengths");
+    if (it == v.end()) return out;
+    const std::string path = "varlen.lengths";
+    if (!it->is_array() || it->empty() || it->size() > (size_t{1} << 20))
+      fail(path, "expected a non-empty array of at most 1048576 sequence lengths, got " + show(*it));
+    charge(static_cast<int64_t>(it->size() * sizeof(int64_t)));
+    int64_t total = 0;
+    for (size_t k = 0; k < it->size(); ++k) {
+      const int64_t n = integer((*it)[k], path + "[" + std::to_string(k) + "]", 0, pr.seq_len,
+                                "a length in [0, seq_len] = [0, " + std::to_string(pr.seq_len) + "]");
+      total += n;
+      if (total > out.max_total_tokens)
+        fail(path, "the lengths add up to more than max_total_tokens (" + std::to_string(out.max_total_tokens) +
+                       ") at [" + std::to_string(k) + "]");
+      out.lengths.push_back(n);
+    }
+    return out;
+  }
+
   Problem problem(const json& doc, const std::string& name_hint) {
     check_fields(doc, "", {"name", "seq_len", "kv_len", "head_dim", "heads", "batch", "dtype", "scale",
-                           "causal", "pattern", "kv_heads", "q_offset"});
+                           "causal", "pattern", "kv_heads", "q_offset", "varlen"});
     Problem pr;
     pr.file = file;
     pr.limits = limits;
@@ -402,17 +435,21 @@ struct Parser {
       if (!it->is_boolean()) fail("causal", "expected true or false, got " + show(*it));
       pr.causal = it->get<bool>();
     }
+    if (auto it = doc.find("varlen"); it != doc.end()) pr.varlen = varlen(*it, doc, pr);
     // Sizes first: a problem too large is refused before its pattern (coo lists, token lists) is read.
-    const long double bytes = static_cast<long double>(pr.batch) *
-                              (2.0L * pr.heads * pr.seq_len + 2.0L * pr.kv_heads * pr.kv_len) * pr.head_dim *
-                              dtype_bytes(pr.dtype);
+    const long double tokens = pr.varlen ? static_cast<long double>(pr.varlen->max_total_tokens) : 0.0L;
+    const long double bytes =
+        pr.varlen ? (2.0L * pr.heads + 2.0L * pr.kv_heads) * tokens * pr.head_dim * dtype_bytes(pr.dtype)
+                  : static_cast<long double>(pr.batch) * (2.0L * pr.heads * pr.seq_len + 2.0L * pr.kv_heads * pr.kv_len) *
+                        pr.head_dim * dtype_bytes(pr.dtype);
     if (bytes > static_cast<long double>(limits.max_tensor_bytes)) {
       std::ostringstream m;
       m.precision(3);
-      m << "problem too large: Q, K, V and O need " << static_cast<double>(bytes / (1024.0L * 1024 * 1024))
-        << " GiB (batch*(2*heads*seq_len+2*kv_heads*kv_len)*head_dim*" << dtype_bytes(pr.dtype) << " bytes), more than the limit of "
+      m << "problem too large: Q, K, V and O need " << static_cast<double>(bytes / (1024.0L * 1024 * 1024)) << " GiB ("
+        << (pr.varlen ? "(2*heads+2*kv_heads)*max_total_tokens" : "batch*(2*heads*seq_len+2*kv_heads*kv_len)")
+        << "*head_dim*" << dtype_bytes(pr.dtype) << " bytes), more than the limit of "
         << static_cast<double>(limits.max_tensor_bytes) / (1024.0 * 1024 * 1024) << " GiB";
-      fail("seq_len", m.str());
+      fail(pr.varlen ? "varlen.max_total_tokens" : "seq_len", m.str());
     }
     seq_len = pr.seq_len;
     kv_len = pr.kv_len;
@@ -577,6 +614,7 @@ Problem load_problem(const std::string& path, const Limits& limits, const Proble
 }
 
 int64_t tensor_bytes(const Problem& p) {
+  if (p.varlen) return (2 * p.heads + 2 * p.kv_heads) * p.varlen->max_total_tokens * p.head_dim * dtype_bytes(p.dtype);
   return p.batch * (2 * p.heads * p.seq_len + 2 * p.kv_heads * p.kv_len) * p.head_dim * dtype_bytes(p.dtype);
 }
 

@@ -106,6 +106,16 @@ class WorkMeter {
 [[noreturn]] void throw_memory_limit(const std::string& file, const std::string& what, int64_t bytes,
                                      const Limits&);
 
+// A packed variable-length batch ("varlen", docs/splatc-patterns.md): sequences of different lengths
+// packed along the token axis, Q and O [total_tokens, heads, head_dim], K and V [total_tokens,
+// kv_heads, head_dim], sequence b the tokens cu_seqlens[b] .. cu_seqlens[b+1]. The lengths are given
+// at launch; each sequence of length L keeps the pattern's (i, j) with i, j < L, the pattern as it
+// is at seq_len (the longest sequence a launch may hold). Attention never crosses sequences.
+struct Varlen {
+  int64_t max_total_tokens = 0;  // tokens of a packed batch, at most (sizes and 32-bit offsets)
+  std::vector<int64_t> lengths;  // a batch for bench and check-gpu ("lengths"); may be empty
+};
+
 struct Problem {
   std::string name;              // "name" or the file stem
   int64_t seq_len = 0;           // rows (queries)
@@ -118,6 +128,7 @@ struct Problem {
   double scale = 0;              // 1/sqrt(head_dim) when absent
   bool causal = false;           // mask intersected with j <= i
   Term pattern;
+  std::optional<Varlen> varlen;  // a packed variable-length batch: seq_len is its longest sequence
   std::string file;              // source file, "" when parsed from memory
   Limits limits;                 // the limits it was read under (Limits above)
 };
@@ -138,7 +149,8 @@ Problem parse_problem(const nlohmann::json& doc, const std::string& name_hint,
 Problem parse_problem_text(const std::string& text, const std::string& name_hint,
                            const std::string& file = "", const Limits& = {});
 
-// Bytes of Q, K, V and O for the problem (batch*(2*heads*seq_len + 2*kv_heads*kv_len)*head_dim*elt).
+// Bytes of Q, K, V and O for the problem (batch*(2*heads*seq_len + 2*kv_heads*kv_len)*head_dim*elt;
+// varlen: (2*heads + 2*kv_heads)*max_total_tokens*head_dim*elt).
 int64_t tensor_bytes(const Problem&);
 
 // The key blocks chosen for row block rb by a RandomBlocks term over nkb = ceil(kv_len/block) key

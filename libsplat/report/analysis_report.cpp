@@ -75,6 +75,14 @@ std::string analysis_text(const Problem& p, const Acsr& a, const AnalysisStats& 
   o << ", batch " << p.batch << ", " << dtype_name(p.dtype) << (p.causal ? ", causal" : "");
   if (p.q_offset != 0) o << ", q_offset " << p.q_offset;
   o << "\n";
+  if (p.varlen) {
+    int64_t total = 0;
+    for (int64_t n : p.varlen->lengths) total += n;
+    o << "  varlen           sequences of up to seq_len tokens packed, at most " << p.varlen->max_total_tokens
+      << " tokens; the analysis is the longest sequence's";
+    if (!p.varlen->lengths.empty()) o << "; lengths: " << p.varlen->lengths.size() << " sequences, " << total << " tokens";
+    o << "\n";
+  }
   o << "  nnz              " << s.nnz << "  (density " << fmt_double(s.density, 4) << " = " << fmt_double(100 * s.density, 2)
     << "%)\n";
   o << "  rows             " << s.rows << "  (empty " << s.empty_rows << ", widest " << s.nnz_row_max << " keys)\n";
@@ -116,6 +124,7 @@ nlohmann::json analysis_json(const Problem& p, const Acsr&, const AnalysisStats&
   j["kv_heads"] = p.kv_heads;
   j["q_offset"] = p.q_offset;
   j["batch"] = p.batch;
+  if (p.varlen) j["varlen"] = {{"max_total_tokens", p.varlen->max_total_tokens}, {"lengths", p.varlen->lengths}};
   j["dtype"] = dtype_name(p.dtype);
   j["causal"] = p.causal;
   j["nnz"] = s.nnz;

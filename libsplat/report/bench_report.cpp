@@ -93,6 +93,7 @@ nlohmann::json bench_json(const std::vector<ProblemResult>& results, const std::
                                {"compile_seconds", r.compile_seconds},
                                {"tuning", {{"values", r.tuning}, {"source", r.tuning_source}}},
                                {"kernels", ks}});
+    if (r.total_tokens > 0) out["problems"].back()["total_tokens"] = r.total_tokens;
   }
   return out;
 }

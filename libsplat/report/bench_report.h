@@ -37,6 +37,7 @@ struct ProblemResult {
   std::string name, file, dtype;
   int64_t seq_len = 0, kv_len = 0, head_dim = 0, heads = 0, batch = 0;
   int64_t kv_heads = 0, q_offset = 0;
+  int64_t total_tokens = 0;    // a packed variable-length batch: its tokens (batch: its sequences); 0 otherwise
   int64_t nnz = 0;             // per head
   double density = 0;
   double flops = 0;            // useful FLOP, all heads

@@ -107,6 +107,69 @@ std::vector<double> host_reference(const Problem& p, const std::vector<double>& 
   return o;
 }
 
+// The same for a packed variable-length batch: sequence b (tokens cu[b] ..) keeps the pattern's (i, j)
+// with i, j < its length; q, o [total, heads, d], k, v [total, kv_heads, d].
+std::vector<double> host_reference_varlen(const Problem& p, const std::vector<int32_t>& cu, const std::vector<double>& q,
+                                          const std::vector<double>& k, const std::vector<double>& v) {
+  const int64_t H = p.heads, KVH = p.kv_heads, D = p.head_dim, G = p.heads / p.kv_heads;
+  std::vector<double> o(q.size(), 0.0), s;
+  for (size_t b = 0; b + 1 < cu.size(); ++b) {
+    const int64_t start = cu[b], len = cu[b + 1] - cu[b];
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < len; ++i) {
+        const double* qr = &q[static_cast<size_t>(((start + i) * H + h) * D)];
+        auto krow = [&](int64_t j) { return static_cast<size_t>(((start + j) * KVH + h / G) * D); };
+        std::vector<int64_t> ks;
+        for (int64_t j = 0; j < len; ++j)
+          if (kept(p, i, j)) ks.push_back(j);
+        if (ks.empty()) continue;
+        s.assign(ks.size(), 0.0);
+        double mx = -INFINITY, l = 0;
+        for (size_t c = 0; c < ks.size(); ++c) {
+          double dot = 0;
+          for (int64_t x = 0; x < D; ++x) dot += qr[x] * k[krow(ks[c]) + static_cast<size_t>(x)];
+          s[c] = dot * p.scale;
+          mx = std::max(mx, s[c]);
+        }
+        double* out = &o[static_cast<size_t>(((start + i) * H + h) * D)];
+        for (size_t c = 0; c < ks.size(); ++c) {
+          const double e = std::exp(s[c] - mx);
+          l += e;
+          for (int64_t x = 0; x < D; ++x) out[x] += e * v[krow(ks[c]) + static_cast<size_t>(x)];
+        }
+        for (int64_t x = 0; x < D; ++x) out[x] /= l;
+      }
+  }
+  return o;
+}
+
+// What a launch covers: the problem's batch, or the packed variable-length batch of its lengths.
+struct LaunchShape {
+  int64_t nq = 0, nk = 0;   // elements of q (and o), of k (and v)
+  int64_t grid_bh = 0;      // grid.y: batch*heads, or sequences*heads
+  std::vector<int32_t> cu;  // varlen: sequence starts, sequences + 1 entries (empty otherwise)
+  int64_t sequences() const { return cu.empty() ? 0 : static_cast<int64_t>(cu.size()) - 1; }
+};
+
+LaunchShape launch_shape(const Problem& p) {
+  LaunchShape s;
+  if (!p.varlen) {
+    s.nq = p.batch * p.heads * p.seq_len * p.head_dim;
+    s.nk = p.batch * p.kv_heads * p.kv_len * p.head_dim;
+    s.grid_bh = p.batch * p.heads;
+    return s;
+  }
+  if (p.varlen->lengths.empty())
+    throw Error(p.file, "varlen.lengths", "bench runs a packed batch of given lengths: add \"lengths\" to \"varlen\"");
+  s.cu.push_back(0);
+  for (int64_t n : p.varlen->lengths) s.cu.push_back(static_cast<int32_t>(s.cu.back() + n));
+  const int64_t total = s.cu.back();
+  s.nq = total * p.heads * p.head_dim;
+  s.nk = total * p.kv_heads * p.head_dim;
+  s.grid_bh = s.sequences() * p.heads;
+  return s;
+}
+
 struct Prepared {
   Problem problem;
   Acsr acsr;
@@ -169,6 +232,36 @@ int64_t keys_read(const Acsr& acsr) {
   return n;
 }
 
+// A packed variable-length batch's totals: kept (i, j) of every sequence (the pattern's rows and keys
+// below its length), the keys some row of its sequence keeps, tokens, and the sum of length^2.
+struct VarlenCounts {
+  int64_t nnz = 0, keys_read = 0, tokens = 0, square_cells = 0;
+};
+VarlenCounts varlen_counts(const Acsr& acsr, const std::vector<int32_t>& cu) {
+  VarlenCounts n;
+  std::map<int64_t, std::pair<int64_t, int64_t>> by_length;  // length -> (nnz, keys read) of one sequence
+  for (size_t b = 0; b + 1 < cu.size(); ++b) {
+    const int64_t len = cu[b + 1] - cu[b];
+    n.tokens += len;
+    n.square_cells += len * len;
+    auto [it, fresh] = by_length.try_emplace(len, 0, 0);
+    if (fresh) {
+      std::vector<char> seen(static_cast<size_t>(len), 0);
+      for (int64_t i = 0; i < len; ++i)
+        for (const Run& r : acsr.row(i))
+          for (int64_t c = 0; c < r.count && r.start + c * r.stride < len; ++c) {
+            ++it->second.first;
+            char& s = seen[static_cast<size_t>(r.start + c * r.stride)];
+            it->second.second += s == 0;
+            s = 1;
+          }
+    }
+    n.nnz += it->second.first;
+    n.keys_read += it->second.second;
+  }
+  return n;
+}
+
 // The result's problem facts and floors (no GPU work).
 ProblemResult problem_result(const Problem& p, const Acsr& acsr, const GeneratedModule& gen, const Ceilings& ceilings) {
   ProblemResult r;
@@ -185,11 +278,22 @@ ProblemResult problem_result(const Problem& p, const Acsr& acsr, const Generated
   r.nnz = gen.nnz;
   r.density = double(gen.nnz) / double(p.seq_len) / double(p.kv_len);
   const int64_t BH = p.batch * p.heads, D = p.head_dim;
-  r.flops = 4.0 * double(BH) * double(gen.nnz) * double(D);
   const size_t esz = static_cast<size_t>(dtype_bytes(p.dtype));
-  // Q read and O written once; the K and V rows of every kept key read once per K/V head.
-  r.bytes = (2.0 * double(BH) * double(p.seq_len) + 2.0 * double(p.batch * p.kv_heads) * double(keys_read(acsr))) *
-            double(D) * double(esz);
+  if (p.varlen) {  // every sequence's kept pairs and read keys, per head
+    const VarlenCounts n = varlen_counts(acsr, launch_shape(p).cu);
+    r.batch = static_cast<int64_t>(p.varlen->lengths.size());
+    r.total_tokens = n.tokens;
+    r.nnz = n.nnz;
+    r.density = double(n.nnz) / double(n.square_cells > 0 ? n.square_cells : 1);
+    r.flops = 4.0 * double(p.heads) * double(n.nnz) * double(D);
+    r.bytes = (2.0 * double(p.heads) * double(n.tokens) + 2.0 * double(p.kv_heads) * double(n.keys_read)) * double(D) *
+              double(esz);
+  } else {
+    r.flops = 4.0 * double(BH) * double(gen.nnz) * double(D);
+    // Q read and O written once; the K and V rows of every kept key read once per K/V head.
+    r.bytes = (2.0 * double(BH) * double(p.seq_len) + 2.0 * double(p.batch * p.kv_heads) * double(keys_read(acsr))) *
+              double(D) * double(esz);
+  }
   r.floor_memory_us = r.bytes / ceilings.bandwidth * 1e6;
   r.floor_compute_us = r.flops / compute_rate(ceilings, p.dtype) * 1e6;
   r.pattern_hash = gen.pattern_hash;
@@ -213,13 +317,17 @@ std::vector<double> download_doubles(const Support& sup, const DeviceBuffer& b, 
   return h;
 }
 
-// Seeded random Q, K, V and the output buffer, in the problem's dtype.
+// Seeded random Q, K, V and the output buffer, in the problem's dtype; a packed batch's cu_seqlens.
 struct Inputs {
+  LaunchShape shape;
   int64_t nq = 0, nk = 0;  // elements of q (and o), of k (and v)
-  DeviceBuffer q, k, v, o;
-  Inputs(const Problem& p, const Support& sup, uint64_t seed)
-      : nq(p.batch * p.heads * p.seq_len * p.head_dim), nk(p.batch * p.kv_heads * p.kv_len * p.head_dim) {
+  DeviceBuffer q, k, v, o, cu;
+  Inputs(const Problem& p, const Support& sup, uint64_t seed) : shape(launch_shape(p)), nq(shape.nq), nk(shape.nk) {
     const size_t esz = static_cast<size_t>(dtype_bytes(p.dtype));
+    if (!shape.cu.empty()) {
+      cu = DeviceBuffer(shape.cu.size() * sizeof(int32_t));
+      cu.upload(shape.cu.data(), cu.size());
+    }
     q = DeviceBuffer(static_cast<size_t>(nq) * esz);
     k = DeviceBuffer(static_cast<size_t>(nk) * esz);
     v = DeviceBuffer(static_cast<size_t>(nk) * esz);
@@ -243,10 +351,17 @@ struct Inputs {
 std::vector<double> reference(const Problem& p, const Acsr& acsr, const Inputs& in, const Support& sup,
                               int64_t host_max_cells, std::string& what) {
   std::vector<double> ref(static_cast<size_t>(in.nq));
-  if (p.seq_len * p.kv_len <= host_max_cells) {
+  const std::vector<int32_t>& cu = in.shape.cu;
+  int64_t cells = p.seq_len * p.kv_len;
+  if (p.varlen) {
+    cells = 0;
+    for (size_t b = 0; b + 1 < cu.size(); ++b) cells += int64_t{cu[b + 1] - cu[b]} * (cu[b + 1] - cu[b]);
+  }
+  if (cells <= host_max_cells) {
     what = "host float64 (brute force over the pattern)";
-    return host_reference(p, download_doubles(sup, in.q, in.nq), download_doubles(sup, in.k, in.nk),
-                          download_doubles(sup, in.v, in.nk));
+    std::vector<double> q = download_doubles(sup, in.q, in.nq), k = download_doubles(sup, in.k, in.nk),
+                        v = download_doubles(sup, in.v, in.nk);
+    return p.varlen ? host_reference_varlen(p, cu, q, k, v) : host_reference(p, q, k, v);
   }
   what = "gpu float64 (masked rows from the ACSR)";
   std::vector<long long> row_ptr(static_cast<size_t>(p.seq_len) + 1, 0);
@@ -268,9 +383,10 @@ std::vector<double> reference(const Problem& p, const Acsr& acsr, const Inputs& 
   double* op = static_cast<double*>(dref.get());
   long long seq = p.seq_len, kvl = p.kv_len;
   double scale = p.scale;
-  long long group = p.heads / p.kv_heads;
-  void* args[] = {&qp, &kp, &vp, &op, &rp, &up, &seq, &kvl, &scale, &group};
-  launch_kernel(sup.reference, p.seq_len, p.batch * p.heads, 128, 0, args, nullptr);
+  long long group = p.heads / p.kv_heads, heads = p.heads;
+  const void* cup = in.cu.get();  // null unless varlen
+  void* args[] = {&qp, &kp, &vp, &op, &rp, &up, &seq, &kvl, &scale, &group, &cup, &heads};
+  launch_kernel(sup.reference, p.seq_len, in.shape.grid_bh, 128, 0, args, nullptr);
   cuda_check(cudaDeviceSynchronize(), "reference kernel");
   dref.download(ref.data(), ref.size() * sizeof(double));
   return ref;
@@ -284,7 +400,13 @@ void run_kernel(const Kernel& kern, const Inputs& in, const std::vector<double>&
   double ref_max = 0;
   for (double x : ref) ref_max = std::max(ref_max, std::fabs(x));
   auto poison = [&] { cuda_check(cudaMemsetAsync(in.o.get(), 0xff, in.o.size(), nullptr), "poison output"); };
-  auto launch = [&] { kern.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get()); };
+  auto launch = [&] {
+    if (in.shape.cu.empty())
+      kern.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get());
+    else
+      kern.launch_varlen(in.q.get(), in.k.get(), in.v.get(), in.o.get(), static_cast<const int*>(in.cu.get()),
+                         in.shape.sequences());
+  };
   poison();
   launch();
   cuda_check(cudaGetLastError(), "kernel launch");
@@ -353,7 +475,8 @@ std::string support_source(DType t, int64_t hd) {
        "  reference_to_double<T>(in, out, n);\n}\n";
   s += "extern \"C\" __global__ void __launch_bounds__(128) splat_reference(const void* q, const void* k,\n"
        "    const void* v, double* out, const long long* row_ptr, const int* runs, long long seq, long long kvl,\n"
-       "    double scale, long long group) {\n  reference_attention<T>(q, k, v, out, row_ptr, runs, seq, kvl, scale, group);\n}\n";
+       "    double scale, long long group, const int* cu_seqlens, long long heads) {\n"
+       "  reference_attention<T>(q, k, v, out, row_ptr, runs, seq, kvl, scale, group, cu_seqlens, heads);\n}\n";
   return s;
 }
 
@@ -388,6 +511,7 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
     auto gen_ptr = std::shared_ptr<const GeneratedModule>(x.gen);
     for (KernelKind kind : {KernelKind::Fused, KernelKind::Pipeline}) {
       if ((kind == KernelKind::Fused && !opt.fused) || (kind == KernelKind::Pipeline && !opt.pipeline)) continue;
+      if (kind == KernelKind::Pipeline && x.gen->pipeline.empty()) continue;  // a packed batch: fused kernels only
       if (kind == KernelKind::Fused && x.gen->fused.empty()) {  // generate() fell back to the pipeline
         spdlog::warn("{}: no fused kernel: {}; the pipeline runs", p.name, x.gen->selection.engine.reason);
         continue;

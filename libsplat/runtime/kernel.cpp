@@ -36,6 +36,7 @@ Kernel::Kernel(std::shared_ptr<const GeneratedModule> gen, std::shared_ptr<Modul
 }
 
 void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* stream) const {
+  if (gen_->varlen) throw std::invalid_argument("a packed variable-length batch's kernel: launch_varlen gives its cu_seqlens");
   void* ws = ws_ ? ws_->get() : nullptr;
   void* scores = scores_ ? scores_->get() : nullptr;
   const void* table = table_ ? table_->get() : nullptr;
@@ -58,12 +59,28 @@ void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* 
   for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, bh_, l.block, l.smem, args, stream, l.programmatic);
 }
 
+void Kernel::launch_varlen(const void* q, const void* k, const void* v, void* o, const int* cu_seqlens, int64_t sequences,
+                          void* stream) const {
+  if (!gen_->varlen) throw std::invalid_argument("launch_varlen: the kernel was built for a plain batch (launch)");
+  if (sequences < 0 || cu_seqlens == nullptr) throw std::invalid_argument("launch_varlen: no cu_seqlens");
+  if (sequences == 0) return;
+  const int64_t grid_y = sequences * bh_;  // bh_: heads (a packed batch has batch 1)
+  const size_t ws_bytes = static_cast<size_t>(grid_y * gen_->workspace_floats_per_bh) * sizeof(float);
+  if (ws_bytes > 0 && (!ws_ || ws_->size() < ws_bytes)) ws_ = std::make_shared<DeviceBuffer>(ws_bytes);
+  void* ws = ws_ ? ws_->get() : nullptr;
+  void* scores = nullptr;
+  const void* table = table_ ? table_->get() : nullptr;
+  const void* tmaps = nullptr;  // no TMA loads in a packed batch's kernels
+  void* args[] = {&q, &k, &v, &o, &ws, &scores, &table, &tmaps, &cu_seqlens};
+  for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, grid_y, l.block, l.smem, args, stream, l.programmatic);
+}
+
 Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions& opt) {
   DeviceInfo dev = device_info();
   CodegenOptions co;
   co.arch = opt.arch.empty() ? dev.target_arch() : opt.arch;
   KernelKind kind = opt.kind;
-  if (kind == KernelKind::Fused && opt.fallback) {
+  if (kind == KernelKind::Fused && opt.fallback && !problem.varlen) {  // a packed batch: fused kernels only
     const EngineChoice engine = choose_engine(problem, co.arch);
     if (!engine.tensor_cores) {
       spdlog::info("{}: no fused kernel: {}; the pipeline runs", problem.name, engine.reason);

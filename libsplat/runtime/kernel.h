@@ -6,6 +6,8 @@
 //   splat::Kernel k = splat::build_kernel(p, opt);
 //   k.launch(q, k_, v, o, stream);   // device pointers, row-major: q, o [batch, heads, seq_len, head_dim],
 //                                    // k_, v [batch, kv_heads, kv_len, head_dim]
+//   // a packed variable-length batch ("varlen"): q, o [total, heads, d], k_, v [total, kv_heads, d]
+//   k.launch_varlen(q, k_, v, o, cu_seqlens, sequences, stream);
 //
 // build_kernel analyses the pattern, generates CUDA for it, compiles it with NVRTC for the
 // current GPU and loads it; the Kernel owns the device table and the workspace it needs.
@@ -41,7 +43,15 @@ class Kernel {
   // load K/V by TMA read tensor maps of k and v from a device buffer of this Kernel, rewritten
   // (stream-ordered) when k or v differ from the previous launch's: launches with different k or
   // v on different streams must not overlap.
+  // Throws std::invalid_argument for a module of a packed variable-length batch (launch_varlen).
   void launch(const void* q, const void* k, const void* v, void* o, void* stream = nullptr) const;
+  // A packed variable-length batch (Problem::varlen): q, o [total_tokens, heads, head_dim], k, v
+  // [total_tokens, kv_heads, head_dim]; cu_seqlens: device memory, sequences + 1 int32 starts (0 first,
+  // non-decreasing, each length at most the problem's seq_len). A multi-pass kernel's workspace grows
+  // to the number of sequences (a reallocation waits for the device). Throws std::invalid_argument for
+  // a module of a plain batch.
+  void launch_varlen(const void* q, const void* k, const void* v, void* o, const int* cu_seqlens, int64_t sequences,
+                     void* stream = nullptr) const;
   KernelKind kind() const { return kind_; }
   const GeneratedModule& module() const { return *gen_; }
   int64_t batch_heads() const { return bh_; }
@@ -62,7 +72,8 @@ class Kernel {
   KernelKind kind_;
   int64_t bh_;
   std::vector<Launch> launches_;
-  std::shared_ptr<DeviceBuffer> table_, ws_, scores_, tmaps_;
+  std::shared_ptr<DeviceBuffer> table_, scores_, tmaps_;
+  mutable std::shared_ptr<DeviceBuffer> ws_;  // launch_varlen grows it
   // The k and v the tensor maps in tmaps_ were encoded for (re-encoded when a launch's differ).
   mutable const void* maps_k_ = nullptr;
   mutable const void* maps_v_ = nullptr;

@@ -658,6 +658,57 @@ TEST_CASE("every bf16/fp16 pattern in patterns/ compiles for sm_90a with the wgm
 
 // Bands (windows, causal and one-sided windows, dilated windows) are recognised row by row; unions
 // and other shapes are not. band_tile gives the key tiles the band kernel walks.
+TEST_CASE("packed variable-length batches: table kernels clipped per sequence, cu_seqlens, no pipeline") {
+  // A window: on sm_90a a band with TMA for one sequence, the plan's tables (cp.async) for a packed batch.
+  const std::string doc = R"({"name": "vl", "seq_len": 1000, "head_dim": 64, "heads": 4, "kv_heads": 2, "dtype": "bf16",
+      "varlen": {"max_total_tokens": 5000, "lengths": [1000, 1, 0]}, "pattern": {"union": [{"window": {"left": 70,
+      "right": 20}}, {"global": {"tokens": [0, 1, 2, 600]}}]}})";
+  const Problem p = parse_problem_text(doc, "vl");
+  CodegenOptions co;
+  co.arch = "sm_90a";
+  const GeneratedModule m = generate(p, analyze(p), co);
+  CHECK(m.varlen);
+  CHECK(m.engine == "wgmma");
+  CHECK(m.pipeline.empty());  // both asked for: the fused kernels only
+  CHECK(m.tensor_maps.empty());
+  REQUIRE(!m.fused.empty());
+  for (const KernelSpec& k : m.selection.fused) {
+    CHECK(k.family() == KernelFamily::Table);
+    CHECK_FALSE(std::get<TableTraits>(k.traits).unmasked);
+  }
+  for (const PlanPass& pass : m.plan.passes) CHECK(pass.splits.empty());
+  CHECK(m.source.find("#define SPLAT_VARLEN 1") != std::string::npos);
+  CHECK(m.source.find("#define SPLAT_HEADS 4") != std::string::npos);
+  CHECK(m.source.find("#define SPLAT_KV_HEADS 2") != std::string::npos);
+  CHECK(m.source.find("const void* tmaps, const int* cu_seqlens) {") != std::string::npos);
+  CHECK(m.source.find("ws, table, tmaps, cu_seqlens);") != std::string::npos);
+  const nlohmann::json j = manifest(p, m, "ptx", "sm_90a", {"vl.ptx"});
+  REQUIRE(j["parameters"].size() == kernel_params().size() + 1);
+  CHECK(j["parameters"].back()["name"] == "cu_seqlens");
+  CHECK(j["parameters"].back()["index"] == kernel_params().size());
+  CHECK(j["kernels"]["fused"][0]["grid"][1] == "sequences*heads");
+  CHECK(j["problem"]["varlen"]["max_total_tokens"] == 5000);
+  CHECK(j["layout"].get<std::string>().find("[total_tokens, heads, head_dim]") != std::string::npos);
+  // A plain batch keeps its parameters and launch.
+  const Problem plain = parse_problem_text(R"({"seq_len": 1000, "head_dim": 64, "pattern": {"window": {"left": 7}}})", "p");
+  const GeneratedModule pm = generate(plain, analyze(plain), co);
+  CHECK_FALSE(pm.varlen);
+  CHECK(pm.source.find("const void* tmaps) {") != std::string::npos);
+  CHECK(manifest(plain, pm, "ptx", "sm_90a", {})["parameters"].size() == kernel_params().size());
+  // The pipeline alone does not take a packed batch; no fused engine for the head_dim is an error too.
+  CodegenOptions pipe;
+  pipe.fused = false;
+  CHECK_THROWS_AS(generate(p, analyze(p), pipe), Error);
+  const Problem odd = parse_problem_text(
+      R"({"seq_len": 100, "head_dim": 13, "dtype": "fp16", "varlen": {"max_total_tokens": 200}, "pattern": {"window": {"left": 7}}})", "o");
+  try {
+    generate(odd, analyze(odd));
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("a packed variable-length batch runs on the fused engines only") != std::string::npos);
+  }
+}
+
 TEST_CASE("find_band recognises windows and dilated windows, and nothing else") {
   struct Case {
     const char* pat;

@@ -351,3 +351,43 @@ TEST_CASE("cpu model: stale references (lazy rescale, checked row sums) give the
 }
 
 TEST_SUITE_END();
+
+// A packed variable-length batch (fused_pass with SPLAT_VARLEN): the plan codegen makes for the
+// longest sequence (no split-KV), walked with its rows and keys clipped to a shorter sequence's
+// length, visits exactly the pattern's kept (i, j) with i, j < length, once each, and its full key
+// tiles stay full. Every varlen problem of tests/gpu, at the lengths around tile edges and its own.
+TEST_CASE("cpu model: a packed variable-length batch's sequences (plan clipped to each length)" * doctest::test_suite("cpu-model")) {
+  int n = 0;
+  for_each_gpu_problem([&](const Problem& p) {
+    if (!p.varlen) return;
+    ++n;
+    const Acsr a = analyze(p);
+    const Structure st = analyze_structure(a);
+    const TileShape shape = plan_shape(p, st);
+    CHECK_FALSE(shape.split);
+    const Plan plan = make_plan(a, st, shape);
+    for (const PlanPass& pass : plan.passes) CHECK(pass.splits.empty());
+    std::vector<int64_t> lengths = {0, 1, 2, 63, 64, 65, 127, 129, p.seq_len / 2, p.seq_len - 1, p.seq_len};
+    lengths.insert(lengths.end(), p.varlen->lengths.begin(), p.varlen->lengths.end());
+    for (int64_t len : lengths) {
+      if (len > p.seq_len) continue;
+      CAPTURE(len);
+      const auto visits = cpu_model_visits(plan, Unstructured{}, len);
+      for (int64_t i = 0; i < p.seq_len; ++i) {
+        std::vector<int64_t> got = visits[static_cast<size_t>(i)], want;
+        std::sort(got.begin(), got.end());
+        for (int64_t j = 0; i < len && j < len; ++j)
+          if (kept(p, i, j)) want.push_back(j);
+        CAPTURE(i);
+        REQUIRE(got == want);
+      }
+    }
+  });
+  CHECK(n >= 6);
+  // The closed-form kernels' walks are not a packed batch's.
+  const Problem w = load_problem(std::string(TRSPLAT_SOURCE_DIR) + "/tests/gpu/band-ragged-bf16.json");
+  REQUIRE_FALSE(std::holds_alternative<Unstructured>(analyze_structure(analyze(w)).kind));
+  const Acsr a = analyze(w);
+  const Structure st = analyze_structure(a);
+  CHECK_THROWS_AS(cpu_model_visits(make_plan(a, st), st.kind, 10), std::invalid_argument);
+}

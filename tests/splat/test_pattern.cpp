@@ -167,6 +167,52 @@ TEST_CASE("problem: kv_heads (grouped-query attention) and q_offset (queries at 
   expect_error(bad, "q_offset", "expected an integer in [0, 2147483647], got -1");
 }
 
+TEST_CASE("problem: varlen (a packed variable-length batch)") {
+  json doc = base({{"window", {{"left", 3}, {"right", 1}}}});
+  doc["heads"] = 4;
+  doc["kv_heads"] = 2;
+  doc["varlen"] = {{"max_total_tokens", 1000}, {"lengths", {64, 0, 1, 30}}};
+  Problem p = parse_problem(doc, "t");
+  REQUIRE(p.varlen);
+  CHECK(p.varlen->max_total_tokens == 1000);
+  CHECK(p.varlen->lengths == std::vector<int64_t>{64, 0, 1, 30});
+  CHECK(p.kv_len == p.seq_len);
+  // Q and O over 4 heads, K and V over 2, of max_total_tokens tokens.
+  CHECK(tensor_bytes(p) == (2 * 4 + 2 * 2) * 1000 * 16 * 4);
+  doc["varlen"].erase("lengths");  // lengths are optional (given at launch)
+  CHECK(parse_problem(doc, "t").varlen->lengths.empty());
+  CHECK_FALSE(parse_problem(base({{"window", json::object()}}), "t").varlen);
+
+  json bad = doc;
+  bad["varlen"] = {{"lengths", {1}}};
+  expect_error(bad, "varlen.max_total_tokens", "missing");
+  bad["varlen"] = {{"max_total_tokens", 0}};
+  expect_error(bad, "varlen.max_total_tokens", "expected an integer in [1, 2147483647], got 0");
+  bad["varlen"] = {{"max_total_tokens", 100}, {"cu_seqlens", {0, 5}}};
+  expect_error(bad, "varlen.cu_seqlens", "unknown field (expected one of: max_total_tokens, lengths)");
+  bad["varlen"] = {{"max_total_tokens", 100}, {"lengths", {10, 65}}};
+  expect_error(bad, "varlen.lengths[1]", "expected a length in [0, seq_len] = [0, 64], got 65");
+  bad["varlen"] = {{"max_total_tokens", 100}, {"lengths", {64, 30, 7}}};
+  expect_error(bad, "varlen.lengths", "the lengths add up to more than max_total_tokens (100) at [2]");
+  bad["varlen"] = {{"max_total_tokens", 100}, {"lengths", json::array()}};
+  expect_error(bad, "varlen.lengths", "expected a non-empty array");
+  bad["varlen"] = 7;
+  expect_error(bad, "varlen", "expected an object, got 7");
+  bad = doc;
+  bad["kv_len"] = 80;
+  expect_error(bad, "kv_len", "kv_len must equal seq_len (64) or be left out, got 80");
+  bad = doc;
+  bad["q_offset"] = 3;
+  expect_error(bad, "q_offset", "not with \"varlen\"");
+  bad = doc;
+  bad["batch"] = 2;
+  expect_error(bad, "batch", "the number of sequences is given at launch");
+  bad = doc;
+  bad["varlen"] = {{"max_total_tokens", 2147483647}};
+  bad["head_dim"] = 4096;
+  expect_error(bad, "varlen.max_total_tokens", "problem too large");
+}
+
 TEST_CASE("problem: JSON syntax errors give line and column") {
   try {
     parse_problem_text("{\n  \"seq_len\": 64,\n  \"head_dim\" 16\n}", "t", "p.json");
