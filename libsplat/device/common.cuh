@@ -73,13 +73,18 @@ __device__ __forceinline__ i64 kv_head(i64 bh) { return bh / SPLAT_KV_GROUP; }
 #endif
 // Rows (of HD elements) between a head's consecutive rows of Q and O, and of K and V (enumerators:
 // no module-scope variables in the PTX).
-enum : i64 { kQStep = SPLAT_VARLEN ? SPLAT_HEADS : 1, kKvStep = SPLAT_VARLEN ? SPLAT_KV_HEADS : 1 };
+enum : int { kQStep = SPLAT_VARLEN ? SPLAT_HEADS : 1, kKvStep = SPLAT_VARLEN ? SPLAT_KV_HEADS : 1 };
 struct Head {
   i64 bh;   // the block's grid.y: the workspaces' rows of this head are bh * SEQ + i
-  i64 q0;   // Q and O: row i of this head at element (q0 + i * kQStep) * HD
-  i64 k0;   // K and V: key j at element (k0 + j * kKvStep) * HD
+  i64 q0;   // varlen: Q and O row i of this head at element (q0 + i * kQStep) * HD (head_q0)
+  i64 k0;   // varlen: K and V key j at element (k0 + j * kKvStep) * HD (head_k0)
   int len;  // rows and keys of this head's sequence: cu_seqlens[b + 1] - cu_seqlens[b] (varlen), else SEQ
 };
+// Row 0 of the head in Q and O, and key 0 in K and V, in rows of HD elements. Outside varlen they
+// are computed where they are used, from bh, as the kernels did before Head (held from the start,
+// they moved ptxas's schedule: strided-16k's band and lattice kernels ran 5% slower).
+template <int SEQ> __device__ __forceinline__ i64 head_q0(const Head& hv) { return SPLAT_VARLEN ? hv.q0 : hv.bh * SEQ; }
+template <int KV> __device__ __forceinline__ i64 head_k0(const Head& hv) { return SPLAT_VARLEN ? hv.k0 : kv_head(hv.bh) * KV; }
 template <int SEQ, int KV>
 __device__ __forceinline__ Head make_head(i64 bh, const int* cu_seqlens) {
   if constexpr (SPLAT_VARLEN) {
@@ -87,7 +92,7 @@ __device__ __forceinline__ Head make_head(i64 bh, const int* cu_seqlens) {
     return {bh, start * SPLAT_HEADS + h, start * SPLAT_KV_HEADS + h / SPLAT_KV_GROUP, (int)(cu_seqlens[b + 1] - start)};
   } else {
     (void)cu_seqlens;
-    return {bh, bh * SEQ, kv_head(bh) * KV, SEQ};
+    return {bh, 0, 0, SEQ};
   }
 }
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }

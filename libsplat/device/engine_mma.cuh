@@ -42,9 +42,9 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
     const i64 bh = hv.bh;
     Ks = reinterpret_cast<u16*>(smem);
     Vs = Ks + STAGES * BC * LDS;
-    kg = k + hv.k0 * HD;
-    vg = v + hv.k0 * HD;
-    const T* qg = q + hv.q0 * HD;
+    kg = k + head_k0<KV>(hv) * HD;
+    vg = v + head_k0<KV>(hv) * HD;
+    const T* qg = q + head_q0<SEQ>(hv) * HD;
     const int t4 = threadIdx.x & 3;
 #pragma unroll
     for (int mt = 0; mt < MW; ++mt)
@@ -258,7 +258,7 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
     for (int x = lane; x < RW * CH; x += 32) {
       const int r = w0 + x / CH, c = x % CH;
       const uint4 val = *reinterpret_cast<const uint4*>(Ks + r * LDS + c * 8);
-      if (r < nrows) *reinterpret_cast<uint4*>(o + (hv.q0 + (i64)(row0 + rstep * r) * kQStep) * HD + c * 8) = val;
+      if (r < nrows) *reinterpret_cast<uint4*>(o + (head_q0<SEQ>(hv) + (i64)(row0 + rstep * r) * kQStep) * HD + c * 8) = val;
     }
   }
 

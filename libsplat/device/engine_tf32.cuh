@@ -57,9 +57,9 @@ struct MmaTf32Engine : OnlineSoftmax<2, 4, false> {
     const i64 bh = hv.bh;
     Ks = reinterpret_cast<float*>(smem);
     Vs = Ks + STAGES * BC * LDK;
-    kg = k + hv.k0 * HD;
-    vg = v + hv.k0 * HD;
-    const float* qg = q + hv.q0 * HD;
+    kg = k + head_k0<KV>(hv) * HD;
+    vg = v + head_k0<KV>(hv) * HD;
+    const float* qg = q + head_q0<SEQ>(hv) * HD;
     const int t4 = threadIdx.x & 3;
 #pragma unroll
     for (int h = 0; h < 2; ++h)

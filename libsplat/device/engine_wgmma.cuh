@@ -163,7 +163,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
   __device__ __forceinline__ void tma_setup(const void* maps, const Head& hv) {
     static_assert(!TMA || !SPLAT_VARLEN, "the tensor maps view K and V per head");
     tmap = static_cast<const char*>(maps);
-    keyoff = (int)hv.k0;
+    keyoff = (int)head_k0<KV>(hv);
     if (threadIdx.x == 0) {
 #pragma unroll
       for (int i = 0; i < NSTAGES; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar(i)) : "memory");
@@ -243,7 +243,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
       // This thread's two rows, 16-byte chunks 2 t4 and 2 t4 + 1 of each (a row's quad copies it
       // whole), zeros for padding rows; in the first stage's commit group, so landed() and the
       // stage barrier publish them before the first S.
-      const T* qg = q + hv.q0 * HD;
+      const T* qg = q + head_q0<SEQ>(hv) * HD;
       const int t4 = threadIdx.x & 3;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -568,7 +568,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
       uint4 x;
       asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                    : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w) : "r"(kbase + blk * BLK + r * 128 + ((c ^ (r & 7)) << 4)) : "memory");
-      if ((int)r < nrows) *reinterpret_cast<uint4*>(o + (hv.q0 + (i64)(row0 + rstep * (int)r) * kQStep) * HD + 64 * blk + c * 8) = x;
+      if ((int)r < nrows) *reinterpret_cast<uint4*>(o + (head_q0<SEQ>(hv) + (i64)(row0 + rstep * (int)r) * kQStep) * HD + 64 * blk + c * 8) = x;
     }
   }
 };

@@ -109,7 +109,7 @@ __device__ __forceinline__ void softmax_end(E& e, const i64* row, const Head& hv
     const i64 i = row[h];
     if (i < 0) continue;
     if (last) {
-      e.store_o(h, o + (hv.q0 + i * kQStep) * HD, e.inverse(e.l[h]), lane);
+      e.store_o(h, o + (head_q0<SEQ>(hv) + i * kQStep) * HD, e.inverse(e.l[h]), lane);
     } else {
       e.store_acc(h, ws + (bh * SEQ + i) * HD, lane);
       if (lane == 0) e.store_ml(state_ml(ws, SEQ, HD, bh, i), h);

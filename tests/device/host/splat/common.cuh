@@ -25,4 +25,4 @@ inline std::vector<HostCopy> host_copies;
 inline void cp_async16(void* dst, const void* src, int src_bytes) { host_copies.push_back({dst, src, src_bytes}); }
 
 // Rows of K and V between a head's consecutive keys (a packed variable-length batch: kv_heads).
-constexpr i64 kKvStep = 1;
+constexpr int kKvStep = 1;
