@@ -80,11 +80,20 @@ struct Head {
   i64 k0;   // varlen: K and V key j at element (k0 + j * kKvStep) * HD (head_k0)
   int len;  // rows and keys of this head's sequence: cu_seqlens[b + 1] - cu_seqlens[b] (varlen), else SEQ
 };
-// Row 0 of the head in Q and O, and key 0 in K and V, in rows of HD elements. Outside varlen they
-// are computed where they are used, from bh, as the kernels did before Head (held from the start,
-// they moved ptxas's schedule: strided-16k's band and lattice kernels ran 5% slower).
+// Row 0 of the head in Q and O, and key 0 in K and V, in rows of HD elements, and (head_q_elems,
+// head_k_elems) in elements. Outside varlen they are computed where they are used, from bh, with
+// the constant product SEQ * HD folded, as the kernels did before Head: formed as (bh * SEQ) * HD,
+// Q's row address became ((bh * SEQ) + i) * HD, the value of the hand-over's workspace row, which
+// the compiler then kept live through the kernel (strided-16k's band kernel spilled 16 bytes and ran
+// 5% slower).
 template <int SEQ> __device__ __forceinline__ i64 head_q0(const Head& hv) { return SPLAT_VARLEN ? hv.q0 : hv.bh * SEQ; }
 template <int KV> __device__ __forceinline__ i64 head_k0(const Head& hv) { return SPLAT_VARLEN ? hv.k0 : kv_head(hv.bh) * KV; }
+template <int SEQ, int HD> __device__ __forceinline__ i64 head_q_elems(const Head& hv) {
+  return SPLAT_VARLEN ? hv.q0 * HD : hv.bh * ((i64)SEQ * HD);
+}
+template <int KV, int HD> __device__ __forceinline__ i64 head_k_elems(const Head& hv) {
+  return SPLAT_VARLEN ? hv.k0 * HD : kv_head(hv.bh) * ((i64)KV * HD);
+}
 template <int SEQ, int KV>
 __device__ __forceinline__ Head make_head(i64 bh, const int* cu_seqlens) {
   if constexpr (SPLAT_VARLEN) {

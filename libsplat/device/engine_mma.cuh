@@ -42,9 +42,9 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
     const i64 bh = hv.bh;
     Ks = reinterpret_cast<u16*>(smem);
     Vs = Ks + STAGES * BC * LDS;
-    kg = k + head_k0<KV>(hv) * HD;
-    vg = v + head_k0<KV>(hv) * HD;
-    const T* qg = q + head_q0<SEQ>(hv) * HD;
+    kg = k + head_k_elems<KV, HD>(hv);
+    vg = v + head_k_elems<KV, HD>(hv);
+    const T* qg = q + head_q_elems<SEQ, HD>(hv);
     const int t4 = threadIdx.x & 3;
 #pragma unroll
     for (int mt = 0; mt < MW; ++mt)

@@ -57,9 +57,9 @@ struct MmaTf32Engine : OnlineSoftmax<2, 4, false> {
     const i64 bh = hv.bh;
     Ks = reinterpret_cast<float*>(smem);
     Vs = Ks + STAGES * BC * LDK;
-    kg = k + head_k0<KV>(hv) * HD;
-    vg = v + head_k0<KV>(hv) * HD;
-    const float* qg = q + head_q0<SEQ>(hv) * HD;
+    kg = k + head_k_elems<KV, HD>(hv);
+    vg = v + head_k_elems<KV, HD>(hv);
+    const float* qg = q + head_q_elems<SEQ, HD>(hv);
     const int t4 = threadIdx.x & 3;
 #pragma unroll
     for (int h = 0; h < 2; ++h)

@@ -62,7 +62,7 @@ struct MmaTf32x3Engine : MmaTf32Engine<HD, SEQ, KV, NSTAGES, MmaTf32x3Engine<HD,
     // Pointers, Q's hi fragments (rna_tf32, as MmaTf32Engine rounds them), (m, l) and O.
     Base::begin(smem, q, k, v, row, hv, first, ws);
     // The lo fragments from the same Q elements (the loads are the base's: same addresses).
-    const float* qg = q + head_q0<SEQ>(hv) * HD;
+    const float* qg = q + head_q_elems<SEQ, HD>(hv);
     const int t4 = threadIdx.x & 3;
     // QLS: this thread's slots; only this thread reads them, so no barrier is needed.
     if constexpr (QLS) qls = smem_addr(smem + Base::SMEM) + threadIdx.x * 16;

@@ -243,7 +243,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
       // This thread's two rows, 16-byte chunks 2 t4 and 2 t4 + 1 of each (a row's quad copies it
       // whole), zeros for padding rows; in the first stage's commit group, so landed() and the
       // stage barrier publish them before the first S.
-      const T* qg = q + head_q0<SEQ>(hv) * HD;
+      const T* qg = q + head_q_elems<SEQ, HD>(hv);
       const int t4 = threadIdx.x & 3;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
