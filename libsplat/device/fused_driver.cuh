@@ -45,19 +45,19 @@ __device__ __forceinline__ void group_affine_runs(const GroupD& g, const i64* ro
   }
 }
 
-// A group of the plan's global keys (GKEYS, tabulated == 2): each row's prefix of them in tb (GROWS
-// >= 0; no run table). A tabulated group: each row's runs [tb, te) in the table's runs at truns, of
-// item tab.
-template <int ROWS, bool GKEYS, int GROWS>
-__device__ __forceinline__ void group_table_runs(const GroupD& g, const i64* row, const Item* items, const int* group_items,
-                                                 const int* table, const Item*& tab, const int*& truns, int (&tb)[ROWS],
-                                                 int (&te)[ROWS]) {
-  if (GKEYS && g.tabulated == 2) {
-    if (GROWS >= 0)
+// Each row's prefix of the plan's global keys (GROWS >= 0: row i keeps table[GROWS + i] of them; in
+// tb, no run table).
+template <int ROWS, int GROWS>
+__device__ __forceinline__ void global_prefix_runs(const i64* row, const int* table, int (&tb)[ROWS]) {
+  if (GROWS >= 0)
 #pragma unroll
-      for (int h = 0; h < ROWS; ++h) tb[h] = row[h] >= 0 ? table[GROWS + row[h]] : 0;
-    return;
-  }
+    for (int h = 0; h < ROWS; ++h) tb[h] = row[h] >= 0 ? table[GROWS + row[h]] : 0;
+}
+// A tabulated group: each row's runs [tb, te) in the table's runs at truns, of item tab.
+template <int ROWS>
+__device__ __forceinline__ void tabulated_runs(const GroupD& g, const i64* row, const Item* items, const int* group_items,
+                                               const int* table, const Item*& tab, const int*& truns, int (&tb)[ROWS],
+                                               int (&te)[ROWS]) {
   tab = &items[group_items[g.item_begin]];
   truns = table + tab->tab_runs;
 #pragma unroll
@@ -249,8 +249,10 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
 #pragma unroll
     for (int h = 0; h < E::ROWS; ++h) nr[h] = tb[h] = te[h] = 0;
     if (NOMASK) {
+    } else if (GKEYS && g.tabulated == 2) {
+      global_prefix_runs<E::ROWS, GROWS>(row, table, tb);
     } else if (g.tabulated) {
-      group_table_runs<E::ROWS, GKEYS, GROWS>(g, row, items, group_items, table, tab, truns, tb, te);
+      tabulated_runs<E::ROWS>(g, row, items, group_items, table, tab, truns, tb, te);
     } else {
       group_affine_runs<E::ROWS, R>(g, row, items, group_items, group_rbeg, group_pmax,
                                     staged + (g.item_begin - tile.item_begin), use_staged, rs, rst, rc, nr);
