@@ -10,7 +10,9 @@ with triton.testing.do_bench (median, warm-up 50 ms, 300 ms of repeats; it flush
 runs). fp32 runs with TF32 disabled. The flex error is checked against a float64 masked SDPA on
 problems of at most 4096 rows. Grouped-query heads (kv_heads) run with enable_gqa=True (K and V
 not repeated); q_offset shifts the query positions the mask sees; a packed variable-length batch
-("varlen") runs as document masking over all its tokens ([1, H, total, D]; no dense SDPA). Prints
+("varlen") runs as document masking over all its tokens ([1, H, total, D]; no dense SDPA); per-head
+patterns ("head_patterns") as one mask_mod that selects each head's term by a table indexed by h,
+with a block mask per head. Prints
 one JSON line per problem and writes them all to --out.
 """
 import argparse
@@ -125,16 +127,38 @@ def term_mask(t, L, KV):
     raise SystemExit(f"flex_peer: pattern term '{kind}' is not supported here")
 
 
+def head_mask(doc, L, KV):
+    """f(h, q, k): the pattern of head h. Per-head patterns ("head_patterns": n terms, head h has term
+    h // (heads // n)) as a FlexAttention user writes them: each distinct term's mask where a table of
+    the heads' groups (indexed by h) selects it."""
+    if "head_patterns" not in doc:
+        f = term_mask(doc["pattern"], L, KV)
+        return lambda h, q, k: f(q, k)
+    terms, H = doc["head_patterns"], doc.get("heads", 1)
+    keys = [json.dumps(t, sort_keys=True) for t in terms]
+    distinct = list(dict.fromkeys(keys))
+    fs = [term_mask(json.loads(key), L, KV) for key in distinct]
+    gid = torch.tensor([distinct.index(keys[h // (H // len(terms))]) for h in range(H)], device=DEV)
+
+    def f(h, q, k):
+        g = gid[h]
+        m = fs[0](q, k) & (g == 0)
+        for x in range(1, len(fs)):
+            m = m | (fs[x](q, k) & (g == x))
+        return m
+    return f
+
+
 def problem_mask(doc):
     L = doc["seq_len"]
     KV = doc.get("kv_len", L)
     off = doc.get("q_offset", 0)  # query row q sits at position q + off
-    f = term_mask(doc["pattern"], L + off, KV)
+    f = head_mask(doc, L + off, KV)
     causal = doc.get("causal", False)
 
     def mask_mod(b, h, q, k):
         p = q + off if off else q
-        m = f(p, k)
+        m = f(h, p, k)
         return (m & (k <= p)) if causal else m
     if "varlen" not in doc:
         return mask_mod
@@ -185,13 +209,15 @@ def main():
             v = torch.randn(B, KVH, KV, D, device=DEV, dtype=dt)
             # Compiled mask evaluation past 2^31 cells: the eager one materialises the whole mask.
             big = {"_compile": True} if L * KV > 2**31 else {}
-            bm = create_block_mask(mask_mod, B=None, H=None, Q_LEN=L, KV_LEN=KV, device=DEV, **big)
+            per_head = "head_patterns" in doc  # a block mask per head
+            bm = create_block_mask(mask_mod, B=None, H=H if per_head else None, Q_LEN=L, KV_LEN=KV, device=DEV, **big)
             row["block_density"] = round(1 - bm.sparsity() / 100, 4)
             o = flex(q, k, v, block_mask=bm, scale=scale, **gqa)
             if L <= args.check_max_len:
                 qi = torch.arange(L, device=DEV)[:, None]
                 ki = torch.arange(KV, device=DEV)[None, :]
-                m = mask_mod(0, 0, qi, ki)
+                hi = torch.arange(H, device=DEV)[:, None, None] if per_head else 0
+                m = mask_mod(0, hi, qi, ki)  # [H, L, KV] per head, else [L, KV]
                 row["density"] = m.float().mean().item()
                 ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=m, scale=scale, **gqa)
                 ref = torch.nan_to_num(ref)  # empty rows

@@ -381,6 +381,7 @@ void check_work(const Problem& p, const AnalyzeOptions& o) {
 }  // namespace
 
 Acsr analyze(const Problem& p, const AnalyzeOptions& o) {
+  if (!p.head_groups.empty()) throw std::invalid_argument("analyze: per-head patterns are analysed one head group at a time");
   check_work(p, o);
   AnalyzeOptions opt = o;
   opt.max_metadata_bytes = std::min(o.max_metadata_bytes, p.limits.max_memory / 2);

@@ -26,6 +26,11 @@ std::string pattern_hash(const Problem& p, const Acsr& a) {
   o << "seq " << a.seq_len << " kv " << a.kv_len << " d " << p.head_dim << " dtype " << dtype_name(p.dtype) << " scale "
     << emit::f32_literal(p.scale) << "\n";
   if (p.kv_heads != p.heads) o << "kv_group " << p.heads / p.kv_heads << "\n";  // the code reads K/V by group
+  if (!p.group_heads.empty()) {  // a head group's module maps grid.y to its heads
+    o << "heads " << p.heads << " group";
+    for (int64_t h : p.group_heads) o << " " << h;
+    o << "\n";
+  }
   for (const Segment& s : a.segments) {
     o << "seg " << s.row_begin << " " << s.row_end << " " << s.row_stride << " " << s.tabulated << "\n";
     for (const AffineRun& r : s.runs)
@@ -95,6 +100,7 @@ KernelDesc launch_of(const KernelSpec& k) {
 
 GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOptions& options) {
   if (acsr.seq_len != p.seq_len || acsr.kv_len != p.kv_len) throw std::invalid_argument("ACSR and problem sizes differ");
+  if (!p.head_groups.empty()) throw std::invalid_argument("generate: per-head patterns are generated one head group at a time");
   CodegenOptions opt = options;
   if (p.varlen) {  // a packed variable-length batch: the fused kernels only
     if (!opt.fused)

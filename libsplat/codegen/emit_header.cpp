@@ -55,6 +55,11 @@ void header(std::ostream& s, const Context& c, const std::string& pattern_hash, 
     << "// Problem: seq_len " << p.seq_len << ", kv_len " << p.kv_len << ", head_dim " << p.head_dim << ", dtype "
     << dtype_name(p.dtype) << ", scale " << p.scale << (p.causal ? ", causal" : "");
   if (p.kv_heads != p.heads) s << ", heads " << p.heads << " over kv_heads " << p.kv_heads;
+  if (!p.group_heads.empty()) {
+    s << "\n// Head group: query heads";
+    for (int64_t h : p.group_heads) s << " " << h;
+    s << " of " << p.heads << " (per-head patterns; grid.y runs over batch x these heads)";
+  }
   if (p.q_offset != 0) s << ", q_offset " << p.q_offset << " (query row i at position i + q_offset)";
   if (p.varlen)
     s << "\n// Packed variable-length batch: sequences of up to seq_len tokens, at most " << p.varlen->max_total_tokens
@@ -74,14 +79,20 @@ void header(std::ostream& s, const Context& c, const std::string& pattern_hash, 
   while (std::getline(d, line)) s << "//   " << line << "\n";
   s << "//   Keys visited per head " << plan.key_slots << " for " << plan.nnz << " kept (tile fill " << plan.tile_fill()
     << ").\n//\n"
-    << "// Entry points: grid (grid_x, batch*heads), block as in the manifest; k and v are [batch, kv_heads, kv_len,\n"
+    << "// Entry points: grid (grid_x, " << c.sel.grid_y << "), block as in the manifest; k and v are [batch, kv_heads, kv_len,\n"
     << "// head_dim]; parameters\n"
     << "//   (const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table,\n"
        "//    const void* tmaps)\n\n";
   s << "#define SPLAT_SEQ " << p.seq_len << "\n#define SPLAT_KV " << p.kv_len << "\n#define SPLAT_HD " << p.head_dim << "\n";
   if (p.varlen)
-    s << "#define SPLAT_VARLEN 1  // q, o [total_tokens, heads, hd], k, v [total_tokens, kv_heads, hd]; grid.y sequences*heads\n"
-      << "#define SPLAT_HEADS " << p.heads << "\n#define SPLAT_KV_HEADS " << p.kv_heads << "\n";
+    s << "#define SPLAT_VARLEN 1  // q, o [total_tokens, heads, hd], k, v [total_tokens, kv_heads, hd]; grid.y sequences*heads\n";
+  if (p.varlen || !p.group_heads.empty())
+    s << "#define SPLAT_HEADS " << p.heads << "\n#define SPLAT_KV_HEADS " << p.kv_heads << "\n";
+  if (!p.group_heads.empty()) {
+    s << "#define SPLAT_HEAD_GROUP " << p.group_heads.size() << "  // the query heads of this module's grid.y\n#define SPLAT_HEAD_IDS ";
+    for (size_t k = 0; k < p.group_heads.size(); ++k) s << (k ? ", " : "") << p.group_heads[k];
+    s << "\n";
+  }
   if (p.kv_heads != p.heads) s << "#define SPLAT_KV_GROUP " << p.heads / p.kv_heads << "  // query heads per K/V head\n";
   if (plan.global_keys && plan.global_keys->blocks) {  // global keys in blocks: WgmmaEngine::tma_load's 3D boxes
     const KeyBlocks& b = *plan.global_keys->blocks;
@@ -100,7 +111,8 @@ void items(std::ostream& s, const Context& c) {
   s << "// Items: {row_begin, row_end, row_stride, start_slope, start_offset, stride, count_slope, count_offset, den,\n"
     << "//         tabulated, tab_row_ptr, tab_runs}: keys of row i are start + k*stride, k < count, with\n"
     << "//         start = (start_slope*i + start_offset)/den and count = (count_slope*i + count_offset)/den.\n";
-  s << "__device__ const Item kItems[] = {\n";
+  // The band and lattice kernels do not read the items: no "declared but never referenced" warning then.
+  s << "#pragma nv_diag_suppress 177\n__device__ const Item kItems[] = {\n";
   for (size_t k = 0; k < plan.items.size(); ++k) {
     const PlanItem& it = plan.items[k];
     const AffineRun& a = it.run;
@@ -110,7 +122,7 @@ void items(std::ostream& s, const Context& c) {
       << (it.tabulated ? " (tabulated segment " + std::to_string(it.segment) + ")" : "") << "\n";
   }
   if (plan.items.empty()) s << "  {0, 0, 1, 0, 0, 1, 0, 0, 1, 0, -1, -1},  // (no items)\n";
-  s << "};\n";
+  s << "};\n#pragma nv_diag_default 177\n";
 }
 
 }  // namespace splat::emit

@@ -88,7 +88,7 @@ nlohmann::json manifest(const Problem& p, const GeneratedModule& mod, const std:
     for (const KernelDesc& k : ks)
       a.push_back({{"name", k.name},
                    {"role", k.role},
-                   {"grid", {k.grid_x, p.varlen ? "sequences*heads" : "batch*heads", 1}},
+                   {"grid", {k.grid_x, mod.selection.grid_y, 1}},
                    {"block", {k.block, 1, 1}},
                    {"shared_memory_dynamic_bytes", k.smem_dynamic},
                    {"programmatic_launch", k.programmatic}});
@@ -115,13 +115,20 @@ nlohmann::json manifest(const Problem& p, const GeneratedModule& mod, const std:
                   {"causal", p.causal},
                   {"nnz", mod.nnz}};
   if (p.varlen) problem["varlen"] = {{"max_total_tokens", p.varlen->max_total_tokens}};
-  const char* layout =
+  if (!p.group_heads.empty()) problem["group_heads"] = p.group_heads;
+  std::string layout =
       p.varlen ? "packed variable-length batch: q, o: [total_tokens, heads, head_dim]; k, v: [total_tokens, kv_heads, "
                  "head_dim]; row-major; sequence b is tokens cu_seqlens[b] .. cu_seqlens[b+1] - 1 and keeps the pattern's "
                  "rows and keys below its length; ws and scores count sequences*heads in place of batch*heads; query "
                  "head h reads K/V head h / (heads / kv_heads)"
                : "q, o: [batch, heads, seq_len, head_dim]; k, v: [batch, kv_heads, kv_len, head_dim]; row-major; "
                  "query head h reads K/V head h / (heads / kv_heads)";
+  if (!p.group_heads.empty())
+    layout += std::string("; this module serves one head group (per-head patterns), the query heads problem.group_heads: "
+                          "grid.y, ws and scores count ") + (p.varlen ? "sequences" : "batch") +
+              "*group_heads in place of " + (p.varlen ? "sequences" : "batch") +
+              "*heads, and block y serves query head group_heads[y % G] of " + (p.varlen ? "sequence" : "batch entry") +
+              " y / G (G = len(group_heads))";
   return json{{"generator", std::string("splatc ") + TRSPLAT_VERSION},
               {"name", mod.name},
               {"pattern_hash", mod.pattern_hash},

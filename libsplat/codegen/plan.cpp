@@ -583,7 +583,7 @@ TileShape plan_shape(const Problem& p, const Structure& structure) {
   TileShape shape;
   // No split-KV for a packed variable-length batch: its sequences' lengths are known at launch only.
   shape.split = !p.varlen;
-  if (std::holds_alternative<Unstructured>(structure.kind) && !p.varlen) shape.batch_heads = p.batch * p.heads;
+  if (std::holds_alternative<Unstructured>(structure.kind) && !p.varlen) shape.batch_heads = p.batch * served_heads(p);
   return shape;
 }
 

@@ -394,6 +394,7 @@ Selection select_kernels(const Problem& p, const Structure& st, const Plan& plan
   Selection sel;
   sel.engine = choose_engine(p, opt.arch);
   if (p.varlen) sel.grid_y = "sequences*heads";
+  if (!p.group_heads.empty()) sel.grid_y = p.varlen ? "sequences*group_heads" : "batch*group_heads";
   if (!opt.fused) return sel;
   if (!sel.engine.tensor_cores) {
     // Fall back to the pipeline (CUDA cores, any head_dim) where it was asked for too.

@@ -122,7 +122,7 @@ struct Selection {
   // of the third view (lattice: its period, width 1; global keys in blocks; 0: none).
   bool tma = false;
   int64_t map_period = 0, map_width = 0;
-  std::string grid_y = "batch*heads";  // what grid.y counts ("sequences*heads": a packed batch)
+  std::string grid_y = "batch*heads";  // what grid.y counts ("sequences*heads": a packed batch; "*group_heads": a head group)
 };
 
 // Throws splat::Error when the fused kernel is asked for and the problem has no engine.

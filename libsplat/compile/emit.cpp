@@ -78,16 +78,15 @@ std::string add_resources(nlohmann::json& m, const GeneratedModule& mod, const s
   return text.str();
 }
 
-}  // namespace
+// One module's files (its manifest not among them), manifest and reports.
+struct ModuleOutput {
+  std::vector<std::pair<std::string, std::string>> files;
+  nlohmann::json manifest;
+  std::string resources, selection;
+  ResolvedTuning tuning;
+};
 
-EmitResult emit(const Problem& p, const EmitOptions& o, const std::string& out_dir) {
-  if (o.target != "cuda" && o.target != "ptx" && o.target != "cubin")
-    throw Error("", "--target", "expected cuda, ptx or cubin, got " + o.target);
-  try {
-    parse_arch(o.arch);
-  } catch (const std::invalid_argument& e) {
-    throw Error("", "--arch", e.what());
-  }
+ModuleOutput emit_module(const Problem& p, const EmitOptions& o, bool with_manifest_file) {
   Acsr acsr = analyze(p);
   CodegenOptions co;
   co.fused = o.fused;
@@ -104,7 +103,8 @@ EmitResult emit(const Problem& p, const EmitOptions& o, const std::string& out_d
   // The CUBIN for the arch, with ptxas's report of each entry point (registers, spills, ...).
   const CompileResult cubin = nvrtc_compile(source, p.name + ".cu", o.arch, CompileTarget::Cubin, o.nvrtc_cache, true);
 
-  std::vector<std::pair<std::string, std::string>> files;
+  ModuleOutput out;
+  std::vector<std::pair<std::string, std::string>>& files = out.files;
   if (o.target == "cuda") files.push_back({p.name + ".cu", source});
   if (o.target == "ptx") files.push_back({p.name + ".ptx", ptx.image});
   if (o.target == "cubin") files.push_back({p.name + ".cubin", cubin.image});
@@ -113,22 +113,85 @@ EmitResult emit(const Problem& p, const EmitOptions& o, const std::string& out_d
                      std::string(reinterpret_cast<const char*>(mod.table.data()), mod.table.size() * sizeof(int32_t))});
   std::vector<std::string> names;
   for (const auto& f : files) names.push_back(f.first);
-  names.push_back("manifest.json");
-  nlohmann::json m = manifest(p, mod, o.target, o.arch, names);
+  if (with_manifest_file) names.push_back("manifest.json");
+  nlohmann::json& m = out.manifest;
+  m = manifest(p, mod, o.target, o.arch, names);
   m["table_file"] = mod.table.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.name + ".table.bin");
   m["nvrtc"] = nvrtc_version();
   const std::string key = tuning_key(p, o.arch);
   m["tuning"] = {{"values", format_tuning(tuning.tuning)}, {"source", tuning.source}, {"cache_key", key}};
-  const std::string resources = add_resources(m, mod, parse_ptxas_report(cubin.log), o.arch);
-  files.push_back({"manifest.json", m.dump(2) + "\n"});
-  write_all(out_dir, files);
+  out.resources = add_resources(m, mod, parse_ptxas_report(cubin.log), o.arch);
+  out.tuning = tuning;
+  out.selection = "tuning: " +
+                  (tuning.tuning == KernelTuning{} ? std::string("the defaults") : format_tuning(tuning.tuning)) + " (" +
+                  tuning.source + "; cache key " + key + ")\n" + explain(mod.selection);
+  return out;
+}
 
+// The manifest of a problem with per-head patterns: the problem and the parameters, then each head
+// group's module manifest (problem.group_heads its heads) under head_groups.
+nlohmann::json group_manifest(const Problem& p, std::vector<nlohmann::json> groups,
+                              const std::vector<std::string>& files) {
+  nlohmann::json m = groups.front();
+  for (const char* k : {"kernels", "pattern_hash", "workspace_floats_per_bh", "scores_floats_per_bh", "table_words",
+                        "table_file", "tensor_maps", "tensor_cores", "engine", "tile", "tuning"})
+    m.erase(k);
+  m["name"] = p.name;
+  m["files"] = files;
+  m["problem"].erase("group_heads");
+  m["problem"].erase("nnz");
+  m["problem"]["head_groups"] = groups.size();
+  m["layout"] = std::string(p.varlen ? "packed variable-length batch: q, o: [total_tokens, heads, head_dim]; k, v: "
+                                       "[total_tokens, kv_heads, head_dim]"
+                                     : "q, o: [batch, heads, seq_len, head_dim]; k, v: [batch, kv_heads, kv_len, head_dim]") +
+                "; row-major; query head h reads K/V head h / (heads / kv_heads); per-head patterns: each entry of "
+                "head_groups is a module of its own serving the query heads of its problem.group_heads (its layout says "
+                "how)";
+  m["launch_order"] = "every head group's module in turn, each as its own launch_order says, with its own ws, scores, "
+                      "table and tensor maps; the groups write disjoint heads of o and may run in any order or "
+                      "concurrently";
+  m["head_groups"] = std::move(groups);
+  return m;
+}
+
+}  // namespace
+
+EmitResult emit(const Problem& p, const EmitOptions& o, const std::string& out_dir) {
+  if (o.target != "cuda" && o.target != "ptx" && o.target != "cubin")
+    throw Error("", "--target", "expected cuda, ptx or cubin, got " + o.target);
+  try {
+    parse_arch(o.arch);
+  } catch (const std::invalid_argument& e) {
+    throw Error("", "--arch", e.what());
+  }
+  const std::vector<Problem> parts = head_group_problems(p);
+  std::vector<ModuleOutput> outs;
+  for (const Problem& part : parts) outs.push_back(emit_module(part, o, p.head_groups.empty()));
+  std::vector<std::pair<std::string, std::string>> files;
+  for (ModuleOutput& x : outs)
+    for (auto& f : x.files) files.push_back(std::move(f));
   EmitResult r;
+  if (p.head_groups.empty()) {
+    files.push_back({"manifest.json", outs.front().manifest.dump(2) + "\n"});
+    r.resources = outs.front().resources;
+    r.selection = outs.front().selection;
+  } else {
+    std::vector<std::string> names;
+    for (const auto& f : files) names.push_back(f.first);
+    names.push_back("manifest.json");
+    std::vector<nlohmann::json> groups;
+    for (size_t g = 0; g < outs.size(); ++g) {
+      groups.push_back(std::move(outs[g].manifest));
+      std::string heads;
+      for (int64_t h : parts[g].group_heads) heads += (heads.empty() ? "" : " ") + std::to_string(h);
+      r.resources += "head group " + std::to_string(g) + " (heads " + heads + "):\n" + outs[g].resources;
+      r.selection += "head group " + std::to_string(g) + " (heads " + heads + "):\n" + outs[g].selection;
+    }
+    files.push_back({"manifest.json", group_manifest(p, std::move(groups), names).dump(2) + "\n"});
+  }
+  write_all(out_dir, files);
   for (const auto& f : files) r.files.push_back((fs::path(out_dir) / f.first).string());
-  r.tuning = tuning;
-  r.resources = resources;
-  r.selection = "tuning: " + (tuning.tuning == KernelTuning{} ? std::string("the defaults") : format_tuning(tuning.tuning)) +
-                " (" + tuning.source + "; cache key " + key + ")\n" + explain(mod.selection);
+  r.tuning = outs.front().tuning;
   return r;
 }
 

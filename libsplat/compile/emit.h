@@ -2,7 +2,8 @@
 // `splatc emit` as a library call: generate the kernels of a pattern, compile them with NVRTC (so an
 // emitted .cu is known to build for its architecture; the CUBIN always, for ptxas's resource report),
 // and write the .cu, .ptx or .cubin, the per-row table if the plan needs one, and manifest.json (with
-// each kernel's registers, spills and occupancy) — all files or none.
+// each kernel's registers, spills and occupancy) — all files or none. Per-head patterns: a module
+// per head group (files NAME.hG.*) and one manifest.json with the groups' manifests under head_groups.
 #include <string>
 #include <vector>
 
@@ -27,7 +28,7 @@ struct EmitResult {
   std::vector<std::string> files;  // the written paths, in order
   std::string selection;           // the tuning and its source, then the kernel selection with its
                                    // reasons (codegen: explain())
-  ResolvedTuning tuning;           // the tuning used and where it came from
+  ResolvedTuning tuning;           // the tuning used and where it came from (head group 0's)
   std::string resources;           // one line per kernel: registers, spills, local and shared memory,
                                    // blocks per SM and occupancy (also in the manifest's kernels)
 };

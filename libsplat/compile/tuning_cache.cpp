@@ -79,7 +79,9 @@ void write_problem(const Problem& p, const Sink& out) {
       " dtype=" + dtype_name(p.dtype) + " head_dim=" + num(p.head_dim) +
       // Added fields only when they differ from their defaults, so that older keys stay valid.
       (p.kv_heads != p.heads ? " kv_heads=" + num(p.kv_heads) : std::string()) +
-      (p.q_offset != 0 ? " q_offset=" + num(p.q_offset) : std::string()) + " pattern=");
+      (p.q_offset != 0 ? " q_offset=" + num(p.q_offset) : std::string()) +
+      (p.group_heads.empty() ? std::string() : " group_heads=" + num(static_cast<int64_t>(p.group_heads.size()))) +
+      " pattern=");
   write_term(p.pattern, out);
 }
 

@@ -75,7 +75,7 @@ __device__ __forceinline__ void fused_combine(const SplitD* splits, T* o, float*
     for (int k = 0; k < WPR; ++k) acc += s_part[xr][k][d];
     const float L = s_sum[xr];
     if (LAST) {
-      o[(bh * SEQ + i) * HD + d] = from_f<T>(L > 0.f ? acc / L : 0.f);
+      o[(q_head(bh) * SEQ + i) * HD + d] = from_f<T>(L > 0.f ? acc / L : 0.f);
     } else {
       ws[(bh * SEQ + i) * HD + d] = acc;
       if (d == 0) {

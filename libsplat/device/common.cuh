@@ -62,14 +62,31 @@ __device__ __forceinline__ float fast_rcp(float x) {
 #endif
 __device__ __forceinline__ i64 kv_head(i64 bh) { return bh / SPLAT_KV_GROUP; }
 
+// Per-head patterns: a module serves one head group, the SPLAT_HEAD_GROUP query heads SPLAT_HEAD_IDS
+// (ascending, of SPLAT_HEADS). grid.y runs over batch (or sequences) x the group's heads, and block bh
+// serves query head q_head(bh) = (bh / SPLAT_HEAD_GROUP) * SPLAT_HEADS + kGroupHeads[bh % SPLAT_HEAD_GROUP]
+// of Q, K, V and O; the workspaces stay per block (bh). Without a group q_head is the identity.
+#ifndef SPLAT_HEADS
+#define SPLAT_HEADS 1
+#endif
+#ifndef SPLAT_KV_HEADS
+#define SPLAT_KV_HEADS 1
+#endif
+#ifdef SPLAT_HEAD_GROUP
+__device__ const int kGroupHeads[SPLAT_HEAD_GROUP] = {SPLAT_HEAD_IDS};
+__device__ __forceinline__ i64 q_head(i64 bh) {
+  return bh / SPLAT_HEAD_GROUP * SPLAT_HEADS + kGroupHeads[bh % SPLAT_HEAD_GROUP];
+}
+#else
+__device__ __forceinline__ i64 q_head(i64 bh) { return bh; }
+#endif
+
 // Where a block's head lives in the tensors. By default Q and O are [batch, heads, SEQ, HD] and K, V
 // [batch, kv_heads, KV, HD]. A packed variable-length batch (SPLAT_VARLEN; SPLAT_HEADS and
 // SPLAT_KV_HEADS defined too) has Q and O [total_tokens, heads, HD], K and V [total_tokens, kv_heads,
 // HD]; sequence b is tokens cu_seqlens[b] .. cu_seqlens[b + 1] and grid.y runs over sequences x heads.
 #ifndef SPLAT_VARLEN
 #define SPLAT_VARLEN 0
-#define SPLAT_HEADS 1
-#define SPLAT_KV_HEADS 1
 #endif
 // Rows (of HD elements) between a head's consecutive rows of Q and O, and of K and V (enumerators:
 // no module-scope variables in the PTX).
@@ -86,18 +103,20 @@ struct Head {
 // Q's row address became ((bh * SEQ) + i) * HD, the value of the hand-over's workspace row, which
 // the compiler then kept live through the kernel (strided-16k's band kernel spilled 16 bytes and ran
 // 5% slower).
-template <int SEQ> __device__ __forceinline__ i64 head_q0(const Head& hv) { return SPLAT_VARLEN ? hv.q0 : hv.bh * SEQ; }
-template <int KV> __device__ __forceinline__ i64 head_k0(const Head& hv) { return SPLAT_VARLEN ? hv.k0 : kv_head(hv.bh) * KV; }
+template <int SEQ> __device__ __forceinline__ i64 head_q0(const Head& hv) { return SPLAT_VARLEN ? hv.q0 : q_head(hv.bh) * SEQ; }
+template <int KV> __device__ __forceinline__ i64 head_k0(const Head& hv) {
+  return SPLAT_VARLEN ? hv.k0 : kv_head(q_head(hv.bh)) * KV;
+}
 template <int SEQ, int HD> __device__ __forceinline__ i64 head_q_elems(const Head& hv) {
-  return SPLAT_VARLEN ? hv.q0 * HD : hv.bh * ((i64)SEQ * HD);
+  return SPLAT_VARLEN ? hv.q0 * HD : q_head(hv.bh) * ((i64)SEQ * HD);
 }
 template <int KV, int HD> __device__ __forceinline__ i64 head_k_elems(const Head& hv) {
-  return SPLAT_VARLEN ? hv.k0 * HD : kv_head(hv.bh) * ((i64)KV * HD);
+  return SPLAT_VARLEN ? hv.k0 * HD : kv_head(q_head(hv.bh)) * ((i64)KV * HD);
 }
 template <int SEQ, int KV>
 __device__ __forceinline__ Head make_head(i64 bh, const int* cu_seqlens) {
   if constexpr (SPLAT_VARLEN) {
-    const i64 b = bh / SPLAT_HEADS, h = bh % SPLAT_HEADS, start = cu_seqlens[b];
+    const i64 qh = q_head(bh), b = qh / SPLAT_HEADS, h = qh % SPLAT_HEADS, start = cu_seqlens[b];
     return {bh, start * SPLAT_HEADS + h, start * SPLAT_KV_HEADS + h / SPLAT_KV_GROUP, (int)(cu_seqlens[b + 1] - start)};
   } else {
     (void)cu_seqlens;

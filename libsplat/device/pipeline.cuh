@@ -87,7 +87,7 @@ __device__ __forceinline__ void sddmm_row(const Seg* segs, int nseg, const SegRu
   const i64 *rs = rr.rs, *rst = rr.rst, *rpre = rr.rpre;
   const i64 bh = blockIdx.y, row = rr.row;
   const int n = rr.n;
-  for (int x = threadIdx.x; x < HD; x += blockDim.x) qs[x] = to_f(q[(bh * SEQ + row) * HD + x]);
+  for (int x = threadIdx.x; x < HD; x += blockDim.x) qs[x] = to_f(q[(q_head(bh) * SEQ + row) * HD + x]);
   __syncthreads();
   const i64* offs = reinterpret_cast<const i64*>(table + off_word);
   float* out = scores + bh * nnz + offs[row];
@@ -96,7 +96,7 @@ __device__ __forceinline__ void sddmm_row(const Seg* segs, int nseg, const SegRu
     int r = 0;
     while (rpre[r + 1] <= s) ++r;
     const i64 j = rs[r] + (s - rpre[r]) * rst[r];
-    const T* kr = k + (kv_head(bh) * KV + j) * HD;
+    const T* kr = k + (kv_head(q_head(bh)) * KV + j) * HD;
     float dot = 0.f;
     if constexpr (HD % 4 == 0) {  // rows of whole 8- or 16-byte vectors
 #pragma unroll 4
@@ -167,14 +167,14 @@ __device__ __forceinline__ void spmm_row(const Seg* segs, int nseg, const SegRun
     if (dim < HD) {
       for (int r = 0; r < n; ++r)
         for (i64 x = grp; x < rc[r]; x += G)
-          acc = fmaf(p[rpre[r] + x], to_f(v[(kv_head(bh) * KV + rs[r] + x * rst[r]) * HD + dim]), acc);
+          acc = fmaf(p[rpre[r] + x], to_f(v[(kv_head(q_head(bh)) * KV + rs[r] + x * rst[r]) * HD + dim]), acc);
     }
     part[threadIdx.x] = acc;
     __syncthreads();
     if (grp == 0 && dim < HD) {
       float sum = 0.f;
       for (int gg = 0; gg < G; ++gg) sum += part[gg * (128 / G) + threadIdx.x];
-      o[(bh * SEQ + row) * HD + dim] = from_f<T>(sum);
+      o[(q_head(bh) * SEQ + row) * HD + dim] = from_f<T>(sum);
     }
     __syncthreads();
   }

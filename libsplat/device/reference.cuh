@@ -42,7 +42,7 @@ template <class T>
 __device__ __forceinline__ void reference_attention(const void* qv, const void* kv, const void* vv, double* out,
                                                     const long long* row_ptr, const int* runs, long long seq,
                                                     long long kvl, double scale, long long group, const int* cu_seqlens,
-                                                    long long heads) {
+                                                    long long heads, const int* head_ids, long long group_heads) {
   const T* q = static_cast<const T*>(qv);
   const T* k = static_cast<const T*>(kv);
   const T* v = static_cast<const T*>(vv);
@@ -50,7 +50,10 @@ __device__ __forceinline__ void reference_attention(const void* qv, const void* 
   __shared__ double ps[128];
   __shared__ long long js[128];
   __shared__ double red[4];
-  const long long row = blockIdx.x, bh = blockIdx.y;
+  const long long row = blockIdx.x;
+  long long bh = blockIdx.y;
+  // A head group (per-head patterns): blockIdx.y runs over batch (or sequences) x its group_heads heads.
+  if (head_ids != nullptr) bh = bh / group_heads * heads + head_ids[bh % group_heads];
   // Q/out row of this block; K/V row of key j: k0 + j * kstep; keys below len.
   long long qrow = bh * seq + row, k0 = bh / group * kvl, kstep = 1, len = kvl;
   if (cu_seqlens != nullptr) {

@@ -388,9 +388,45 @@ struct Parser {
     return out;
   }
 
+  // "head_patterns": [T, ...]: n terms, n dividing heads; head h has entry h / (heads / n). Entries
+  // that are the same JSON value form one group; a single group is the plain "pattern".
+  void head_patterns(const json& v, Problem& pr) {
+    const std::string path = "head_patterns";
+    if (!v.is_array() || v.empty()) fail(path, "expected a non-empty array of pattern terms, got " + show(v));
+    const int64_t n = static_cast<int64_t>(v.size());
+    if (n > pr.heads || pr.heads % n != 0)
+      fail(path, "expected one term per head or per group of heads: a number of terms dividing heads (" +
+                     std::to_string(pr.heads) + "), got " + std::to_string(n));
+    std::vector<std::string> keys;  // each group's JSON text
+    std::vector<int64_t> group_of(static_cast<size_t>(n));
+    for (int64_t e = 0; e < n; ++e) {
+      const json& t = v[static_cast<size_t>(e)];
+      std::string key = t.dump();
+      const auto at = std::find(keys.begin(), keys.end(), key);
+      if (at != keys.end()) {
+        group_of[static_cast<size_t>(e)] = at - keys.begin();
+        continue;
+      }
+      charge(static_cast<int64_t>(key.size()));
+      if (static_cast<int64_t>(keys.size()) == kMaxHeadGroups)
+        fail(path + "[" + std::to_string(e) + "]", "more than " + std::to_string(kMaxHeadGroups) +
+                                                        " distinct patterns (each is analysed and compiled on its own)");
+      group_of[static_cast<size_t>(e)] = static_cast<int64_t>(keys.size());
+      keys.push_back(std::move(key));
+      pr.head_groups.push_back({term(t, path + "[" + std::to_string(e) + "]", 1), {}});
+    }
+    const int64_t per = pr.heads / n;
+    for (int64_t h = 0; h < pr.heads; ++h)
+      pr.head_groups[static_cast<size_t>(group_of[static_cast<size_t>(h / per)])].heads.push_back(h);
+    if (pr.head_groups.size() == 1) {  // the same pattern for every head
+      pr.pattern = std::move(pr.head_groups.front().pattern);
+      pr.head_groups.clear();
+    }
+  }
+
   Problem problem(const json& doc, const std::string& name_hint) {
     check_fields(doc, "", {"name", "seq_len", "kv_len", "head_dim", "heads", "batch", "dtype", "scale",
-                           "causal", "pattern", "kv_heads", "q_offset", "varlen"});
+                           "causal", "pattern", "head_patterns", "kv_heads", "q_offset", "varlen"});
     Problem pr;
     pr.file = file;
     pr.limits = limits;
@@ -455,7 +491,14 @@ struct Parser {
     kv_len = pr.kv_len;
     q_offset = pr.q_offset;
     auto it = doc.find("pattern");
-    if (it == doc.end()) fail("pattern", "missing (expected a pattern term)");
+    const auto hp = doc.find("head_patterns");
+    if (it != doc.end() && hp != doc.end())
+      fail("head_patterns", "give either \"pattern\" (every head) or \"head_patterns\" (one per head), not both");
+    if (hp != doc.end()) {
+      head_patterns(*hp, pr);
+      return pr;
+    }
+    if (it == doc.end()) fail("pattern", "missing (expected a pattern term, or \"head_patterns\")");
     pr.pattern = term(*it, "pattern", 1);
     return pr;
   }
@@ -686,10 +729,52 @@ bool kept(const Term& t, const Problem& p, int64_t i, int64_t j) {  // i: a posi
 }
 
 bool kept(const Problem& p, int64_t i, int64_t j) {
+  if (!p.head_groups.empty()) throw std::logic_error("kept: a problem with per-head patterns needs a head");
   if (i < 0 || i >= p.seq_len) return false;
   const int64_t pos = i + p.q_offset;
   if (p.causal && j > pos) return false;
   return kept(p.pattern, p, pos, j);
+}
+
+bool kept(const Problem& p, int64_t h, int64_t i, int64_t j) {
+  if (i < 0 || i >= p.seq_len) return false;
+  const int64_t pos = i + p.q_offset;
+  if (p.causal && j > pos) return false;
+  return kept(head_pattern(p, h), p, pos, j);
+}
+
+Problem head_group(const Problem& p, size_t g) {
+  if (g >= p.head_groups.size()) throw std::out_of_range("head_group: no head group " + std::to_string(g));
+  Problem r = p;
+  r.head_groups.clear();
+  r.pattern = p.head_groups[g].pattern;
+  r.group_heads = p.head_groups[g].heads;
+  r.name = p.name + ".h" + std::to_string(g);
+  // The groups share the problem's work limit: analysing all of them stays within it.
+  r.limits.max_work = std::max<int64_t>(1, p.limits.max_work / static_cast<int64_t>(p.head_groups.size()));
+  return r;
+}
+
+std::vector<Problem> head_group_problems(const Problem& p) {
+  if (p.head_groups.empty()) return {p};
+  std::vector<Problem> out;
+  for (size_t g = 0; g < p.head_groups.size(); ++g) out.push_back(head_group(p, g));
+  return out;
+}
+
+size_t head_group_of(const Problem& p, int64_t h) {
+  if (h < 0 || h >= p.heads) throw std::out_of_range("no head " + std::to_string(h) + " of " + std::to_string(p.heads));
+  for (size_t g = 0; g < p.head_groups.size(); ++g)
+    if (std::binary_search(p.head_groups[g].heads.begin(), p.head_groups[g].heads.end(), h)) return g;
+  return 0;
+}
+
+const Term& head_pattern(const Problem& p, int64_t h) {
+  return p.head_groups.empty() ? p.pattern : p.head_groups[head_group_of(p, h)].pattern;
+}
+
+int64_t served_heads(const Problem& p) {
+  return p.group_heads.empty() ? p.heads : static_cast<int64_t>(p.group_heads.size());
 }
 
 }  // namespace splat

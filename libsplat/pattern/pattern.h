@@ -116,6 +116,15 @@ struct Varlen {
   std::vector<int64_t> lengths;  // a batch for bench and check-gpu ("lengths"); may be empty
 };
 
+// Per-head patterns ("head_patterns", docs/splatc-patterns.md): the heads that share one pattern.
+struct HeadGroup {
+  Term pattern;
+  std::vector<int64_t> heads;  // query heads, ascending, in [0, heads)
+};
+
+// At most this many distinct patterns in "head_patterns": each is analysed and compiled on its own.
+inline constexpr int64_t kMaxHeadGroups = 64;
+
 struct Problem {
   std::string name;              // "name" or the file stem
   int64_t seq_len = 0;           // rows (queries)
@@ -127,7 +136,14 @@ struct Problem {
   DType dtype = DType::FP32;
   double scale = 0;              // 1/sqrt(head_dim) when absent
   bool causal = false;           // mask intersected with j <= i
-  Term pattern;
+  Term pattern;                  // every head's pattern; unused when head_groups is not empty
+  // Per-head patterns: the distinct patterns, each with its heads (groups in order of their first
+  // head); empty when "pattern" serves every head (also when every entry of "head_patterns" is the
+  // same). Analysis, codegen and bench take one group at a time: head_group().
+  std::vector<HeadGroup> head_groups;
+  // A problem of one head group (head_group()): the query heads its kernels serve, ascending; grid.y
+  // runs over batch x these heads. Empty: every head.
+  std::vector<int64_t> group_heads;
   std::optional<Varlen> varlen;  // a packed variable-length batch: seq_len is its longest sequence
   std::string file;              // source file, "" when parsed from memory
   Limits limits;                 // the limits it was read under (Limits above)
@@ -149,6 +165,21 @@ Problem parse_problem(const nlohmann::json& doc, const std::string& name_hint,
 Problem parse_problem_text(const std::string& text, const std::string& name_hint,
                            const std::string& file = "", const Limits& = {});
 
+// Head group g of a problem with per-head patterns as a problem of its own: the group's pattern,
+// group_heads its heads, the name NAME.hG (G = g), an equal share of the work limit (max_work /
+// groups: all groups together stay within it), everything else the same.
+Problem head_group(const Problem&, size_t g);
+// The problem's head groups as problems (head_group() of each), or the problem itself when it has
+// one pattern for every head.
+std::vector<Problem> head_group_problems(const Problem&);
+// The head group of query head h (an index of head_groups; 0 without per-head patterns). Throws
+// std::out_of_range for a head not in [0, heads).
+size_t head_group_of(const Problem&, int64_t h);
+// The pattern of query head h (head_groups, else pattern).
+const Term& head_pattern(const Problem&, int64_t h);
+// Query heads the problem's kernels serve: group_heads.size(), or heads when it is empty.
+int64_t served_heads(const Problem&);
+
 // Bytes of Q, K, V and O for the problem (batch*(2*heads*seq_len + 2*kv_heads*kv_len)*head_dim*elt;
 // varlen: (2*heads + 2*kv_heads)*max_total_tokens*head_dim*elt).
 int64_t tensor_bytes(const Problem&);
@@ -160,7 +191,10 @@ std::vector<int64_t> random_key_blocks(const Term& t, int64_t rb, int64_t nkb);
 
 // Ground truth: direct evaluation of the terms at query row i (position i + q_offset) and key j;
 // false outside the problem's bounds. causal keeps j <= i + q_offset.
+// A problem with head_groups has no single mask: throws std::logic_error (kept with a head).
 bool kept(const Problem&, int64_t i, int64_t j);
+// The same for query head h's pattern.
+bool kept(const Problem&, int64_t h, int64_t i, int64_t j);
 // One term, without causal, at position pos (in [q_offset, q_offset + seq_len)) and key j.
 bool kept(const Term&, const Problem&, int64_t pos, int64_t j);
 

@@ -75,6 +75,11 @@ std::string analysis_text(const Problem& p, const Acsr& a, const AnalysisStats& 
   o << ", batch " << p.batch << ", " << dtype_name(p.dtype) << (p.causal ? ", causal" : "");
   if (p.q_offset != 0) o << ", q_offset " << p.q_offset;
   o << "\n";
+  if (!p.group_heads.empty()) {
+    o << "  head group       heads";
+    for (int64_t h : p.group_heads) o << " " << h;
+    o << " of " << p.heads << " (per-head patterns)\n";
+  }
   if (p.varlen) {
     int64_t total = 0;
     for (int64_t n : p.varlen->lengths) total += n;
@@ -125,6 +130,7 @@ nlohmann::json analysis_json(const Problem& p, const Acsr&, const AnalysisStats&
   j["q_offset"] = p.q_offset;
   j["batch"] = p.batch;
   if (p.varlen) j["varlen"] = {{"max_total_tokens", p.varlen->max_total_tokens}, {"lengths", p.varlen->lengths}};
+  if (!p.group_heads.empty()) j["group_heads"] = p.group_heads;
   j["dtype"] = dtype_name(p.dtype);
   j["causal"] = p.causal;
   j["nnz"] = s.nnz;

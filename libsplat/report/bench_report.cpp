@@ -94,6 +94,7 @@ nlohmann::json bench_json(const std::vector<ProblemResult>& results, const std::
                                {"tuning", {{"values", r.tuning}, {"source", r.tuning_source}}},
                                {"kernels", ks}});
     if (r.total_tokens > 0) out["problems"].back()["total_tokens"] = r.total_tokens;
+    if (r.head_groups > 0) out["problems"].back()["head_groups"] = r.head_groups;
   }
   return out;
 }

@@ -38,7 +38,8 @@ struct ProblemResult {
   int64_t seq_len = 0, kv_len = 0, head_dim = 0, heads = 0, batch = 0;
   int64_t kv_heads = 0, q_offset = 0;
   int64_t total_tokens = 0;    // a packed variable-length batch: its tokens (batch: its sequences); 0 otherwise
-  int64_t nnz = 0;             // per head
+  int64_t nnz = 0;             // per head (per-head patterns: the mean over the heads)
+  int head_groups = 0;         // per-head patterns: the head groups (a module each); 0 otherwise
   double density = 0;
   double flops = 0;            // useful FLOP, all heads
   double bytes = 0;            // minimal bytes: Q, O once; K, V rows of kept keys once per K/V head

@@ -73,16 +73,28 @@ void launch1d(const void* fn, int64_t n, void** args) {
   launch_kernel(fn, std::max<int64_t>(blocks, 1), 1, 256, 0, args, nullptr);
 }
 
-// Host float64 reference over the pattern's own mask (kept()), independent of the analysis.
-std::vector<double> host_reference(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
-                                   const std::vector<double>& v) {
-  const int64_t L = p.seq_len, KV = p.kv_len, D = p.head_dim, BH = p.batch * p.heads, G = p.heads / p.kv_heads;
+// The query heads a problem's kernels serve: its head group's, else all.
+std::vector<int64_t> served_head_list(const Problem& p) {
+  if (!p.group_heads.empty()) return p.group_heads;
+  std::vector<int64_t> h(static_cast<size_t>(p.heads));
+  for (int64_t x = 0; x < p.heads; ++x) h[static_cast<size_t>(x)] = x;
+  return h;
+}
+
+// Host float64 reference over the pattern's own mask (kept()), independent of the analysis: the
+// rows of the heads the problem serves, written into o ([batch, heads, seq_len, head_dim]).
+void host_reference(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
+                    const std::vector<double>& v, std::vector<double>& o) {
+  const int64_t L = p.seq_len, KV = p.kv_len, D = p.head_dim, G = p.heads / p.kv_heads;
   std::vector<std::vector<int64_t>> keys(static_cast<size_t>(L));
   for (int64_t i = 0; i < L; ++i)
     for (int64_t j = 0; j < KV; ++j)
       if (kept(p, i, j)) keys[static_cast<size_t>(i)].push_back(j);
-  std::vector<double> o(static_cast<size_t>(BH * L * D), 0.0), s;
-  for (int64_t b = 0; b < BH; ++b)
+  std::vector<int64_t> bhs;  // batch * heads + h of the served heads
+  for (int64_t bb = 0; bb < p.batch; ++bb)
+    for (int64_t h : served_head_list(p)) bhs.push_back(bb * p.heads + h);
+  std::vector<double> s;
+  for (int64_t b : bhs)
     for (int64_t i = 0; i < L; ++i) {
       const auto& ks = keys[static_cast<size_t>(i)];
       if (ks.empty()) continue;
@@ -104,18 +116,17 @@ std::vector<double> host_reference(const Problem& p, const std::vector<double>& 
       }
       for (int64_t x = 0; x < D; ++x) out[x] /= l;
     }
-  return o;
 }
 
 // The same for a packed variable-length batch: sequence b (tokens cu[b] ..) keeps the pattern's (i, j)
 // with i, j < its length; q, o [total, heads, d], k, v [total, kv_heads, d].
-std::vector<double> host_reference_varlen(const Problem& p, const std::vector<int32_t>& cu, const std::vector<double>& q,
-                                          const std::vector<double>& k, const std::vector<double>& v) {
+void host_reference_varlen(const Problem& p, const std::vector<int32_t>& cu, const std::vector<double>& q,
+                           const std::vector<double>& k, const std::vector<double>& v, std::vector<double>& o) {
   const int64_t H = p.heads, KVH = p.kv_heads, D = p.head_dim, G = p.heads / p.kv_heads;
-  std::vector<double> o(q.size(), 0.0), s;
+  std::vector<double> s;
   for (size_t b = 0; b + 1 < cu.size(); ++b) {
     const int64_t start = cu[b], len = cu[b + 1] - cu[b];
-    for (int64_t h = 0; h < H; ++h)
+    for (int64_t h : served_head_list(p))
       for (int64_t i = 0; i < len; ++i) {
         const double* qr = &q[static_cast<size_t>(((start + i) * H + h) * D)];
         auto krow = [&](int64_t j) { return static_cast<size_t>(((start + j) * KVH + h / G) * D); };
@@ -140,7 +151,6 @@ std::vector<double> host_reference_varlen(const Problem& p, const std::vector<in
         for (int64_t x = 0; x < D; ++x) out[x] /= l;
       }
   }
-  return o;
 }
 
 // What a launch covers: the problem's batch, or the packed variable-length batch of its lengths.
@@ -170,13 +180,31 @@ LaunchShape launch_shape(const Problem& p) {
   return s;
 }
 
-struct Prepared {
+// One module of a problem: the problem itself, or one head group of it (per-head patterns).
+struct PartFacts {
+  const Problem* problem;
+  const Acsr* acsr;
+  const GeneratedModule* gen;
+};
+
+// One module: the problem's, or a head group's (per-head patterns).
+struct PreparedPart {
   Problem problem;
   Acsr acsr;
   std::shared_ptr<GeneratedModule> gen;
   std::future<CompileResult> cubin;
-  std::string support_key;
   ResolvedTuning tuning;
+};
+
+struct Prepared {
+  Problem problem;
+  std::vector<PreparedPart> parts;
+  std::string support_key;
+  std::vector<PartFacts> facts() const {
+    std::vector<PartFacts> f;
+    for (const PreparedPart& x : parts) f.push_back({&x.problem, &x.acsr, x.gen.get()});
+    return f;
+  }
 };
 
 // Analyses and generates on this thread, compiles every module in parallel (NVRTC is the slow part):
@@ -190,21 +218,26 @@ std::vector<Prepared> prepare(const std::vector<Problem>& problems, const BenchO
   for (const Problem& p : problems) {
     Prepared x;
     x.problem = p;
-    x.acsr = analyze(p);
-    CodegenOptions co;
-    co.fused = opt.fused;
-    co.pipeline = opt.pipeline;
-    x.tuning = resolve_tuning(p, arch, opt.tuning, opt.cache);
-    if (opt.fused && x.tuning.source != "default")
-      spdlog::info("{}: fused kernel tuning {} ({})", p.name, format_tuning(x.tuning.tuning), x.tuning.source);
-    co.tuning = x.tuning.tuning;
-    co.test = opt.test;
-    co.arch = arch;
-    x.gen = std::make_shared<GeneratedModule>(generate(p, x.acsr, co));
-    std::string src = x.gen->source, name = p.name + ".cu";
-    x.cubin = std::async(std::launch::async, [src, name, arch, target] {
-      return nvrtc_compile(src, name, arch, target);
-    });
+    for (Problem& part : head_group_problems(p)) {
+      PreparedPart y;
+      y.problem = std::move(part);
+      y.acsr = analyze(y.problem);
+      CodegenOptions co;
+      co.fused = opt.fused;
+      co.pipeline = opt.pipeline;
+      y.tuning = resolve_tuning(y.problem, arch, opt.tuning, opt.cache);
+      if (opt.fused && y.tuning.source != "default")
+        spdlog::info("{}: fused kernel tuning {} ({})", y.problem.name, format_tuning(y.tuning.tuning), y.tuning.source);
+      co.tuning = y.tuning.tuning;
+      co.test = opt.test;
+      co.arch = arch;
+      y.gen = std::make_shared<GeneratedModule>(generate(y.problem, y.acsr, co));
+      std::string src = y.gen->source, name = y.problem.name + ".cu";
+      y.cubin = std::async(std::launch::async, [src, name, arch, target] {
+        return nvrtc_compile(src, name, arch, target);
+      });
+      x.parts.push_back(std::move(y));
+    }
     x.support_key = std::string(dtype_name(p.dtype)) + "/" + std::to_string(p.head_dim);
     if (!support_cubins.count(x.support_key)) {
       std::string ssrc = support_source(p.dtype, p.head_dim);
@@ -217,53 +250,81 @@ std::vector<Prepared> prepare(const std::vector<Problem>& problems, const BenchO
   return prep;
 }
 
-// Keys that some row keeps (a key no row keeps is never read): marks every run's columns, stopping
-// once every key is marked.
-int64_t keys_read(const Acsr& acsr) {
-  std::vector<char> seen(static_cast<size_t>(acsr.kv_len), 0);
+// Keys below len that some row below len keeps, over several ACSRs (the head groups that share a
+// K/V head; a key no row keeps is never read): marks every run's columns, stopping once every key
+// is marked.
+int64_t keys_read(const std::vector<const Acsr*>& acsrs, int64_t rows, int64_t cols) {
+  std::vector<char> seen(static_cast<size_t>(cols), 0);
   int64_t n = 0;
-  for (int64_t i = 0; i < acsr.seq_len && n < acsr.kv_len; ++i)
-    for (const Run& r : acsr.row(i))
-      for (int64_t c = 0; c < r.count && n < acsr.kv_len; ++c) {
-        char& s = seen[static_cast<size_t>(r.start + c * r.stride)];
-        n += s == 0;
-        s = 1;
-      }
+  for (const Acsr* acsr : acsrs)
+    for (int64_t i = 0; i < std::min(rows, acsr->seq_len) && n < cols; ++i)
+      for (const Run& r : acsr->row(i))
+        for (int64_t c = 0; c < r.count && r.start + c * r.stride < cols && n < cols; ++c) {
+          char& s = seen[static_cast<size_t>(r.start + c * r.stride)];
+          n += s == 0;
+          s = 1;
+        }
   return n;
 }
 
-// A packed variable-length batch's totals: kept (i, j) of every sequence (the pattern's rows and keys
-// below its length), the keys some row of its sequence keeps, tokens, and the sum of length^2.
-struct VarlenCounts {
-  int64_t nnz = 0, keys_read = 0, tokens = 0, square_cells = 0;
+// Kept (i, j) with i, j < len (one head of a sequence of length len of a packed batch).
+int64_t kept_below(const Acsr& acsr, int64_t len) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < std::min(len, acsr.seq_len); ++i)
+    for (const Run& r : acsr.row(i))
+      n += r.start >= len ? 0 : r.stride <= 0 ? r.count : std::min(r.count, (len - r.start + r.stride - 1) / r.stride);
+  return n;
+}
+
+// Totals over the served heads of one batch entry (a plain batch) or of every sequence (a packed
+// batch): kept (i, j), the K/V rows read once per K/V head (the union over the head groups that
+// read it), Q/O rows, and the cells sum(length^2) (or seq_len * kv_len).
+struct Counts {
+  double kept = 0, kv_rows = 0, q_rows = 0, cells = 0;
+  int64_t heads = 0, tokens = 0;
 };
-VarlenCounts varlen_counts(const Acsr& acsr, const std::vector<int32_t>& cu) {
-  VarlenCounts n;
-  std::map<int64_t, std::pair<int64_t, int64_t>> by_length;  // length -> (nnz, keys read) of one sequence
-  for (size_t b = 0; b + 1 < cu.size(); ++b) {
-    const int64_t len = cu[b + 1] - cu[b];
-    n.tokens += len;
-    n.square_cells += len * len;
-    auto [it, fresh] = by_length.try_emplace(len, 0, 0);
-    if (fresh) {
-      std::vector<char> seen(static_cast<size_t>(len), 0);
-      for (int64_t i = 0; i < len; ++i)
-        for (const Run& r : acsr.row(i))
-          for (int64_t c = 0; c < r.count && r.start + c * r.stride < len; ++c) {
-            ++it->second.first;
-            char& s = seen[static_cast<size_t>(r.start + c * r.stride)];
-            it->second.second += s == 0;
-            s = 1;
-          }
+Counts counts(const Problem& p, const std::vector<PartFacts>& parts, const std::vector<int32_t>& cu) {
+  std::vector<int64_t> lengths;  // a plain batch: one entry of seq_len rows, kv_len keys
+  if (p.varlen)
+    for (size_t b = 0; b + 1 < cu.size(); ++b) lengths.push_back(cu[b + 1] - cu[b]);
+  else
+    lengths.push_back(p.seq_len);
+  // The parts that read each K/V head.
+  std::map<std::vector<size_t>, int64_t> kv_readers;  // set of parts -> K/V heads it reads
+  std::vector<std::vector<size_t>> readers(static_cast<size_t>(p.kv_heads));
+  Counts n;
+  for (size_t g = 0; g < parts.size(); ++g)
+    for (int64_t h : served_head_list(*parts[g].problem)) {
+      ++n.heads;
+      std::vector<size_t>& r = readers[static_cast<size_t>(h / (p.heads / p.kv_heads))];
+      if (r.empty() || r.back() != g) r.push_back(g);
     }
-    n.nnz += it->second.first;
-    n.keys_read += it->second.second;
+  for (const std::vector<size_t>& r : readers)
+    if (!r.empty()) ++kv_readers[r];
+  std::map<int64_t, double> kept_of_length;  // all served heads, one sequence
+  for (int64_t len : lengths) {
+    const int64_t keys = p.varlen ? len : p.kv_len;
+    n.tokens += len;
+    n.cells += double(len) * double(keys);
+    auto [it, fresh] = kept_of_length.try_emplace(len, 0.0);
+    if (fresh)
+      for (const PartFacts& x : parts)
+        it->second += double(served_heads(*x.problem)) *
+                      double(p.varlen ? kept_below(*x.acsr, len) : x.gen ? x.gen->nnz : x.acsr->nnz());
+    n.kept += it->second;
+    n.q_rows += double(n.heads) * double(len);
+    for (const auto& [r, count] : kv_readers) {
+      std::vector<const Acsr*> acsrs;
+      for (size_t g : r) acsrs.push_back(parts[g].acsr);
+      n.kv_rows += double(count) * double(keys_read(acsrs, len, keys));
+    }
   }
   return n;
 }
 
-// The result's problem facts and floors (no GPU work).
-ProblemResult problem_result(const Problem& p, const Acsr& acsr, const GeneratedModule& gen, const Ceilings& ceilings) {
+// The result's problem facts and floors (no GPU work): p and its modules (p itself, or its head
+// groups).
+ProblemResult problem_result(const Problem& p, const std::vector<PartFacts>& parts, const Ceilings& ceilings) {
   ProblemResult r;
   r.name = p.name;
   r.file = p.file;
@@ -275,32 +336,34 @@ ProblemResult problem_result(const Problem& p, const Acsr& acsr, const Generated
   r.kv_heads = p.kv_heads;
   r.q_offset = p.q_offset;
   r.batch = p.batch;
-  r.nnz = gen.nnz;
-  r.density = double(gen.nnz) / double(p.seq_len) / double(p.kv_len);
-  const int64_t BH = p.batch * p.heads, D = p.head_dim;
-  const size_t esz = static_cast<size_t>(dtype_bytes(p.dtype));
-  if (p.varlen) {  // every sequence's kept pairs and read keys, per head
-    const VarlenCounts n = varlen_counts(acsr, launch_shape(p).cu);
+  r.head_groups = p.head_groups.empty() ? 0 : static_cast<int>(parts.size());
+  const std::vector<int32_t> cu = p.varlen ? launch_shape(p).cu : std::vector<int32_t>{};
+  const Counts n = counts(p, parts, cu);
+  const double batch = p.varlen ? 1.0 : double(p.batch), D = double(p.head_dim);
+  if (p.varlen) {
     r.batch = static_cast<int64_t>(p.varlen->lengths.size());
     r.total_tokens = n.tokens;
-    r.nnz = n.nnz;
-    r.density = double(n.nnz) / double(n.square_cells > 0 ? n.square_cells : 1);
-    r.flops = 4.0 * double(p.heads) * double(n.nnz) * double(D);
-    r.bytes = (2.0 * double(p.heads) * double(n.tokens) + 2.0 * double(p.kv_heads) * double(n.keys_read)) * double(D) *
-              double(esz);
-  } else {
-    r.flops = 4.0 * double(BH) * double(gen.nnz) * double(D);
-    // Q read and O written once; the K and V rows of every kept key read once per K/V head.
-    r.bytes = (2.0 * double(BH) * double(p.seq_len) + 2.0 * double(p.batch * p.kv_heads) * double(keys_read(acsr))) *
-              double(D) * double(esz);
   }
+  // Per head: the mean over the served heads (one pattern: its nnz).
+  r.nnz = static_cast<int64_t>(std::llround(n.kept / double(std::max<int64_t>(n.heads, 1))));
+  r.density = n.kept / double(std::max<int64_t>(n.heads, 1)) / std::max(n.cells, 1.0);
+  r.flops = 4.0 * batch * n.kept * D;
+  // Q read and O written once; the K and V rows of every kept key read once per K/V head.
+  r.bytes = 2.0 * batch * (n.q_rows + n.kv_rows) * D * double(dtype_bytes(p.dtype));
   r.floor_memory_us = r.bytes / ceilings.bandwidth * 1e6;
   r.floor_compute_us = r.flops / compute_rate(ceilings, p.dtype) * 1e6;
-  r.pattern_hash = gen.pattern_hash;
-  r.passes = static_cast<int>(gen.plan.passes.size());
-  r.tile_fill = gen.plan.tile_fill();
-  r.tensor_cores = gen.tensor_cores;
-  r.engine = gen.engine;
+  double slots = 0, kept = 0;
+  for (const PartFacts& x : parts) {
+    if (!x.gen) continue;
+    const double h = double(served_heads(*x.problem));
+    r.pattern_hash += (r.pattern_hash.empty() ? "" : "+") + x.gen->pattern_hash;
+    r.passes = std::max(r.passes, static_cast<int>(x.gen->plan.passes.size()));
+    slots += h * double(x.gen->plan.key_slots);
+    kept += h * double(x.gen->plan.nnz);
+  }
+  r.tile_fill = slots > 0 ? kept / slots : 1.0;
+  r.tensor_cores = parts.front().gen && parts.front().gen->tensor_cores;
+  r.engine = parts.front().gen ? parts.front().gen->engine : "";
   return r;
 }
 
@@ -346,11 +409,11 @@ struct Inputs {
   }
 };
 
-// The float64 reference output: host brute force over the pattern for small problems, else a plain
-// masked GPU reference over the ACSR's rows. what: which one.
-std::vector<double> reference(const Problem& p, const Acsr& acsr, const Inputs& in, const Support& sup,
-                              int64_t host_max_cells, std::string& what) {
-  std::vector<double> ref(static_cast<size_t>(in.nq));
+// The float64 reference output of the heads p serves (a head group's, else all), written into ref
+// (in.nq elements, zero where no row is written): host brute force over the pattern for small
+// problems, else a plain masked GPU reference over the ACSR's rows. what: which one.
+void reference(const Problem& p, const Acsr& acsr, const Inputs& in, const Support& sup, int64_t host_max_cells,
+               std::string& what, std::vector<double>& ref) {
   const std::vector<int32_t>& cu = in.shape.cu;
   int64_t cells = p.seq_len * p.kv_len;
   if (p.varlen) {
@@ -361,7 +424,11 @@ std::vector<double> reference(const Problem& p, const Acsr& acsr, const Inputs& 
     what = "host float64 (brute force over the pattern)";
     std::vector<double> q = download_doubles(sup, in.q, in.nq), k = download_doubles(sup, in.k, in.nk),
                         v = download_doubles(sup, in.v, in.nk);
-    return p.varlen ? host_reference_varlen(p, cu, q, k, v) : host_reference(p, q, k, v);
+    if (p.varlen)
+      host_reference_varlen(p, cu, q, k, v, ref);
+    else
+      host_reference(p, q, k, v, ref);
+    return;
   }
   what = "gpu float64 (masked rows from the ACSR)";
   std::vector<long long> row_ptr(static_cast<size_t>(p.seq_len) + 1, 0);
@@ -379,26 +446,43 @@ std::vector<double> reference(const Problem& p, const Acsr& acsr, const Inputs& 
       dref(static_cast<size_t>(in.nq) * sizeof(double));
   drp.upload(row_ptr.data(), drp.size());
   druns.upload(runs.data(), druns.size());
+  dref.upload(ref.data(), dref.size());  // the other heads' rows as they are
+  std::vector<int32_t> ids(p.group_heads.begin(), p.group_heads.end());
+  DeviceBuffer dids(std::max<size_t>(ids.size(), 1) * sizeof(int32_t));
+  if (!ids.empty()) dids.upload(ids.data(), ids.size() * sizeof(int32_t));
   const void *qp = in.q.get(), *kp = in.k.get(), *vp = in.v.get(), *rp = drp.get(), *up = druns.get();
   double* op = static_cast<double*>(dref.get());
   long long seq = p.seq_len, kvl = p.kv_len;
   double scale = p.scale;
-  long long group = p.heads / p.kv_heads, heads = p.heads;
+  long long group = p.heads / p.kv_heads, heads = p.heads, group_heads = served_heads(p);
   const void* cup = in.cu.get();  // null unless varlen
-  void* args[] = {&qp, &kp, &vp, &op, &rp, &up, &seq, &kvl, &scale, &group, &cup, &heads};
-  launch_kernel(sup.reference, p.seq_len, in.shape.grid_bh, 128, 0, args, nullptr);
+  const void* idp = ids.empty() ? nullptr : dids.get();
+  void* args[] = {&qp, &kp, &vp, &op, &rp, &up, &seq, &kvl, &scale, &group, &cup, &heads, &idp, &group_heads};
+  const int64_t grid_y = in.shape.grid_bh / p.heads * group_heads;  // batch (or sequences) x the served heads
+  launch_kernel(sup.reference, p.seq_len, grid_y, 128, 0, args, nullptr);
   cuda_check(cudaDeviceSynchronize(), "reference kernel");
   dref.download(ref.data(), ref.size() * sizeof(double));
-  return ref;
 }
 
-// Runs one kernel kind once against the reference, then times it: warm-up, then each run after an L2
-// flush and a poisoned output, between two events; the output must not change between runs. Throws
-// CudaError.
-void run_kernel(const Kernel& kern, const Inputs& in, const std::vector<double>& ref, const Support& sup,
-                const BenchOptions& opt, const DeviceBuffer& flush, const ProblemResult& r, KernelResult& kr) {
+// Whether element e of q (and o) belongs to a head that p's kernels serve (a head group's, else all).
+std::vector<char> served_elements(const Problem& p, int64_t n) {
+  std::vector<char> head(static_cast<size_t>(p.heads), p.group_heads.empty() ? 1 : 0), mask(static_cast<size_t>(n));
+  for (int64_t h : p.group_heads) head[static_cast<size_t>(h)] = 1;
+  const int64_t per_head = p.varlen ? p.head_dim : p.seq_len * p.head_dim;  // consecutive elements of one head
+  for (int64_t e = 0; e < n; ++e) mask[static_cast<size_t>(e)] = head[static_cast<size_t>(e / per_head % p.heads)];
+  return mask;
+}
+
+// Runs one kernel kind once against the reference (the elements of the heads p serves), then times
+// it: warm-up, then each run after an L2 flush and a poisoned output, between two events; the output
+// must not change between runs. Throws CudaError.
+void run_kernel(const Problem& p, const Kernel& kern, const Inputs& in, const std::vector<double>& ref,
+                const Support& sup, const BenchOptions& opt, const DeviceBuffer& flush, const ProblemResult& r,
+                KernelResult& kr) {
+  const std::vector<char> served = served_elements(p, in.nq);
   double ref_max = 0;
-  for (double x : ref) ref_max = std::max(ref_max, std::fabs(x));
+  for (size_t e = 0; e < ref.size(); ++e)
+    if (served[e]) ref_max = std::max(ref_max, std::fabs(ref[e]));
   auto poison = [&] { cuda_check(cudaMemsetAsync(in.o.get(), 0xff, in.o.size(), nullptr), "poison output"); };
   auto launch = [&] {
     if (in.shape.cu.empty())
@@ -415,6 +499,7 @@ void run_kernel(const Kernel& kern, const Inputs& in, const std::vector<double>&
   double max_abs = 0;
   bool nan = false;
   for (size_t e = 0; e < out.size(); ++e) {
+    if (!served[e]) continue;
     double d = std::fabs(out[e] - ref[e]);
     if (!(d == d)) nan = true;
     else max_abs = std::max(max_abs, d);
@@ -457,6 +542,28 @@ void run_kernel(const Kernel& kern, const Inputs& in, const std::vector<double>&
   }
 }
 
+// The fused kernels' tuning and where it came from (per-head patterns: each head group's, when they
+// differ); none for a module without fused kernels (no engine for the head_dim).
+void set_tuning(const Prepared& x, ProblemResult& r) {
+  std::vector<std::string> tunings, sources;
+  for (const PreparedPart& y : x.parts) {
+    if (y.gen->fused.empty()) return;
+    tunings.push_back(format_tuning(y.tuning.tuning));
+    sources.push_back(y.tuning.source);
+  }
+  const bool same = std::all_of(tunings.begin(), tunings.end(), [&](const std::string& t) { return t == tunings[0]; }) &&
+                    std::all_of(sources.begin(), sources.end(), [&](const std::string& t) { return t == sources[0]; });
+  for (size_t g = 0; g < tunings.size() && !same; ++g) {
+    const std::string sep = g ? "; " : "", label = "h" + std::to_string(g) + ": ";
+    r.tuning += sep + label + (tunings[g].empty() ? "defaults" : tunings[g]);
+    r.tuning_source += sep + label + sources[g];
+  }
+  if (same) {
+    r.tuning = tunings[0];
+    r.tuning_source = sources[0];
+  }
+}
+
 std::string describe(const DeviceInfo& dev, const std::string& arch) {
   return dev.name + " (" + arch + ", " + std::to_string(dev.sms) + " SMs, " + std::to_string(dev.memory >> 20) +
          " MiB, driver " + std::to_string(dev.driver_version) + ", runtime " + std::to_string(dev.runtime_version) +
@@ -475,8 +582,10 @@ std::string support_source(DType t, int64_t hd) {
        "  reference_to_double<T>(in, out, n);\n}\n";
   s += "extern \"C\" __global__ void __launch_bounds__(128) splat_reference(const void* q, const void* k,\n"
        "    const void* v, double* out, const long long* row_ptr, const int* runs, long long seq, long long kvl,\n"
-       "    double scale, long long group, const int* cu_seqlens, long long heads) {\n"
-       "  reference_attention<T>(q, k, v, out, row_ptr, runs, seq, kvl, scale, group, cu_seqlens, heads);\n}\n";
+       "    double scale, long long group, const int* cu_seqlens, long long heads, const int* head_ids,\n"
+       "    long long group_heads) {\n"
+       "  reference_attention<T>(q, k, v, out, row_ptr, runs, seq, kvl, scale, group, cu_seqlens, heads, head_ids,\n"
+       "                         group_heads);\n}\n";
   return s;
 }
 
@@ -498,29 +607,37 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
   std::vector<ProblemResult> results;
   for (Prepared& x : prep) {
     const Problem& p = x.problem;
-    ProblemResult r = problem_result(p, x.acsr, *x.gen, opt.ceilings);
+    ProblemResult r = problem_result(p, x.facts(), opt.ceilings);
+    const GeneratedModule& gen0 = *x.parts.front().gen;  // the groups share the engine (same dtype, head_dim)
     // A module without fused kernels (no engine for the head_dim) has no tuning to report.
-    r.tuning = x.gen->fused.empty() ? "" : format_tuning(x.tuning.tuning);
-    r.tuning_source = x.gen->fused.empty() ? "" : x.tuning.source;
-    CompileResult cr = x.cubin.get();
-    r.compile_seconds = cr.seconds;
-    auto mod = std::make_shared<Module>(cr.image);
+    set_tuning(x, r);
+    std::vector<std::shared_ptr<Module>> mods;
+    for (PreparedPart& y : x.parts) {
+      CompileResult cr = y.cubin.get();
+      r.compile_seconds += cr.seconds;
+      mods.push_back(std::make_shared<Module>(cr.image));
+    }
     const Support& sup = supports.at(x.support_key);
     const Inputs in(p, sup, opt.seed);
-    const std::vector<double> ref = reference(p, x.acsr, in, sup, opt.host_reference_max_cells, r.reference);
-    auto gen_ptr = std::shared_ptr<const GeneratedModule>(x.gen);
+    std::vector<double> ref(static_cast<size_t>(in.nq), 0.0);
+    for (const PreparedPart& y : x.parts)
+      reference(y.problem, y.acsr, in, sup, opt.host_reference_max_cells, r.reference, ref);
     for (KernelKind kind : {KernelKind::Fused, KernelKind::Pipeline}) {
       if ((kind == KernelKind::Fused && !opt.fused) || (kind == KernelKind::Pipeline && !opt.pipeline)) continue;
-      if (kind == KernelKind::Pipeline && x.gen->pipeline.empty()) continue;  // a packed batch: fused kernels only
-      if (kind == KernelKind::Fused && x.gen->fused.empty()) {  // generate() fell back to the pipeline
-        spdlog::warn("{}: no fused kernel: {}; the pipeline runs", p.name, x.gen->selection.engine.reason);
+      if (kind == KernelKind::Pipeline && gen0.pipeline.empty()) continue;  // a packed batch: fused kernels only
+      if (kind == KernelKind::Fused && gen0.fused.empty()) {  // generate() fell back to the pipeline
+        spdlog::warn("{}: no fused kernel: {}; the pipeline runs", p.name, gen0.selection.engine.reason);
         continue;
       }
       KernelResult kr;
       kr.kind = kernel_kind_name(kind);
       kr.tolerance = tolerance(p.dtype);
       try {
-        run_kernel(Kernel(gen_ptr, mod, kind, p.batch * p.heads), in, ref, sup, opt, flush, r, kr);
+        std::vector<Kernel> groups;
+        for (size_t g = 0; g < x.parts.size(); ++g)
+          groups.emplace_back(x.parts[g].gen, mods[g], kind, x.parts[g].problem.batch * served_heads(x.parts[g].problem));
+        const Kernel kern = groups.size() == 1 ? groups.front() : Kernel::of_head_groups(std::move(groups));
+        run_kernel(p, kern, in, ref, sup, opt, flush, r, kr);
       } catch (const CudaError& e) {
         kr.ran = false;
         kr.pass = false;
@@ -600,10 +717,9 @@ std::string FusedBench::set_problem(const Problem& p, const Acsr& acsr) {
   s.problem = p;
   s.inputs = std::make_unique<Inputs>(p, *s.support, s.opt.seed);
   std::string what;
-  s.ref = reference(p, acsr, *s.inputs, *s.support, s.opt.host_reference_max_cells, what);
-  GeneratedModule facts;
-  facts.nnz = acsr.nnz();
-  s.facts = problem_result(p, acsr, facts, s.opt.ceilings);
+  s.ref.assign(static_cast<size_t>(s.inputs->nq), 0.0);
+  reference(p, acsr, *s.inputs, *s.support, s.opt.host_reference_max_cells, what, s.ref);
+  s.facts = problem_result(p, {{&p, &acsr, nullptr}}, s.opt.ceilings);
   return what;
 }
 
@@ -616,8 +732,8 @@ KernelResult FusedBench::run(const CompiledFused& variant) {
   kr.tolerance = tolerance(p.dtype);
   try {
     auto mod = std::make_shared<Module>(variant.image);
-    run_kernel(Kernel(variant.gen, mod, KernelKind::Fused, p.batch * p.heads), *s.inputs, s.ref, *s.support, s.opt,
-               *s.flush, s.facts, kr);
+    run_kernel(p, Kernel(variant.gen, mod, KernelKind::Fused, p.batch * served_heads(p)), *s.inputs, s.ref, *s.support,
+               s.opt, *s.flush, s.facts, kr);
   } catch (const CudaError& e) {
     kr.ran = false;
     kr.pass = false;

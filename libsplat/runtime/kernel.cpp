@@ -35,7 +35,24 @@ Kernel::Kernel(std::shared_ptr<const GeneratedModule> gen, std::shared_ptr<Modul
     scores_ = std::make_shared<DeviceBuffer>(bh * static_cast<size_t>(gen_->scores_floats_per_bh) * sizeof(float));
 }
 
+Kernel Kernel::of_head_groups(std::vector<Kernel> groups) {
+  if (groups.empty()) throw std::invalid_argument("of_head_groups: no head group");
+  Kernel all = groups.front();  // group 0's module and kind
+  all.bh_ = 0;
+  for (const Kernel& g : groups) {
+    if (g.kind_ != all.kind_ || g.gen_->varlen != all.gen_->varlen)
+      throw std::invalid_argument("of_head_groups: the groups' kernels differ in kind");
+    all.bh_ += g.bh_;
+  }
+  all.groups_ = std::move(groups);
+  return all;
+}
+
 void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* stream) const {
+  if (!groups_.empty()) {
+    for (const Kernel& g : groups_) g.launch(q, k, v, o, stream);
+    return;
+  }
   if (gen_->varlen) throw std::invalid_argument("a packed variable-length batch's kernel: launch_varlen gives its cu_seqlens");
   void* ws = ws_ ? ws_->get() : nullptr;
   void* scores = scores_ ? scores_->get() : nullptr;
@@ -61,6 +78,10 @@ void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* 
 
 void Kernel::launch_varlen(const void* q, const void* k, const void* v, void* o, const int* cu_seqlens, int64_t sequences,
                           void* stream) const {
+  if (!groups_.empty()) {
+    for (const Kernel& g : groups_) g.launch_varlen(q, k, v, o, cu_seqlens, sequences, stream);
+    return;
+  }
   if (!gen_->varlen) throw std::invalid_argument("launch_varlen: the kernel was built for a plain batch (launch)");
   if (sequences < 0 || cu_seqlens == nullptr) throw std::invalid_argument("launch_varlen: no cu_seqlens");
   if (sequences == 0) return;
@@ -76,6 +97,8 @@ void Kernel::launch_varlen(const void* q, const void* k, const void* v, void* o,
 }
 
 Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions& opt) {
+  if (!problem.head_groups.empty())
+    throw std::invalid_argument("build_kernel: per-head patterns have an ACSR per head group (build_kernel(problem))");
   DeviceInfo dev = device_info();
   CodegenOptions co;
   co.arch = opt.arch.empty() ? dev.target_arch() : opt.arch;
@@ -94,11 +117,14 @@ Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions
   const std::string& arch = co.arch;
   CompileResult img = nvrtc_compile(gen->source, gen->name + ".cu", arch, load_target(dev, arch));
   auto mod = std::make_shared<Module>(img.image);
-  return Kernel(gen, mod, kind, problem.batch * problem.heads);
+  return Kernel(gen, mod, kind, problem.batch * served_heads(problem));
 }
 
 Kernel build_kernel(const Problem& problem, const BuildOptions& opt) {
-  return build_kernel(problem, analyze(problem), opt);
+  if (problem.head_groups.empty()) return build_kernel(problem, analyze(problem), opt);
+  std::vector<Kernel> groups;
+  for (const Problem& g : head_group_problems(problem)) groups.push_back(build_kernel(g, analyze(g), opt));
+  return Kernel::of_head_groups(std::move(groups));
 }
 
 }  // namespace splat

@@ -10,7 +10,8 @@
 //   k.launch_varlen(q, k_, v, o, cu_seqlens, sequences, stream);
 //
 // build_kernel analyses the pattern, generates CUDA for it, compiles it with NVRTC for the
-// current GPU and loads it; the Kernel owns the device table and the workspace it needs.
+// current GPU and loads it; the Kernel owns the device table and the workspace it needs. With
+// per-head patterns ("head_patterns") it builds a kernel per head group, and launch runs them all.
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,8 +54,13 @@ class Kernel {
   void launch_varlen(const void* q, const void* k, const void* v, void* o, const int* cu_seqlens, int64_t sequences,
                      void* stream = nullptr) const;
   KernelKind kind() const { return kind_; }
+  // The generated module (per-head patterns: head group 0's; head_groups() has every group's).
   const GeneratedModule& module() const { return *gen_; }
-  int64_t batch_heads() const { return bh_; }
+  int64_t batch_heads() const { return bh_; }  // blocks along grid.y per launch (all groups together)
+  // Per-head patterns: one kernel per head group, launched in turn by launch(); empty otherwise.
+  const std::vector<Kernel>& head_groups() const { return groups_; }
+  // A kernel that launches each of groups (the head groups of one problem, one kind) in turn.
+  static Kernel of_head_groups(std::vector<Kernel> groups);
 
   // Internal: bench builds both kinds from one loaded module.
   Kernel(std::shared_ptr<const GeneratedModule> gen, std::shared_ptr<Module> mod, KernelKind kind, int64_t batch_heads);
@@ -72,6 +78,7 @@ class Kernel {
   KernelKind kind_;
   int64_t bh_;
   std::vector<Launch> launches_;
+  std::vector<Kernel> groups_;
   std::shared_ptr<DeviceBuffer> table_, scores_, tmaps_;
   mutable std::shared_ptr<DeviceBuffer> ws_;  // launch_varlen grows it
   // The k and v the tensor maps in tmaps_ were encoded for (re-encoded when a launch's differ).
@@ -79,7 +86,9 @@ class Kernel {
   mutable const void* maps_v_ = nullptr;
 };
 
+// A problem of one pattern (no head_groups: std::invalid_argument) and its ACSR.
 Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions& opt = {});
-Kernel build_kernel(const Problem& problem, const BuildOptions& opt = {});  // runs analyze()
+// Runs analyze(); per-head patterns: a kernel per head group (of_head_groups).
+Kernel build_kernel(const Problem& problem, const BuildOptions& opt = {});
 
 }  // namespace splat

@@ -222,8 +222,12 @@ TuneResult tune_problem(CandidateRunner& fb, const Problem& p, const TuneOptions
   return r;
 }
 
-std::vector<TuneResult> tune(const std::vector<Problem>& problems, const TuneOptions& opt, std::string& device_description,
+std::vector<TuneResult> tune(const std::vector<Problem>& given, const TuneOptions& opt, std::string& device_description,
                              const std::function<void(const TuneResult&)>& done) {
+  // Per-head patterns: each head group is a module of its own, tuned (and cached) on its own.
+  std::vector<Problem> problems;
+  for (const Problem& p : given)
+    for (Problem& g : head_group_problems(p)) problems.push_back(std::move(g));
   BenchOptions bo;
   bo.fused = true;
   bo.pipeline = false;

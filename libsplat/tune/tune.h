@@ -88,7 +88,8 @@ class CandidateRunner {
 // and the entry to record.
 TuneResult tune_problem(CandidateRunner& runner, const Problem& p, const TuneOptions& opt, double budget_seconds);
 
-// Tunes each problem in turn; done is called with each result (to write the cache as it goes).
+// Tunes each problem in turn (per-head patterns: each head group, head_group_problems(), with a
+// cache entry of its own); done is called with each result (to write the cache as it goes).
 // Throws NoGpuError when no GPU is usable, CudaError when the GPU context is lost.
 std::vector<TuneResult> tune(const std::vector<Problem>& problems, const TuneOptions& opt, std::string& device_description,
                              const std::function<void(const TuneResult&)>& done = {});

@@ -27,3 +27,14 @@ trsplat_e2e(splatc_show_bad_zoom EXIT 2 OUTPUT "--cols: expected A:B with 0 <= A
             COMMAND splatc show patterns/strided-4k-bf16.json --cols 0:5000 -o /tmp/splatc-e2e-bad-zoom.png)
 trsplat_e2e(splatc_show_svg COMMAND splatc show tests/splat/data/ragged_causal.json -o /tmp/splatc-e2e-ragged.svg)
 trsplat_e2e(splatc_analyze_coo COMMAND splatc analyze tests/splat/data/ragged_causal.json --coo /tmp/splatc-e2e-ragged.coo)
+# Per-head patterns: every head group's analysis in turn, or one head's (--head); --coo needs a head.
+trsplat_e2e(splatc_analyze_head_patterns
+            OUTPUT "head-windows-ragged-bf16: per-head patterns, 5 head groups of 8 heads.*head-windows-ragged-bf16\\.h0: .*head group +heads 0 2 of 8.*validated.*head-windows-ragged-bf16\\.h4: .*head group +heads 6 of 8"
+            COMMAND splatc analyze tests/gpu/head-windows-ragged-bf16.json --validate)
+trsplat_e2e(splatc_analyze_head_one OUTPUT "\"group_heads\":\\[3\\].*\"nnz\":"
+            COMMAND splatc analyze tests/gpu/head-windows-ragged-bf16.json --head 3 --json)
+trsplat_e2e(splatc_analyze_head_range EXIT 2 OUTPUT "error: --head: expected a head in \\[0, 8\\), got 8"
+            COMMAND splatc analyze tests/gpu/head-windows-ragged-bf16.json --head 8)
+trsplat_e2e(splatc_analyze_head_coo EXIT 2 OUTPUT "--coo: per-head patterns: --coo writes one head's positions; add --head H"
+            COMMAND splatc analyze tests/gpu/head-windows-ragged-bf16.json --coo /tmp/splatc-e2e-head.coo)
+trsplat_e2e(splatc_show_head COMMAND splatc show tests/gpu/head-windows-ragged-bf16.json --head 6 -o /tmp/splatc-e2e-head.svg)

@@ -52,3 +52,8 @@ trsplat_e2e(splatc_emit_varlen_pipeline EXIT 2 OUTPUT "varlen: the pipeline kern
             COMMAND splatc emit patterns/varlen-window-bf16.json --kernel pipeline -o ${_emit_dir}/varlen-pipe)
 trsplat_e2e(splatc_analyze_varlen OUTPUT "varlen +sequences of up to seq_len tokens packed, at most 524288 tokens.*64 sequences, 251923 tokens"
             COMMAND splatc analyze patterns/varlen-window-bf16.json)
+# Per-head patterns: a module per head group (NAME.hG files), each group's selection and resources.
+trsplat_e2e(splatc_emit_head_patterns
+            OUTPUT "head group 0 \\(heads 0 1 2 3\\):.*tuning: .*grid [0-9]+ x batch\\*group_heads.*head group 3 \\(heads 12 13 14 15\\):.*head-windows-16k-bf16\\.h0\\.ptx.*head-windows-16k-bf16\\.h3\\.ptx.*manifest\\.json"
+            COMMAND splatc emit patterns/head-windows-16k-bf16.json --target ptx --arch sm_90a --explain --no-resources
+                    -o ${_emit_dir}/heads)

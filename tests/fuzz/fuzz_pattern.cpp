@@ -102,18 +102,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       !in(p.head_dim, 1, 65536) || !(p.scale > 0) || !in(p.kv_heads, 1, p.heads) || p.heads % p.kv_heads != 0 ||
       !in(p.q_offset, 0, splat::Limits{}.max_len))
     fuzz::finding("accepted problem with sizes out of range");
-  check_term(p, p.pattern);
-  if (p.seq_len * p.kv_len > kMaxCells) {
-    if (cheap_to_sample(p.pattern)) sample_kept(p);
-    return 0;
+  // Per-head patterns: between 2 and kMaxHeadGroups distinct groups whose heads partition [0, heads).
+  if (!p.head_groups.empty()) {
+    if (p.head_groups.size() < 2 || static_cast<int64_t>(p.head_groups.size()) > splat::kMaxHeadGroups)
+      fuzz::finding("accepted per-head patterns with a number of groups out of range");
+    std::vector<int> seen(static_cast<size_t>(p.heads), 0);
+    for (const splat::HeadGroup& g : p.head_groups)
+      for (size_t k = 0; k < g.heads.size(); ++k) {
+        if (!in(g.heads[k], 0, p.heads - 1) || (k > 0 && g.heads[k] <= g.heads[k - 1]))
+          fuzz::finding("a head group's heads are not ascending heads of the problem");
+        ++seen[static_cast<size_t>(g.heads[k])];
+      }
+    for (int n : seen)
+      if (n != 1) fuzz::finding("the head groups do not partition the heads");
   }
-  try {
-    splat::AnalyzeOptions o;
-    o.validate = true;
-    splat::Acsr a = splat::analyze(p, o);
-    if (a.seq_len != p.seq_len || a.kv_len != p.kv_len) fuzz::finding("the ACSR has other sizes than the problem");
-  } catch (...) {
-    fuzz::finding("the analysis of a small accepted problem failed: " + fuzz::current_exception_text());
+  for (const splat::Problem& g : splat::head_group_problems(p)) {
+    check_term(g, g.pattern);
+    if (g.seq_len * g.kv_len > kMaxCells) {
+      if (cheap_to_sample(g.pattern)) sample_kept(g);
+      continue;
+    }
+    try {
+      splat::AnalyzeOptions o;
+      o.validate = true;
+      splat::Acsr a = splat::analyze(g, o);
+      if (a.seq_len != g.seq_len || a.kv_len != g.kv_len) fuzz::finding("the ACSR has other sizes than the problem");
+    } catch (...) {
+      fuzz::finding("the analysis of a small accepted problem failed: " + fuzz::current_exception_text());
+    }
   }
   return 0;
 }

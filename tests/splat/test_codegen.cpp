@@ -134,18 +134,18 @@ std::vector<fs::path> pattern_files() {
 TEST_CASE("every pattern in patterns/ compiles: PTX for sm_90, CUBIN for sm_80 (4k patterns)" * doctest::test_suite("nvrtc")) {
   auto files = pattern_files();
   REQUIRE(!files.empty());
-  for (const fs::path& f : files) {
-    CAPTURE(f.string());
-    Problem p = load_problem(f.string());
-    GeneratedModule m = generate(p, analyze(p));
-    CompileResult ptx = test_compile(m.source, p.name + ".cu", "sm_90", CompileTarget::Ptx);
-    for (const KernelDesc& k : m.fused) CHECK(ptx.image.find(".entry " + k.name) != std::string::npos);
-    for (const KernelDesc& k : m.pipeline) CHECK(ptx.image.find(".entry " + k.name) != std::string::npos);
-    if (f.filename().string().find("-4k-") != std::string::npos) {
-      CompileResult cubin = test_compile(m.source, p.name + ".cu", "sm_80", CompileTarget::Cubin);
-      CHECK(cubin.image.size() > 1000);
+  for (const fs::path& f : files)
+    for (const Problem& p : head_group_problems(load_problem(f.string()))) {  // per-head patterns: a module per group
+      CAPTURE(p.name);
+      GeneratedModule m = generate(p, analyze(p));
+      CompileResult ptx = test_compile(m.source, p.name + ".cu", "sm_90", CompileTarget::Ptx);
+      for (const KernelDesc& k : m.fused) CHECK(ptx.image.find(".entry " + k.name) != std::string::npos);
+      for (const KernelDesc& k : m.pipeline) CHECK(ptx.image.find(".entry " + k.name) != std::string::npos);
+      if (f.filename().string().find("-4k-") != std::string::npos) {
+        CompileResult cubin = test_compile(m.source, p.name + ".cu", "sm_80", CompileTarget::Cubin);
+        CHECK(cubin.image.size() > 1000);
+      }
     }
-  }
 }
 
 TEST_CASE("manifests are complete") {
@@ -619,8 +619,9 @@ TEST_CASE("the GPU edge-case problems in tests/gpu compile to CUBIN for sm_80 an
   for (const auto& e : fs::directory_iterator(fs::path(TRSPLAT_SOURCE_DIR) / "tests" / "gpu")) {
     if (e.path().extension() != ".json") continue;
     CAPTURE(e.path().string());
-    Problem p = load_problem(e.path().string());
+    for (const Problem& p : head_group_problems(load_problem(e.path().string())))  // per-head patterns: each group
     for (const char* arch : {"sm_80", "sm_90a"}) {
+      CAPTURE(p.name);
       CAPTURE(arch);
       CodegenOptions co;
       co.arch = arch;
@@ -643,7 +644,9 @@ TEST_CASE("every bf16/fp16 pattern in patterns/ compiles for sm_90a with the wgm
     const std::string name = f.filename().string();
     if (name.find("-bf16") == std::string::npos && name.find("-fp16") == std::string::npos) continue;
     CAPTURE(name);
-    Problem p = load_problem(f.string());
+    const Problem whole = load_problem(f.string());
+    // Per-head patterns: the first head group (the others have the same engine).
+    const Problem p = whole.head_groups.empty() ? whole : head_group(whole, 0);
     CodegenOptions co;
     co.arch = "sm_90a";
     GeneratedModule m = generate(p, analyze(p), co);
@@ -707,6 +710,45 @@ TEST_CASE("packed variable-length batches: table kernels clipped per sequence, c
   } catch (const Error& e) {
     CHECK(std::string(e.what()).find("a packed variable-length batch runs on the fused engines only") != std::string::npos);
   }
+}
+
+TEST_CASE("per-head patterns: a module per head group, its grid.y over the group's heads") {
+  const Problem p = parse_problem_text(
+      R"({"name": "hp", "seq_len": 1000, "head_dim": 64, "heads": 8, "kv_heads": 2, "dtype": "bf16", "head_patterns": [
+          {"window": {"left": 64, "right": 0}}, {"strided": {"stride": 50}}, {"window": {"left": 64, "right": 0}},
+          {"strided": {"stride": 50}}]})",
+      "hp");
+  REQUIRE(p.head_groups.size() == 2);
+  CodegenOptions co;
+  co.arch = "sm_90a";
+  CHECK_THROWS_AS(generate(p, Acsr{}, co), std::invalid_argument);  // one group at a time
+  CHECK_THROWS_AS(analyze(p), std::invalid_argument);
+  const std::vector<Problem> groups = head_group_problems(p);
+  const GeneratedModule a = generate(groups[0], analyze(groups[0]), co), b = generate(groups[1], analyze(groups[1]), co);
+  // Group 0 is heads 0, 1, 4, 5 (the first and third entries, two heads each).
+  CHECK(groups[0].group_heads == std::vector<int64_t>{0, 1, 4, 5});
+  CHECK(a.source.find("#define SPLAT_HEAD_GROUP 4") != std::string::npos);
+  CHECK(a.source.find("#define SPLAT_HEAD_IDS 0, 1, 4, 5\n") != std::string::npos);
+  CHECK(a.source.find("#define SPLAT_HEADS 8\n") != std::string::npos);
+  CHECK(b.source.find("#define SPLAT_HEAD_IDS 2, 3, 6, 7\n") != std::string::npos);
+  CHECK(a.selection.grid_y == "batch*group_heads");
+  CHECK(a.pattern_hash != b.pattern_hash);
+  const nlohmann::json j = manifest(groups[1], b, "ptx", "sm_90a", {"hp.h1.ptx"});
+  CHECK(j["problem"]["group_heads"] == nlohmann::json({2, 3, 6, 7}));
+  CHECK(j["kernels"]["fused"][0]["grid"][1] == "batch*group_heads");
+  CHECK(j["layout"].get<std::string>().find("group_heads[y % G]") != std::string::npos);
+  // The same pattern over all heads, or another group of heads, is another module (the head map is
+  // compiled in); a problem of one pattern has no head map.
+  Problem alone = groups[0];
+  alone.group_heads.clear();
+  const GeneratedModule c = generate(alone, analyze(alone), co);
+  CHECK(c.pattern_hash != a.pattern_hash);
+  CHECK(c.source.find("SPLAT_HEAD_GROUP ") == std::string::npos);
+  CHECK(c.selection.grid_y == "batch*heads");
+  // A head group of a packed batch: grid.y over sequences x the group's heads.
+  Problem vl = groups[1];
+  vl.varlen = Varlen{4000, {}};
+  CHECK(generate(vl, analyze(vl), co).selection.grid_y == "sequences*group_heads");
 }
 
 TEST_CASE("find_band recognises windows and dilated windows, and nothing else") {

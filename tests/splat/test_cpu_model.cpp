@@ -74,7 +74,8 @@ double max_diff(const Problem& p, const TileShape& shape, double headroom = 0.0,
   return d;
 }
 
-// Calls f on each GPU edge-case problem (tests/gpu/*.json); returns how many.
+// Calls f on each GPU edge-case problem (tests/gpu/*.json; per-head patterns: on each head group);
+// returns how many.
 template <class F>
 int for_each_gpu_problem(F f) {
   int n = 0;
@@ -82,7 +83,7 @@ int for_each_gpu_problem(F f) {
     if (e.path().extension() != ".json") continue;
     const std::string name = e.path().string();
     CAPTURE(name);
-    f(load_problem(name));
+    for (const Problem& p : head_group_problems(load_problem(name))) f(p);
     ++n;
   }
   return n;
@@ -313,7 +314,7 @@ TEST_CASE("cpu model matches brute force on the GPU edge-case problems (tests/gp
           CHECK(max_diff(p, {}) < 1e-11);
           // The plan codegen makes: few blocks (batch*heads x row tiles) split into split-KV chunks.
           TileShape fill;
-          fill.batch_heads = p.batch * p.heads;
+          fill.batch_heads = p.batch * served_heads(p);
           CHECK(max_diff(p, fill) < 1e-11);
           // Bands (the band kernel's walk too): ragged, causal, one-sided, wider than the sequence, dilated;
           // windows plus lattices (the band kernel's, then lattice_pass's walk).

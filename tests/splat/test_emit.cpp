@@ -62,6 +62,43 @@ TEST_CASE("emit: ptx and manifest are written, and the manifest names every file
   fs::remove_all(dir);
 }
 
+TEST_CASE("emit: per-head patterns, a module per head group and one manifest") {
+  fs::path dir = scratch("heads");
+  splat::EmitOptions o;
+  o.target = "ptx";
+  o.arch = "sm_90a";
+  const splat::Problem p = splat::parse_problem_text(
+      R"({"name": "hw", "seq_len": 300, "head_dim": 64, "heads": 4, "dtype": "bf16", "head_patterns": [
+          {"window": {"left": 16, "right": 16}}, {"window": {"left": 64, "right": 0}}]})",
+      "hw");
+  const splat::EmitResult r = splat::emit(p, o, dir.string());
+  std::vector<std::string> names;
+  for (const std::string& f : r.files) names.push_back(fs::path(f).filename().string());
+  // Each group's PTX and table (the pipeline's row offsets), then the one manifest.
+  CHECK(names == std::vector<std::string>{"hw.h0.ptx", "hw.h0.table.bin", "hw.h1.ptx", "hw.h1.table.bin", "manifest.json"});
+  CHECK(r.resources.find("head group 1 (heads 2 3):\nsplat_fused_p0: ") != std::string::npos);
+  CHECK(r.selection.find("head group 0 (heads 0 1):\ntuning: ") != std::string::npos);
+  const nlohmann::json m = nlohmann::json::parse(std::ifstream(dir / "manifest.json"));
+  CHECK(m["name"] == "hw");
+  CHECK(m["files"] == nlohmann::json(names));
+  CHECK(m["problem"]["head_groups"] == 2);
+  CHECK_FALSE(m.contains("kernels"));  // a loader that reads one module's kernels fails, not runs half
+  REQUIRE(m["head_groups"].size() == 2);
+  for (int g = 0; g < 2; ++g) {
+    const nlohmann::json& x = m["head_groups"][g];
+    CHECK(x["name"] == "hw.h" + std::to_string(g));
+    const std::string stem = "hw.h" + std::to_string(g);
+    CHECK(x["files"] == nlohmann::json({stem + ".ptx", stem + ".table.bin"}));
+    CHECK(x["table_file"] == stem + ".table.bin");
+    CHECK(x["problem"]["group_heads"] == nlohmann::json({2 * g, 2 * g + 1}));
+    CHECK(x["kernels"]["fused"][0]["grid"][1] == "batch*group_heads");
+    CHECK(x["kernels"]["fused"][0]["registers"].get<int>() > 0);
+    CHECK(x["tuning"]["cache_key"].get<std::string>().size() == 64);
+  }
+  CHECK(m["head_groups"][0]["tuning"]["cache_key"] != m["head_groups"][1]["tuning"]["cache_key"]);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("emit: --target cubin, and every kernel's registers, spills and occupancy from ptxas") {
   fs::path dir = scratch("cubin");
   splat::EmitOptions o;

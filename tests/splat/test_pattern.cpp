@@ -167,6 +167,76 @@ TEST_CASE("problem: kv_heads (grouped-query attention) and q_offset (queries at 
   expect_error(bad, "q_offset", "expected an integer in [0, 2147483647], got -1");
 }
 
+TEST_CASE("problem: head_patterns (per-head patterns in head groups)") {
+  const json w3 = {{"window", {{"left", 3}, {"right", 0}}}}, w9 = {{"window", {{"left", 9}, {"right", 0}}}};
+  const json dil = {{"dilated", {{"left", 2}, {"right", 2}, {"dilation", 4}}}};
+  json doc = base(w3);
+  doc.erase("pattern");
+  doc["heads"] = 6;
+  doc["kv_heads"] = 3;
+  doc["head_patterns"] = {w3, w9, w3, dil, w9, w3};  // one per head; equal JSON values share a group
+  Problem p = parse_problem(doc, "hp");
+  REQUIRE(p.head_groups.size() == 3);
+  CHECK(p.head_groups[0].heads == std::vector<int64_t>{0, 2, 5});
+  CHECK(p.head_groups[1].heads == std::vector<int64_t>{1, 4});
+  CHECK(p.head_groups[2].heads == std::vector<int64_t>{3});
+  CHECK(p.head_groups[2].pattern.kind == TermKind::Dilated);
+  CHECK(p.head_groups[2].pattern.path == "head_patterns[3]");
+  CHECK(head_group_of(p, 4) == 1);
+  CHECK_THROWS_AS(head_group_of(p, 6), std::out_of_range);
+  // The mask of each head is its own pattern's; kept without a head is refused.
+  CHECK(kept(p, 0, 10, 7));
+  CHECK_FALSE(kept(p, 0, 10, 6));
+  CHECK(kept(p, 1, 10, 1));
+  CHECK(kept(p, 3, 10, 2));
+  CHECK_FALSE(kept(p, 3, 10, 9));
+  CHECK_THROWS_AS((void)kept(p, 10, 7), std::logic_error);
+  // A head group as a problem of its own: its pattern, its heads, a share of the work limit.
+  const Problem g = head_group(p, 1);
+  CHECK(g.name == "hp.h1");
+  CHECK(g.head_groups.empty());
+  CHECK(g.group_heads == std::vector<int64_t>{1, 4});
+  CHECK(g.pattern.left == 9);
+  CHECK(g.heads == 6);
+  CHECK(g.limits.max_work == p.limits.max_work / 3);
+  CHECK(served_heads(g) == 2);
+  CHECK(served_heads(p) == 6);
+  CHECK(kept(g, 10, 1));
+  CHECK(head_group_problems(p).size() == 3);
+  CHECK(head_group_problems(g).size() == 1);
+
+  // One term per group of heads: 2 terms over 6 heads, heads 0-2 and 3-5.
+  doc["head_patterns"] = {w9, dil};
+  p = parse_problem(doc, "hp");
+  REQUIRE(p.head_groups.size() == 2);
+  CHECK(p.head_groups[1].heads == std::vector<int64_t>{3, 4, 5});
+  // The same term everywhere is the plain pattern.
+  doc["head_patterns"] = {w9, w9, w9};
+  p = parse_problem(doc, "hp");
+  CHECK(p.head_groups.empty());
+  CHECK(p.pattern.left == 9);
+  CHECK(kept(p, 10, 1));
+
+  json bad = doc;
+  bad["pattern"] = w3;
+  expect_error(bad, "head_patterns", "give either \"pattern\" (every head) or \"head_patterns\" (one per head), not both");
+  bad = doc;
+  bad["head_patterns"] = {w3, w9, w3, w9};
+  expect_error(bad, "head_patterns", "a number of terms dividing heads (6), got 4");
+  bad["head_patterns"] = json::array();
+  expect_error(bad, "head_patterns", "expected a non-empty array of pattern terms");
+  bad["head_patterns"] = {w3, {{"window", {{"left", -1}}}}};
+  expect_error(bad, "head_patterns[1].window.left", "got -1");
+  bad.erase("head_patterns");
+  expect_error(bad, "pattern", "missing (expected a pattern term, or \"head_patterns\")");
+  // At most kMaxHeadGroups distinct patterns (a module each).
+  bad["heads"] = 128;
+  bad["kv_heads"] = 1;
+  bad["head_patterns"] = json::array();
+  for (int h = 0; h < 128; ++h) bad["head_patterns"].push_back({{"window", {{"left", h}, {"right", 0}}}});
+  expect_error(bad, "head_patterns[64]", "more than 64 distinct patterns");
+}
+
 TEST_CASE("problem: varlen (a packed variable-length batch)") {
   json doc = base({{"window", {{"left", 3}, {"right", 1}}}});
   doc["heads"] = 4;
