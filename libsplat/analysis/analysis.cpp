@@ -369,11 +369,12 @@ void check_work(const Problem& p, const AnalyzeOptions& o) {
   if (rows * per_row > limit)
     throw Error(p.file, "", "analysing the pattern needs at least " + sci(rows * per_row) + " steps (seq_len " +
                                 std::to_string(p.seq_len) + " rows, " + sci(per_row) + " steps a row), more than the work limit of " +
-                                std::to_string(p.limits.max_work) + " (--max-work)");
+                                std::to_string(p.limits.max_work) + " (--max-work)" + work_share_note(p.limits));
   const double cells = rows * static_cast<double>(p.kv_len) * kept_steps(p.pattern, p);
   if (o.validate && cells > limit)
     throw Error(p.file, "", "--validate evaluates the terms at all seq_len x kv_len positions: " + sci(cells) +
-                                " steps, more than the work limit of " + std::to_string(p.limits.max_work) + " (--max-work)");
+                                " steps, more than the work limit of " + std::to_string(p.limits.max_work) +
+                                " (--max-work)" + work_share_note(p.limits));
   if (4 * p.seq_len > p.limits.max_memory / 2)
     throw_memory_limit(p.file, "the row index of the analysis (4 bytes a row)", 4 * p.seq_len, p.limits);
 }

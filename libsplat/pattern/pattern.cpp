@@ -578,13 +578,16 @@ int64_t default_max_memory() {
   return budget;
 }
 
+std::string work_share_note(const Limits& l) {
+  return l.work_shares <= 1 ? "" : " (one head group's share, 1/" + std::to_string(l.work_shares) + ")";
+}
+
 WorkMeter::WorkMeter(const Limits& l, std::string file, std::string what)
-    : limit_(l.max_work), file_(std::move(file)), what_(std::move(what)) {}
+    : limit_(l.max_work), file_(std::move(file)), what_(std::move(what)), limit_text_("the work limit (--max-work)" + work_share_note(l)) {}
 
 void WorkMeter::fail() const {
   const std::string at = row < 0 ? "" : " (stopped at row " + std::to_string(row) + " of " + std::to_string(rows) + ")";
-  throw Error(file_, "", what_ + " needs more than " + std::to_string(limit_) + " steps" + at +
-                             ", the work limit (--max-work)");
+  throw Error(file_, "", what_ + " needs more than " + std::to_string(limit_) + " steps" + at + ", " + limit_text_);
 }
 
 void throw_memory_limit(const std::string& file, const std::string& what, int64_t bytes, const Limits& l) {
@@ -751,7 +754,8 @@ Problem head_group(const Problem& p, size_t g) {
   r.group_heads = p.head_groups[g].heads;
   r.name = p.name + ".h" + std::to_string(g);
   // The groups share the problem's work limit: analysing all of them stays within it.
-  r.limits.max_work = std::max<int64_t>(1, p.limits.max_work / static_cast<int64_t>(p.head_groups.size()));
+  r.limits.work_shares = static_cast<int64_t>(p.head_groups.size());
+  r.limits.max_work = std::max<int64_t>(1, p.limits.max_work / r.limits.work_shares);
   return r;
 }
 

@@ -80,7 +80,11 @@ struct Limits {
   int max_depth = 64;                            // nesting of JSON arrays and objects
   int64_t max_memory = default_max_memory();     // bytes: the file, its document, terms, row buffers
   int64_t max_work = int64_t{1} << 28;           // steps of analysis, statistics, pictures, --validate
+  int64_t work_shares = 1;  // per-head patterns: max_work is a head group's share, one of this many
 };
+
+// After "the work limit ... (--max-work)": "" or, for a head group, " (one head group's share, 1/G)".
+std::string work_share_note(const Limits&);
 
 // Counts steps against Limits::max_work; past it, throws Error(file, "", "WHAT needs more than N
 // steps (at row R of ROWS), the work limit (--max-work)"). A step is a few nanoseconds of work:
@@ -99,7 +103,7 @@ class WorkMeter {
  private:
   [[noreturn]] void fail() const;
   int64_t used_ = 0, limit_;
-  std::string file_, what_;
+  std::string file_, what_, limit_text_;
 };
 
 // Error(file, "", "WHAT needs N MiB, more than the memory budget of M MiB (--max-memory)").

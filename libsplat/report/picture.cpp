@@ -119,7 +119,7 @@ void check_cost(const Problem& p, const Acsr& a, const Grid& g, size_t tokens) {
     });
   if (steps > p.limits.max_work)
     throw Error(p.file, "", "drawing the picture needs more than " + std::to_string(p.limits.max_work) +
-                                " steps, the work limit (--max-work); a smaller --cells draws fewer cells, a zoom (--rows, --cols) fewer rows");
+                                " steps, the work limit (--max-work)" + work_share_note(p.limits) + "; a smaller --cells draws fewer cells, a zoom (--rows, --cols) fewer rows");
 }
 
 // Adds run r (view columns) of category c to the row of cells `row` (per-category counts) and diff.

@@ -103,6 +103,25 @@ def gen_deep_arrays():
     return '{"seq_len":64,"head_dim":64,"name":' + "[" * n + "]" * n + ',"pattern":{"window":{}}}'
 
 
+def head_problem(terms, seq_len=64, head_dim=64):
+    doc = {"seq_len": seq_len, "head_dim": head_dim, "heads": len(terms), "head_patterns": terms}
+    return json.dumps(doc, separators=(",", ":"))
+
+
+def gen_head_patterns_65():
+    return head_problem([{"window": {"left": k, "right": 0}} for k in range(65)])
+
+
+def gen_head_patterns_64_long():
+    # 64 distinct windows over 2^22 rows: the groups share the work limit (each gets a 64th).
+    return head_problem([{"window": {"left": k, "right": k}} for k in range(64)], seq_len=2**22, head_dim=1)
+
+
+def gen_head_patterns_1m_same():
+    # 2^20 heads, one term each, all the same: the plain pattern.
+    return head_problem([{"window": {"left": 8, "right": 8}}] * 2**20)
+
+
 def gen_long_integer():
     return '{"seq_len":' + "9" * 20000 + ',"head_dim":64,"pattern":{"window":{}}}'
 
@@ -183,6 +202,10 @@ CASES = {
     "global_1e6_tokens": (gen_global_1e6_tokens, 2, r"analysing the pattern needs at least .*" + LIMIT),
     "coo_1e7": (gen_coo_1e7, 0, r"nnz +10027008 "),
     "coo_1e6_bad_last": (gen_coo_1e6_bad_last, 2, r"pattern\.coo\[999424\]: expected a pair \[i, j\], got \[1,2,3\]"),
+    # Per-head patterns: at most 64 distinct terms; the groups share the work limit; many same terms.
+    "head_patterns_65": (gen_head_patterns_65, 2, r"head_patterns\[64\]: more than 64 distinct patterns"),
+    "head_patterns_64_long": (gen_head_patterns_64_long, 2, r"analysing the pattern needs at least .* \(seq_len 4194304 rows, .*more than the work limit of 4194304 \(--max-work\) \(one head group's share, 1/64\)"),
+    "head_patterns_1m_same": (gen_head_patterns_1m_same, 0, r"nnz +1016 "),
     "deep_union": (gen_deep_union, 2, r"deep_union\.json:1:\d+: JSON nesting deeper than 64 levels \(arrays and objects\)"),
     "deep_union_emit": (gen_deep_union, 2, r"deep_union_emit\.json:1:\d+: JSON nesting deeper than 64 levels", ["emit"], ["-o", "{work}/out"]),
     "deep_union_show": (gen_deep_union, 2, r"deep_union_show\.json:1:\d+: JSON nesting deeper than 64 levels", ["show"], ["-o", "{work}/x.svg"]),
