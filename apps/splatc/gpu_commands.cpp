@@ -117,6 +117,8 @@ Command register_emit(CLI::App& app) {
   sub->add_option("-o,--output", args->out, "Output directory")->required();
   sub->add_option("--kernel", args->kernel, "fused, pipeline or both")->check(CLI::IsMember({"fused", "pipeline", "both"}));
   args->tune_opt = sub->add_option("--tune", args->tune, kTuneHelp);
+  sub->add_flag("--lse", args->opt.save_lse,
+                "Save each row's log-sum-exp for a backward pass: every entry point takes float* lse, last");
   sub->add_flag("--explain", args->explain,
                 "Print the tuning and where it came from, then the kernel selection (engine, kernels, launch, reasons)");
   args->problem.add(sub);
@@ -138,6 +140,8 @@ Command register_bench(CLI::App& app) {
   sub->add_option("--arch", args->opt.arch,
                   "Compile for this architecture instead of the device's (it must run there; e.g. sm_90 on an H200: "
                   "the mma.sync engines)");
+  sub->add_flag("--lse", args->opt.save_lse,
+                "The kernels also save each row's log-sum-exp, checked against float64");
   sub->add_flag("--test-fail-sum-checks", args->opt.test.fail_sum_checks,
                 "Test hook: every checked row sum of the wgmma kernels fails (runs the rare recompute path)");
   CLI::Option* json = sub->add_flag("--json", args->json, "JSON report on stdout (docs/cli.md: schema_version 1)");

@@ -110,6 +110,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   GeneratedModule mod;
   mod.name = p.name;
   mod.varlen = p.varlen.has_value();
+  mod.save_lse = opt.save_lse;
   // 1. Analysis: the structures with closed-form kernels (bands, lattices) and the global keys.
   const Structure structure = analyze_structure(acsr);
   // 2. Plan: row tiles of 64 rows and key tiles of 64 keys over the ACSR.
@@ -131,7 +132,8 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   mod.workspace_floats_per_bh = workspace_floats(p, mod.plan, opt);
   mod.pattern_hash = pattern_hash(p, acsr);
   // 5. Emit: header and device code, the plan's items, each fused entry point, the pipeline.
-  const emit::Context c = emit::make_context(p, acsr, structure, mod.plan, sel);
+  emit::Context c = emit::make_context(p, acsr, structure, mod.plan, sel);
+  c.lse = opt.save_lse;
   std::ostringstream s;
   emit::header(s, c, mod.pattern_hash, mod.max_row_runs);
   emit::items(s, c);

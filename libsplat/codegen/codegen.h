@@ -12,7 +12,7 @@
 // in the problem's dtype (tf32: fp32 storage). Launch: grid (grid_x, batch*heads), block `block`.
 // A packed variable-length batch (Problem::varlen; fused kernels only) adds `const int* cu_seqlens`:
 // q, o [total_tokens, heads, head_dim], k, v [total_tokens, kv_heads, head_dim], grid (grid_x,
-// sequences*heads).
+// sequences*heads). CodegenOptions::save_lse adds `float* lse` last: each row's log-sum-exp.
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -60,6 +60,9 @@ struct CodegenOptions {
   std::string arch;
   bool fused = true;
   bool pipeline = true;
+  // Save each row's softmax statistics for a backward pass: the entry points take one more
+  // parameter, `float* lse` (lse_param()), last.
+  bool save_lse = false;
   KernelTuning tuning;
   CodegenTestHooks test;
 };
@@ -101,6 +104,7 @@ struct GeneratedModule {
   bool tensor_cores = false;           // fused kernel uses mma.sync (bf16/fp16 m16n8k16, tf32 m16n8k8, fp32 as
                                        // 3xTF32 m16n8k8) or wgmma
   bool varlen = false;                 // a packed variable-length batch (Problem::varlen): cu_seqlens
+  bool save_lse = false;               // the entry points take `float* lse` (CodegenOptions::save_lse)
   std::string engine;                  // fused kernel's engine: "wgmma", "mma.sync", "mma.sync tf32",
                                        // "mma.sync 3xtf32", "cuda cores", ...
   std::string pattern_hash;            // "fnv1a64:<16 hex>" of the shape and the ACSR
@@ -125,6 +129,8 @@ GeneratedModule generate(const Problem& problem, const Acsr& acsr, const Codegen
 const std::vector<ParamDesc>& kernel_params();
 // The fused entry points' one more parameter in a packed variable-length batch (Problem::varlen).
 const ParamDesc& varlen_param();
+// Every entry point's last parameter when the module saves the softmax statistics (save_lse).
+const ParamDesc& lse_param();
 
 // manifest.json content. target: "cuda" or "ptx"; arch e.g. "sm_90"; files: emitted file names.
 nlohmann::json manifest(const Problem& problem, const GeneratedModule& mod, const std::string& target,

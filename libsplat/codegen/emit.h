@@ -25,6 +25,9 @@ struct Context {
   const Selection& sel;
   std::string elt;         // element type in the source: float, f16_t, bf16_t
   double scale_log2 = 0;   // the problem's scale times log2(e)
+  bool lse = false;        // the entry points take `float* lse` and save each row's log-sum-exp
+  // The device passes' lse argument: "lse" or "nullptr".
+  std::string lse_arg() const { return lse ? "lse" : "nullptr"; }
 };
 
 Context make_context(const Problem& p, const Acsr& acsr, const Structure& st, const Plan& plan, const Selection& sel);
@@ -36,7 +39,7 @@ std::string engine_type(const Context& c, const EngineConfig& e);
 // One comment line describing the configuration; deferred_pv: band and lattice kernels.
 std::string engine_comment(const EngineConfig& e, bool deferred_pv);
 // `extern "C" __global__ void __launch_bounds__(...) name(params) {` and its newline (a packed
-// variable-length batch: one more parameter, cu_seqlens).
+// variable-length batch: one more parameter, cu_seqlens; then `float* lse` when it is saved).
 std::string entry(const Context& c, const std::string& name, int block, int min_blocks);
 // The typed tensor arguments of a device pass: "static_cast<const T*>(q), ..., static_cast<T*>(o)".
 std::string tensor_args(const Context& c);

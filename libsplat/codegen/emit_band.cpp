@@ -9,7 +9,7 @@ std::string band_pass_call(const Context& c, const EngineConfig& e, const BandTr
                            const std::string& block_arg) {
   return "band_pass<" + engine_type(c, e) + ", " + c.elt + ", SPLAT_SEQ, SPLAT_HD, " + std::to_string(b.band.dilation) + ", " +
          std::to_string(b.band.k_lo) + ", " + std::to_string(b.band.k_hi) + ", " + (b.edge_masks ? "true" : "false") +
-         extra + ">(" + f32_literal(c.scale_log2) + ", " + tensor_args(c) + ", ws, tmaps" + block_arg + ");\n";
+         extra + ">(" + f32_literal(c.scale_log2) + ", " + tensor_args(c) + ", ws, " + c.lse_arg() + ", tmaps" + block_arg + ");\n";
 }
 
 }  // namespace
@@ -74,7 +74,7 @@ void lattice(std::ostream& s, const Context& c, const KernelSpec& k) {
   if (k.launch_dependents) s << "  pdl_launch_dependents();\n";
   s << "  (void)table;\n  lattice_pass<" << engine_type(c, k.engine) << ", " << c.elt << ", SPLAT_SEQ, SPLAT_HD, " << L.period
     << ", " << L.hole_lo << ", " << L.hole_hi << (k.programmatic ? ", true" : ", false") << ">("
-    << f32_literal(c.scale_log2) << ", " << tensor_args(c) << ", ws, tmaps);\n}\n";
+    << f32_literal(c.scale_log2) << ", " << tensor_args(c) << ", ws, " << c.lse_arg() << ", tmaps);\n}\n";
 }
 
 }  // namespace splat::emit

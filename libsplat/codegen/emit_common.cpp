@@ -64,7 +64,7 @@ std::string entry(const Context& c, const std::string& name, int block, int min_
   return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(block) +
          (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ") " + name +
          "(const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table, const void* tmaps" +
-         (c.p.varlen ? ", const int* cu_seqlens" : "") + ") {\n";
+         (c.p.varlen ? ", const int* cu_seqlens" : "") + (c.lse ? ", float* lse" : "") + ") {\n";
 }
 
 std::string tensor_args(const Context& c) {

@@ -82,7 +82,7 @@ void header(std::ostream& s, const Context& c, const std::string& pattern_hash, 
     << "// Entry points: grid (grid_x, " << c.sel.grid_y << "), block as in the manifest; k and v are [batch, kv_heads, kv_len,\n"
     << "// head_dim]; parameters\n"
     << "//   (const void* q, const void* k, const void* v, void* o, float* ws, float* scores, const int* table,\n"
-       "//    const void* tmaps)\n\n";
+       "//    const void* tmaps" << (p.varlen ? ", const int* cu_seqlens" : "") << (c.lse ? ", float* lse" : "") << ")\n\n";
   s << "#define SPLAT_SEQ " << p.seq_len << "\n#define SPLAT_KV " << p.kv_len << "\n#define SPLAT_HD " << p.head_dim << "\n";
   if (p.varlen)
     s << "#define SPLAT_VARLEN 1  // q, o [total_tokens, heads, hd], k, v [total_tokens, kv_heads, hd]; grid.y sequences*heads\n";
@@ -93,6 +93,7 @@ void header(std::ostream& s, const Context& c, const std::string& pattern_hash, 
     for (size_t k = 0; k < p.group_heads.size(); ++k) s << (k ? ", " : "") << p.group_heads[k];
     s << "\n";
   }
+  if (c.lse) s << "#define SPLAT_LSE 1  // every entry point's last parameter: float* lse, each row's log-sum-exp\n";
   if (p.kv_heads != p.heads) s << "#define SPLAT_KV_GROUP " << p.heads / p.kv_heads << "  // query heads per K/V head\n";
   if (plan.global_keys && plan.global_keys->blocks) {  // global keys in blocks: WgmmaEngine::tma_load's 3D boxes
     const KeyBlocks& b = *plan.global_keys->blocks;

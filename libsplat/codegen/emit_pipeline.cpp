@@ -51,18 +51,20 @@ std::vector<KernelDesc> pipeline(std::ostream& s, const Context& c, std::vector<
   const std::string seg_args = "kSegs, " + std::to_string(nseg);
   const std::string off = std::to_string(offsets_word) + "ll, " + std::to_string(plan.nnz) + "ll";
   const std::string& T = c.elt;
+  const std::string lse_param = c.lse ? ", float* lse" : "";
+  if (c.lse) s << "// lse: saved by splat_softmax; the other entry points take it and leave it.\n";
   s << "extern \"C\" __global__ void __launch_bounds__(128) splat_sddmm(const void* q, const void* k, const void* v, "
-       "void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
-    << "  (void)v; (void)o; (void)ws; (void)tmaps;\n"
+       "void* o, float* ws, float* scores, const int* table, const void* tmaps" << lse_param << ") {\n"
+    << "  (void)v; (void)o; (void)ws; (void)tmaps;" << (c.lse ? " (void)lse;" : "") << "\n"
     << "  sddmm_row<" << T << ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV>(" << seg_args << ", kSegRuns, " << pipe_items << ", table, " << off
     << ", " << f32_literal(p.scale) << ", static_cast<const " << T << "*>(q), static_cast<const " << T << "*>(k), scores);\n}\n";
   s << "extern \"C\" __global__ void __launch_bounds__(128) splat_softmax(const void* q, const void* k, const void* v, "
-       "void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
+       "void* o, float* ws, float* scores, const int* table, const void* tmaps" << lse_param << ") {\n"
     << "  (void)q; (void)k; (void)v; (void)o; (void)ws; (void)tmaps;\n"
-    << "  softmax_row<SPLAT_SEQ>(" << seg_args << ", table, " << off << ", scores);\n}\n";
+    << "  softmax_row<SPLAT_SEQ>(" << seg_args << ", table, " << off << ", scores, " << c.lse_arg() << ");\n}\n";
   s << "extern \"C\" __global__ void __launch_bounds__(128) splat_spmm(const void* q, const void* k, const void* v, "
-       "void* o, float* ws, float* scores, const int* table, const void* tmaps) {\n"
-    << "  (void)q; (void)k; (void)ws; (void)tmaps;\n"
+       "void* o, float* ws, float* scores, const int* table, const void* tmaps" << lse_param << ") {\n"
+    << "  (void)q; (void)k; (void)ws; (void)tmaps;" << (c.lse ? " (void)lse;" : "") << "\n"
     << "  spmm_row<" << T << ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV>(" << seg_args << ", kSegRuns, " << pipe_items << ", table, " << off
     << ", scores, static_cast<const " << T << "*>(v), static_cast<" << T << "*>(o));\n}\n";
   std::vector<KernelDesc> out;

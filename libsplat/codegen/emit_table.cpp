@@ -96,7 +96,7 @@ std::string fused_pass_call(const Context& c, const KernelSpec& k, const TableTr
          ", " + std::to_string(t.runs) + ", " + std::to_string(pass.slots) + ", " + (t.first ? "true" : "false") + ", " +
          (t.last ? "true" : "false") + ", " + (t.unmasked ? "true" : "false") + gkeys + ">(kItems, kTiles" + pi +
          ", kGroups" + pi + ", kWalks" + pi + ", kGroupItems" + pi + ", kGroupRowBegin" + pi + ", kGroupRowEndMax" + pi +
-         ", " + f32_literal(c.scale_log2) + ", " + tensor_args(c) + ", ws, table, tmaps, " + (c.p.varlen ? "cu_seqlens" : "nullptr") + tile_args + ");\n";
+         ", " + f32_literal(c.scale_log2) + ", " + tensor_args(c) + ", ws, " + c.lse_arg() + ", table, tmaps, " + (c.p.varlen ? "cu_seqlens" : "nullptr") + tile_args + ");\n";
 }
 
 void table_pass(std::ostream& s, const Context& c, const KernelSpec& k) {
@@ -115,7 +115,7 @@ void combine(std::ostream& s, const Context& c, const KernelSpec& k) {
   s << entry(c, k.name, k.block, 0) << "  (void)q; (void)k; (void)v; (void)scores; (void)table; (void)tmaps;\n"
     << "  fused_combine<" << c.elt << ", SPLAT_SEQ, SPLAT_HD, " << pass.period << ", " << pass.slots << ", "
     << (t.last ? "true" : "false") << ", " << t.rows_per_block << ", " << t.warps_per_row << (k.programmatic ? ", true" : ", false")
-    << ", " << t.blocks_per_tile << ">(kSplits" << t.pass << ", static_cast<" << c.elt << "*>(o), ws);\n}\n";
+    << ", " << t.blocks_per_tile << ">(kSplits" << t.pass << ", static_cast<" << c.elt << "*>(o), ws, " << c.lse_arg() << ");\n}\n";
 }
 
 }  // namespace splat::emit

@@ -63,6 +63,15 @@ std::vector<TensorMapDesc> emit::tensor_maps(const Problem& p, int64_t period, i
   return maps;
 }
 
+const ParamDesc& lse_param() {
+  static const ParamDesc param = {
+      "lse", "float*",
+      "softmax statistics for a backward pass: each row's natural log-sum-exp of its scaled kept scores, fp32, "
+      "laid out as q's rows without head_dim ([batch, heads, seq_len]; a packed batch: [total_tokens, heads]); -inf "
+      "for a row with no kept key (its o row is zero); may be null"};
+  return param;
+}
+
 namespace {
 
 nlohmann::json tensor_maps_json(const Problem& p, const GeneratedModule& mod) {
@@ -101,6 +110,10 @@ nlohmann::json manifest(const Problem& p, const GeneratedModule& mod, const std:
   }
   if (p.varlen) {
     const ParamDesc& d = varlen_param();
+    params.push_back({{"index", params.size()}, {"name", d.name}, {"type", d.type}, {"bytes", 8}, {"description", d.description}});
+  }
+  if (mod.save_lse) {
+    const ParamDesc& d = lse_param();
     params.push_back({{"index", params.size()}, {"name", d.name}, {"type", d.type}, {"bytes", 8}, {"description", d.description}});
   }
   json problem = {{"seq_len", p.seq_len},

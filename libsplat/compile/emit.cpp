@@ -92,6 +92,7 @@ ModuleOutput emit_module(const Problem& p, const EmitOptions& o, bool with_manif
   co.fused = o.fused;
   co.pipeline = o.pipeline;
   co.arch = o.arch;
+  co.save_lse = o.save_lse;
   const ResolvedTuning tuning = resolve_tuning(p, o.arch, o.tuning, o.cache);
   co.tuning = tuning.tuning;
   GeneratedModule mod = generate(p, acsr, co);

@@ -17,6 +17,7 @@ struct EmitOptions {
   std::string target = "cuda";  // "cuda" (the .cu source), "ptx" or "cubin" (for arch)
   std::string arch = "sm_90";
   bool fused = true, pipeline = true;
+  bool save_lse = false;  // the entry points save each row's log-sum-exp (`float* lse`, last)
   // Fused-kernel tuning (parse_tuning: `--tune`); it wins over the cache. Unset: the cache's entry
   // for the problem at `arch`, else the measured defaults (resolve_tuning).
   std::optional<KernelTuning> tuning;

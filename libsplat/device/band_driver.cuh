@@ -82,7 +82,7 @@ struct BandMask {
 template <class E, class T, int SEQ, int HD, int D, int KLO, int KHI, bool EMASK = false, int G = 0, int B0 = 0, int BX = 0,
           bool LAST = true>
 __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
-                                          const void* tmaps, i64 nb = -1) {
+                                          float* lse, const void* tmaps, i64 nb = -1) {
   static_assert(UsesTma<E>::value, "band tiles start at any key: TMA boxes");
   constexpr int M = SEQ / D, TPP = (M + 63) / 64, S = E::STAGES, LA = S - 1;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -109,7 +109,7 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   const int ph = (int)(g % D);
   const i64 bh = g / D;
   static_assert(!SPLAT_VARLEN, "a band of one square head");
-  const Head hv = make_head<SEQ, SEQ>(bh, nullptr);
+  const Head hv = make_head<SEQ, SEQ>(bh, nullptr, lse);
   const int m_first = 64 * t, m_last = min(64 * t + 63, M - 1);
   const splat::geometry::BandKeyTiles<int> tiles = splat::geometry::band_key_tiles<int>(m_first, m_last, M, KLO, KHI);
   const int u_start = tiles.u_start, first = tiles.first, count = tiles.count;

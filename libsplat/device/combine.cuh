@@ -13,7 +13,7 @@
 // 64 x HD outputs and every chunk, took ~100 us on the H200 at longformer-16k (16 blocks in all),
 // against ~145 us for the pass itself. Launched with 32 * RB * WPR threads (codegen's KernelDesc).
 template <class T, int SEQ, int HD, int PERIOD, int NSLOTS, bool LAST, int RB, int WPR, bool PDL = false, int BPT = 64 / RB>
-__device__ __forceinline__ void fused_combine(const SplitD* splits, T* o, float* ws) {
+__device__ __forceinline__ void fused_combine(const SplitD* splits, T* o, float* ws, float* lse = nullptr) {
   static_assert(64 % RB == 0 && BPT >= 1 && BPT * RB <= 64, "row groups tile the 64 rows of a split tile");
   if constexpr (PDL) pdl_wait();  // a programmatic launch: the chunks' pass has completed from here on
   constexpr int ND = (HD + 31) / 32;  // outputs per lane
@@ -76,6 +76,7 @@ __device__ __forceinline__ void fused_combine(const SplitD* splits, T* o, float*
     const float L = s_sum[xr];
     if (LAST) {
       o[(q_head(bh) * SEQ + i) * HD + d] = from_f<T>(L > 0.f ? acc / L : 0.f);
+      if (SPLAT_LSE && d == 0 && lse != nullptr) lse[q_head(bh) * SEQ + i] = row_lse(s_ref[xr], L);
     } else {
       ws[(bh * SEQ + i) * HD + d] = acc;
       if (d == 0) {

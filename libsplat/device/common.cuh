@@ -88,6 +88,12 @@ __device__ __forceinline__ i64 q_head(i64 bh) { return bh; }
 #ifndef SPLAT_VARLEN
 #define SPLAT_VARLEN 0
 #endif
+// The softmax statistics for a backward pass: each row's natural log-sum-exp of its scaled scores
+// (fp32, laid out as Q's rows without head_dim: [batch, heads, SEQ] or [total_tokens, heads]; -inf
+// for a row with no kept key), written where O is, when the entry points take `float* lse`.
+#ifndef SPLAT_LSE
+#define SPLAT_LSE 0
+#endif
 // Rows (of HD elements) between a head's consecutive rows of Q and O, and of K and V (enumerators:
 // no module-scope variables in the PTX).
 enum : int { kQStep = SPLAT_VARLEN ? SPLAT_HEADS : 1, kKvStep = SPLAT_VARLEN ? SPLAT_KV_HEADS : 1 };
@@ -96,6 +102,7 @@ struct Head {
   i64 q0;   // varlen: Q and O row i of this head at element (q0 + i * kQStep) * HD (head_q0)
   i64 k0;   // varlen: K and V key j at element (k0 + j * kKvStep) * HD (head_k0)
   int len;  // rows and keys of this head's sequence: cu_seqlens[b + 1] - cu_seqlens[b] (varlen), else SEQ
+  float* lse;  // SPLAT_LSE: row i's log-sum-exp at lse[head_q0 + i * kQStep] (null: not saved)
 };
 // Row 0 of the head in Q and O, and key 0 in K and V, in rows of HD elements, and (head_q_elems,
 // head_k_elems) in elements. Outside varlen they are computed where they are used, from bh, with
@@ -114,13 +121,27 @@ template <int KV, int HD> __device__ __forceinline__ i64 head_k_elems(const Head
   return SPLAT_VARLEN ? hv.k0 * HD : kv_head(q_head(hv.bh)) * ((i64)KV * HD);
 }
 template <int SEQ, int KV>
-__device__ __forceinline__ Head make_head(i64 bh, const int* cu_seqlens) {
+__device__ __forceinline__ Head make_head(i64 bh, const int* cu_seqlens, float* lse = nullptr) {
   if constexpr (SPLAT_VARLEN) {
     const i64 qh = q_head(bh), b = qh / SPLAT_HEADS, h = qh % SPLAT_HEADS, start = cu_seqlens[b];
-    return {bh, start * SPLAT_HEADS + h, start * SPLAT_KV_HEADS + h / SPLAT_KV_GROUP, (int)(cu_seqlens[b + 1] - start)};
+    return {bh, start * SPLAT_HEADS + h, start * SPLAT_KV_HEADS + h / SPLAT_KV_GROUP, (int)(cu_seqlens[b + 1] - start),
+            lse};
   } else {
     (void)cu_seqlens;
-    return {bh, 0, 0, SEQ};
+    return {bh, 0, 0, SEQ, lse};
+  }
+}
+// A row's natural log-sum-exp from its exponents' reference (log2 units, scaled) and its sum of
+// exp2(s - ref); -inf for a row with no kept key.
+__device__ __forceinline__ float row_lse(float ref, float l) {
+  return l > 0.f ? (ref + log2f(l)) * 0.693147180559945309f : __int_as_float(0xff800000);
+}
+// Row i's log-sum-exp (row_lse(ref, l)) where the Head says (SPLAT_LSE; nothing otherwise).
+template <int SEQ> __device__ __forceinline__ void store_lse(const Head& hv, i64 i, float ref, float l) {
+  if constexpr (SPLAT_LSE) {
+    if (hv.lse != nullptr) hv.lse[head_q0<SEQ>(hv) + i * kQStep] = row_lse(ref, l);
+  } else {
+    (void)hv, (void)i, (void)ref, (void)l;
   }
 }
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }

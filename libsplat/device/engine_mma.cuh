@@ -247,7 +247,8 @@ struct MmaEngine : OnlineSoftmax<2 * MW, 4> {
 #pragma unroll
     for (int h = 0; h < ROWS; ++h) {
       const int mt = h >> 1, hh = h & 1, r = slot(h);
-      const float inv = this->row_inverse(h);
+      const float lsum = lane_sum<4>(this->l[h]), inv = this->inverse(lsum);
+      if (t4 == 0 && r < nrows) store_lse<SEQ>(hv, row0 + (i64)rstep * r, softmax_ref(this->m[h]), lsum);
 #pragma unroll
       for (int d = 0; d < HD / 8; ++d)
         *reinterpret_cast<u32*>(Ks + r * LDS + d * 8 + 2 * t4) = pack2<T>(acc[mt][d][2 * hh] * inv, acc[mt][d][2 * hh + 1] * inv);

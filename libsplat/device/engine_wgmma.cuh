@@ -552,8 +552,9 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
     __syncthreads();  // every warp's wgmmas done reading the stages
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const float inv = this->row_inverse(h);
+      const float lsum = lane_sum<4>(this->l[h]), inv = this->inverse(lsum);
       const u32 r = 16 * wrp + (lane >> 2) + 8 * h;
+      if (t4 == 0 && (int)r < nrows) store_lse<SEQ>(hv, row0 + (i64)rstep * (int)r, softmax_ref(this->m[h]), lsum);
 #pragma unroll
       for (int d = 0; d < HD / 8; ++d) {  // head columns 8d.. : column block d / 8, chunk d % 8
         const u32 v = pack2<T>(this->acc[0][d][2 * h] * inv, this->acc[0][d][2 * h + 1] * inv);

@@ -159,7 +159,7 @@ template <class E, class T, int SEQ, int HD, int PERIOD, int R, int NSLOTS, bool
 __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles, const GroupD* groups, const WalkD* walks,
                                            const int* group_items, const int* group_rbeg, const int* group_pmax,
                                            float scale_log2, const T* q, const T* k, const T* v,
-                                           T* o, float* ws, const int* table, const void* tmaps,
+                                           T* o, float* ws, float* lse, const int* table, const void* tmaps,
                                            const int* cu_seqlens, int tix = -1, i64 bhx = -1) {
   constexpr int BC = E::BC;
   constexpr bool GKEYS = GTAB >= 0;
@@ -168,7 +168,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
   // (blockIdx.x, blockIdx.y).
   const TileD tile = tiles[tix >= 0 ? tix : (int)blockIdx.x];
   const i64 bh = bhx >= 0 ? bhx : (i64)blockIdx.y;
-  const Head hv = make_head<SEQ, E::KV_LEN>(bh, cu_seqlens);
+  const Head hv = make_head<SEQ, E::KV_LEN>(bh, cu_seqlens, lse);
   if (SPLAT_VARLEN && tile.phase + (i64)PERIOD * tile.m_begin >= hv.len) return;  // no row of this sequence
   // The tile's rows below m_rows (varlen: below the sequence's length).
   const i64 m_rows = !SPLAT_VARLEN ? tile.m_end : min((i64)tile.m_end, (i64)((hv.len - tile.phase + PERIOD - 1) / PERIOD));

@@ -26,7 +26,7 @@ struct LatticeMask {
 
 template <class E, class T, int SEQ, int HD, int P, int HLO, int HHI, bool PDL = false>
 __device__ __forceinline__ void lattice_pass(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
-                                             const void* tmaps) {
+                                             float* lse, const void* tmaps) {
   static_assert(UsesTma<E>::value, "stride-P key tiles: TMA boxes");
   static_assert(SEQ % P == 0, "every phase has M rows");
   constexpr int M = SEQ / P, TPP = (M + 63) / 64, S = E::STAGES, LA = S - 1;
@@ -36,7 +36,7 @@ __device__ __forceinline__ void lattice_pass(float scale_log2, const T* q, const
   const int t = (int)(n % TPP), ph = (int)(g % P);
   const i64 bh = g / P;
   static_assert(!SPLAT_VARLEN, "a lattice of one square head");
-  const Head hv = make_head<SEQ, SEQ>(bh, nullptr);
+  const Head hv = make_head<SEQ, SEQ>(bh, nullptr, lse);
   const int m_first = 64 * t, m_last = min(64 * t + 63, M - 1);
   i64 row[E::ROWS];
 #pragma unroll

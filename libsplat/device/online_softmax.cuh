@@ -65,8 +65,6 @@ struct OnlineSoftmax {
     else
       return lsum > 0.f ? 1.f / lsum : 0.f;
   }
-  // Row h's normaliser before reduce() (its lanes' sums added, l left as it is).
-  __device__ __forceinline__ float row_inverse(int h) const { return inverse(lane_sum<LANES>(l[h])); }
 
   // Each row's sum over its lanes (every lane gets it); then the state can be normalised or stored.
   __device__ __forceinline__ void reduce() {
@@ -110,6 +108,7 @@ __device__ __forceinline__ void softmax_end(E& e, const i64* row, const Head& hv
     if (i < 0) continue;
     if (last) {
       e.store_o(h, o + (head_q0<SEQ>(hv) + i * kQStep) * HD, e.inverse(e.l[h]), lane);
+      if (lane == 0) store_lse<SEQ>(hv, i, softmax_ref(e.m[h]), e.l[h]);
     } else {
       e.store_acc(h, ws + (bh * SEQ + i) * HD, lane);
       if (lane == 0) e.store_ml(state_ml(ws, SEQ, HD, bh, i), h);

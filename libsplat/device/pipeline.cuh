@@ -126,9 +126,10 @@ __device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) 
   return r;
 }
 
+// lse (SPLAT_LSE, may be null): each row's natural log-sum-exp at lse[q_head(bh) * SEQ + row].
 template <int SEQ>
 __device__ __forceinline__ void softmax_row(const Seg* segs, int nseg, const int* table, i64 off_word, i64 nnz,
-                                            float* scores) {
+                                            float* scores, float* lse = nullptr) {
   __shared__ float red[32];
   int lo = 0, hi = nseg - 1;
   while (lo < hi) {
@@ -146,6 +147,8 @@ __device__ __forceinline__ void softmax_row(const Seg* segs, int nseg, const int
   for (i64 x = threadIdx.x; x < n; x += blockDim.x) sum += __expf(s[x] - mx);
   sum = block_reduce(sum, false, red);
   const float inv = sum > 0.f ? 1.f / sum : 0.f;
+  if (SPLAT_LSE && lse != nullptr && threadIdx.x == 0)
+    lse[q_head(blockIdx.y) * SEQ + row] = sum > 0.f ? mx + logf(sum) : neg_inf();
   for (i64 x = threadIdx.x; x < n; x += blockDim.x) s[x] = __expf(s[x] - mx) * inv;
 }
 

@@ -38,11 +38,13 @@ __device__ __forceinline__ long long reference_run_count(const int* run, long lo
 // cu_seqlens != nullptr: a packed variable-length batch (q, out [total, heads, hd], k, v [total, kv_heads,
 // hd]; blockIdx.y = sequence * heads + head): the block's row and keys are those below its sequence's
 // length, the rows' runs (the pattern at seq) clipped to it; a row past the length returns.
+// lse[qrow]: the row's log-sum-exp (max + log(sum)), -inf for a row with no kept key.
 template <class T>
 __device__ __forceinline__ void reference_attention(const void* qv, const void* kv, const void* vv, double* out,
                                                     const long long* row_ptr, const int* runs, long long seq,
                                                     long long kvl, double scale, long long group, const int* cu_seqlens,
-                                                    long long heads, const int* head_ids, long long group_heads) {
+                                                    long long heads, const int* head_ids, long long group_heads,
+                                                    double* lse) {
   const T* q = static_cast<const T*>(qv);
   const T* k = static_cast<const T*>(kv);
   const T* v = static_cast<const T*>(vv);
@@ -117,4 +119,5 @@ __device__ __forceinline__ void reference_attention(const void* qv, const void* 
     const int d = threadIdx.x + 128 * a;
     if (d < SPLAT_HD) out[qrow * SPLAT_HD + d] = l > 0.0 ? acc[a] / l : 0.0;
   }
+  if (threadIdx.x == 0) lse[qrow] = l > 0.0 ? mx + log(l) : -1.0 / 0.0;
 }

@@ -52,7 +52,7 @@ nlohmann::json bench_json(const std::vector<ProblemResult>& results, const std::
   nlohmann::json out = {{"schema_version", kBenchSchemaVersion}, {"device", device}, {"problems", nlohmann::json::array()}};
   for (const ProblemResult& r : results) {
     nlohmann::json ks = nlohmann::json::array();
-    for (const KernelResult& k : r.kernels)
+    for (const KernelResult& k : r.kernels) {
       ks.push_back({{"kind", k.kind},
                     {"ran", k.ran},
                     {"note", k.note},
@@ -67,6 +67,8 @@ nlohmann::json bench_json(const std::vector<ProblemResult>& results, const std::
                     {"tolerance", k.tolerance},
                     {"deterministic", k.deterministic},
                     {"pass", k.pass}});
+      if (k.lse_err >= 0) ks.back()["lse_err"] = k.lse_err;
+    }
     out["problems"].push_back({{"name", r.name},
                                {"file", r.file},
                                {"dtype", r.dtype},

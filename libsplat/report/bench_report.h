@@ -29,6 +29,7 @@ struct KernelResult {
   double pct_memory_floor = 0, pct_compute_floor = 0;  // floor time / median time, in %
   double max_abs_err = 0, rel_err = 0;  // rel = max|o - ref| / max|ref|
   double tolerance = 0;
+  double lse_err = -1;         // --lse: max |lse - ref| / max(1, |ref|) over the rows (<= tolerance); -1: not saved
   bool deterministic = true;   // the last timed run reproduced the checked output bit for bit
   bool pass = false;
 };

@@ -81,10 +81,19 @@ std::vector<int64_t> served_head_list(const Problem& p) {
   return h;
 }
 
+// The float64 reference: O, and each row's log-sum-exp (Q's rows without head_dim; -inf for a row
+// with no kept key). Rows of heads a head group does not serve are left as they are.
+struct Reference {
+  std::vector<double> o, lse;
+  Reference(int64_t nq, int64_t head_dim)
+      : o(static_cast<size_t>(nq), 0.0), lse(static_cast<size_t>(nq / head_dim), -INFINITY) {}
+};
+
 // Host float64 reference over the pattern's own mask (kept()), independent of the analysis: the
-// rows of the heads the problem serves, written into o ([batch, heads, seq_len, head_dim]).
+// rows of the heads the problem serves, written into ref ([batch, heads, seq_len, head_dim]).
 void host_reference(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
-                    const std::vector<double>& v, std::vector<double>& o) {
+                    const std::vector<double>& v, Reference& ref) {
+  std::vector<double>& o = ref.o;
   const int64_t L = p.seq_len, KV = p.kv_len, D = p.head_dim, G = p.heads / p.kv_heads;
   std::vector<std::vector<int64_t>> keys(static_cast<size_t>(L));
   for (int64_t i = 0; i < L; ++i)
@@ -115,13 +124,15 @@ void host_reference(const Problem& p, const std::vector<double>& q, const std::v
         for (int64_t x = 0; x < D; ++x) out[x] += e * v[static_cast<size_t>((b / G * KV + ks[c]) * D + x)];
       }
       for (int64_t x = 0; x < D; ++x) out[x] /= l;
+      ref.lse[static_cast<size_t>(b * L + i)] = mx + std::log(l);
     }
 }
 
 // The same for a packed variable-length batch: sequence b (tokens cu[b] ..) keeps the pattern's (i, j)
 // with i, j < its length; q, o [total, heads, d], k, v [total, kv_heads, d].
 void host_reference_varlen(const Problem& p, const std::vector<int32_t>& cu, const std::vector<double>& q,
-                           const std::vector<double>& k, const std::vector<double>& v, std::vector<double>& o) {
+                           const std::vector<double>& k, const std::vector<double>& v, Reference& ref) {
+  std::vector<double>& o = ref.o;
   const int64_t H = p.heads, KVH = p.kv_heads, D = p.head_dim, G = p.heads / p.kv_heads;
   std::vector<double> s;
   for (size_t b = 0; b + 1 < cu.size(); ++b) {
@@ -149,6 +160,7 @@ void host_reference_varlen(const Problem& p, const std::vector<int32_t>& cu, con
           for (int64_t x = 0; x < D; ++x) out[x] += e * v[krow(ks[c]) + static_cast<size_t>(x)];
         }
         for (int64_t x = 0; x < D; ++x) out[x] /= l;
+        ref.lse[static_cast<size_t>((start + i) * H + h)] = mx + std::log(l);
       }
   }
 }
@@ -231,6 +243,7 @@ std::vector<Prepared> prepare(const std::vector<Problem>& problems, const BenchO
       co.tuning = y.tuning.tuning;
       co.test = opt.test;
       co.arch = arch;
+      co.save_lse = opt.save_lse;
       y.gen = std::make_shared<GeneratedModule>(generate(y.problem, y.acsr, co));
       std::string src = y.gen->source, name = y.problem.name + ".cu";
       y.cubin = std::async(std::launch::async, [src, name, arch, target] {
@@ -413,7 +426,7 @@ struct Inputs {
 // (in.nq elements, zero where no row is written): host brute force over the pattern for small
 // problems, else a plain masked GPU reference over the ACSR's rows. what: which one.
 void reference(const Problem& p, const Acsr& acsr, const Inputs& in, const Support& sup, int64_t host_max_cells,
-               std::string& what, std::vector<double>& ref) {
+               std::string& what, Reference& ref) {
   const std::vector<int32_t>& cu = in.shape.cu;
   int64_t cells = p.seq_len * p.kv_len;
   if (p.varlen) {
@@ -443,25 +456,27 @@ void reference(const Problem& p, const Acsr& acsr, const Inputs& in, const Suppo
   }
   if (runs.empty()) runs.assign(3, 0);
   DeviceBuffer drp(row_ptr.size() * sizeof(long long)), druns(runs.size() * sizeof(int32_t)),
-      dref(static_cast<size_t>(in.nq) * sizeof(double));
+      dref(ref.o.size() * sizeof(double)), dlse(ref.lse.size() * sizeof(double));
   drp.upload(row_ptr.data(), drp.size());
   druns.upload(runs.data(), druns.size());
-  dref.upload(ref.data(), dref.size());  // the other heads' rows as they are
+  dref.upload(ref.o.data(), dref.size());  // the other heads' rows as they are
+  dlse.upload(ref.lse.data(), dlse.size());
   std::vector<int32_t> ids(p.group_heads.begin(), p.group_heads.end());
   DeviceBuffer dids(std::max<size_t>(ids.size(), 1) * sizeof(int32_t));
   if (!ids.empty()) dids.upload(ids.data(), ids.size() * sizeof(int32_t));
   const void *qp = in.q.get(), *kp = in.k.get(), *vp = in.v.get(), *rp = drp.get(), *up = druns.get();
-  double* op = static_cast<double*>(dref.get());
+  double *op = static_cast<double*>(dref.get()), *lp = static_cast<double*>(dlse.get());
   long long seq = p.seq_len, kvl = p.kv_len;
   double scale = p.scale;
   long long group = p.heads / p.kv_heads, heads = p.heads, group_heads = served_heads(p);
   const void* cup = in.cu.get();  // null unless varlen
   const void* idp = ids.empty() ? nullptr : dids.get();
-  void* args[] = {&qp, &kp, &vp, &op, &rp, &up, &seq, &kvl, &scale, &group, &cup, &heads, &idp, &group_heads};
+  void* args[] = {&qp, &kp, &vp, &op, &rp, &up, &seq, &kvl, &scale, &group, &cup, &heads, &idp, &group_heads, &lp};
   const int64_t grid_y = in.shape.grid_bh / p.heads * group_heads;  // batch (or sequences) x the served heads
   launch_kernel(sup.reference, p.seq_len, grid_y, 128, 0, args, nullptr);
   cuda_check(cudaDeviceSynchronize(), "reference kernel");
-  dref.download(ref.data(), ref.size() * sizeof(double));
+  dref.download(ref.o.data(), dref.size());
+  dlse.download(ref.lse.data(), dlse.size());
 }
 
 // Whether element e of q (and o) belongs to a head that p's kernels serve (a head group's, else all).
@@ -473,23 +488,55 @@ std::vector<char> served_elements(const Problem& p, int64_t n) {
   return mask;
 }
 
-// Runs one kernel kind once against the reference (the elements of the heads p serves), then times
-// it: warm-up, then each run after an L2 flush and a poisoned output, between two events; the output
-// must not change between runs. Throws CudaError.
-void run_kernel(const Problem& p, const Kernel& kern, const Inputs& in, const std::vector<double>& ref,
+// The kernel's log-sum-exp (lse, fp32) against the reference's over the rows of the heads p serves:
+// kr.lse_err = max |lse - ref| / max(1, |ref|) over the rows with kept keys, which must be at most
+// tol, and a row with none must be -inf. Returns "" or what failed.
+std::string check_lse(const Problem& p, const DeviceBuffer& lse, const Reference& ref, double tol, KernelResult& kr) {
+  std::vector<float> got(ref.lse.size());
+  lse.download(got.data(), got.size() * sizeof(float));
+  std::vector<char> head(static_cast<size_t>(p.heads), p.group_heads.empty() ? 1 : 0);
+  for (int64_t h : p.group_heads) head[static_cast<size_t>(h)] = 1;
+  const int64_t per_head = p.varlen ? 1 : p.seq_len;  // consecutive rows of one head
+  double worst = 0;
+  for (size_t r = 0; r < got.size(); ++r) {
+    if (!head[static_cast<size_t>(static_cast<int64_t>(r) / per_head % p.heads)]) continue;
+    const double want = ref.lse[r], g = got[r];
+    if (std::isinf(want)) {
+      if (!(std::isinf(g) && g < 0)) return "lse of row " + std::to_string(r) + " (no kept key) is " + std::to_string(g) + ", not -inf";
+      continue;
+    }
+    if (!std::isfinite(g)) return "lse of row " + std::to_string(r) + " is " + std::to_string(g);
+    worst = std::max(worst, std::fabs(g - want) / std::max(1.0, std::fabs(want)));
+  }
+  kr.lse_err = worst;
+  return worst <= tol ? "" : "lse error above tolerance";
+}
+
+// Runs one kernel kind once against the reference (the elements of the heads p serves; with
+// opt.save_lse each row's log-sum-exp too), then times it: warm-up, then each run after an L2 flush
+// and a poisoned output, between two events; the output must not change between runs. Throws
+// CudaError.
+void run_kernel(const Problem& p, const Kernel& kern, const Inputs& in, const Reference& reference,
                 const Support& sup, const BenchOptions& opt, const DeviceBuffer& flush, const ProblemResult& r,
                 KernelResult& kr) {
+  const std::vector<double>& ref = reference.o;
   const std::vector<char> served = served_elements(p, in.nq);
   double ref_max = 0;
   for (size_t e = 0; e < ref.size(); ++e)
     if (served[e]) ref_max = std::max(ref_max, std::fabs(ref[e]));
-  auto poison = [&] { cuda_check(cudaMemsetAsync(in.o.get(), 0xff, in.o.size(), nullptr), "poison output"); };
+  DeviceBuffer lse;
+  if (opt.save_lse) lse = DeviceBuffer(reference.lse.size() * sizeof(float));
+  auto poison = [&] {
+    cuda_check(cudaMemsetAsync(in.o.get(), 0xff, in.o.size(), nullptr), "poison output");
+    if (lse.get()) cuda_check(cudaMemsetAsync(lse.get(), 0xff, lse.size(), nullptr), "poison lse");
+  };
+  float* lp = static_cast<float*>(lse.get());
   auto launch = [&] {
     if (in.shape.cu.empty())
-      kern.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get());
+      kern.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get(), nullptr, lp);
     else
       kern.launch_varlen(in.q.get(), in.k.get(), in.v.get(), in.o.get(), static_cast<const int*>(in.cu.get()),
-                         in.shape.sequences());
+                         in.shape.sequences(), nullptr, lp);
   };
   poison();
   launch();
@@ -508,6 +555,13 @@ void run_kernel(const Problem& p, const Kernel& kern, const Inputs& in, const st
   kr.rel_err = nan ? NAN : (ref_max > 0 ? max_abs / ref_max : max_abs);
   kr.pass = !nan && kr.rel_err <= kr.tolerance;
   if (nan) kr.note = "output has NaN (unwritten or invalid elements)";
+  if (lp != nullptr) {
+    const std::string bad = check_lse(p, lse, reference, kr.tolerance, kr);
+    if (!bad.empty()) {
+      kr.pass = false;
+      kr.note += (kr.note.empty() ? "" : "; ") + bad;
+    }
+  }
   for (int w = 0; w < opt.warmup; ++w) launch();
   Event e0, e1;
   std::vector<double> ms;
@@ -583,9 +637,9 @@ std::string support_source(DType t, int64_t hd) {
   s += "extern \"C\" __global__ void __launch_bounds__(128) splat_reference(const void* q, const void* k,\n"
        "    const void* v, double* out, const long long* row_ptr, const int* runs, long long seq, long long kvl,\n"
        "    double scale, long long group, const int* cu_seqlens, long long heads, const int* head_ids,\n"
-       "    long long group_heads) {\n"
+       "    long long group_heads, double* lse) {\n"
        "  reference_attention<T>(q, k, v, out, row_ptr, runs, seq, kvl, scale, group, cu_seqlens, heads, head_ids,\n"
-       "                         group_heads);\n}\n";
+       "                         group_heads, lse);\n}\n";
   return s;
 }
 
@@ -619,7 +673,7 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
     }
     const Support& sup = supports.at(x.support_key);
     const Inputs in(p, sup, opt.seed);
-    std::vector<double> ref(static_cast<size_t>(in.nq), 0.0);
+    Reference ref(in.nq, p.head_dim);
     for (const PreparedPart& y : x.parts)
       reference(y.problem, y.acsr, in, sup, opt.host_reference_max_cells, r.reference, ref);
     for (KernelKind kind : {KernelKind::Fused, KernelKind::Pipeline}) {
@@ -688,7 +742,7 @@ struct FusedBench::State {
   std::optional<Problem> problem;
   const Support* support = nullptr;
   std::unique_ptr<Inputs> inputs;
-  std::vector<double> ref;
+  std::optional<Reference> ref;
   ProblemResult facts;
 };
 
@@ -717,8 +771,8 @@ std::string FusedBench::set_problem(const Problem& p, const Acsr& acsr) {
   s.problem = p;
   s.inputs = std::make_unique<Inputs>(p, *s.support, s.opt.seed);
   std::string what;
-  s.ref.assign(static_cast<size_t>(s.inputs->nq), 0.0);
-  reference(p, acsr, *s.inputs, *s.support, s.opt.host_reference_max_cells, what, s.ref);
+  s.ref.emplace(s.inputs->nq, p.head_dim);
+  reference(p, acsr, *s.inputs, *s.support, s.opt.host_reference_max_cells, what, *s.ref);
   s.facts = problem_result(p, {{&p, &acsr, nullptr}}, s.opt.ceilings);
   return what;
 }
@@ -732,7 +786,7 @@ KernelResult FusedBench::run(const CompiledFused& variant) {
   kr.tolerance = tolerance(p.dtype);
   try {
     auto mod = std::make_shared<Module>(variant.image);
-    run_kernel(p, Kernel(variant.gen, mod, KernelKind::Fused, p.batch * served_heads(p)), *s.inputs, s.ref, *s.support,
+    run_kernel(p, Kernel(variant.gen, mod, KernelKind::Fused, p.batch * served_heads(p)), *s.inputs, *s.ref, *s.support,
                s.opt, *s.flush, s.facts, kr);
   } catch (const CudaError& e) {
     kr.ran = false;

@@ -25,6 +25,7 @@ struct BenchOptions {
   std::optional<KernelTuning> tuning;    // fused-kernel tuning (`--tune`): wins over the cache
   TuningCacheRef cache;                  // tuning cache: each problem's entry at the arch, else defaults
   CodegenTestHooks test;                 // test hooks (codegen.h)
+  bool save_lse = false;                 // the kernels save each row's log-sum-exp, checked against float64
   int64_t host_reference_max_cells = int64_t{1} << 22;  // seq_len*kv_len up to this: host float64
   Ceilings ceilings;
 };

@@ -48,9 +48,9 @@ Kernel Kernel::of_head_groups(std::vector<Kernel> groups) {
   return all;
 }
 
-void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* stream) const {
+void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* stream, float* lse) const {
   if (!groups_.empty()) {
-    for (const Kernel& g : groups_) g.launch(q, k, v, o, stream);
+    for (const Kernel& g : groups_) g.launch(q, k, v, o, stream, lse);
     return;
   }
   if (gen_->varlen) throw std::invalid_argument("a packed variable-length batch's kernel: launch_varlen gives its cu_seqlens");
@@ -72,14 +72,14 @@ void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* 
     maps_k_ = k;
     maps_v_ = v;
   }
-  void* args[] = {&q, &k, &v, &o, &ws, &scores, &table, &tmaps};
+  void* args[] = {&q, &k, &v, &o, &ws, &scores, &table, &tmaps, &lse};  // lse: only when the module saves it
   for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, bh_, l.block, l.smem, args, stream, l.programmatic);
 }
 
 void Kernel::launch_varlen(const void* q, const void* k, const void* v, void* o, const int* cu_seqlens, int64_t sequences,
-                          void* stream) const {
+                          void* stream, float* lse) const {
   if (!groups_.empty()) {
-    for (const Kernel& g : groups_) g.launch_varlen(q, k, v, o, cu_seqlens, sequences, stream);
+    for (const Kernel& g : groups_) g.launch_varlen(q, k, v, o, cu_seqlens, sequences, stream, lse);
     return;
   }
   if (!gen_->varlen) throw std::invalid_argument("launch_varlen: the kernel was built for a plain batch (launch)");
@@ -92,7 +92,7 @@ void Kernel::launch_varlen(const void* q, const void* k, const void* v, void* o,
   void* scores = nullptr;
   const void* table = table_ ? table_->get() : nullptr;
   const void* tmaps = nullptr;  // no TMA loads in a packed batch's kernels
-  void* args[] = {&q, &k, &v, &o, &ws, &scores, &table, &tmaps, &cu_seqlens};
+  void* args[] = {&q, &k, &v, &o, &ws, &scores, &table, &tmaps, &cu_seqlens, &lse};  // lse: when saved
   for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, grid_y, l.block, l.smem, args, stream, l.programmatic);
 }
 
@@ -112,6 +112,7 @@ Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions
   }
   co.fused = kind == KernelKind::Fused;
   co.pipeline = kind == KernelKind::Pipeline;
+  co.save_lse = opt.save_lse;
   co.tuning = resolve_tuning(problem, co.arch, opt.tuning, opt.cache).tuning;
   auto gen = std::make_shared<const GeneratedModule>(generate(problem, acsr, co));
   const std::string& arch = co.arch;

@@ -30,6 +30,7 @@ struct BuildOptions {
   // build the pipeline instead (Kernel::kind() says which ran), or throw splat::Error when false.
   bool fallback = true;
   std::string arch;  // "" = the current device's (sm_90a on sm_90 devices, else sm_XY)
+  bool save_lse = false;  // the kernels save each row's log-sum-exp (launch's lse; CodegenOptions::save_lse)
   // Fused-kernel tuning (codegen.h); it wins over the cache. Unset: the cache's entry for the
   // problem at the architecture compiled for, else the measured defaults (resolve_tuning).
   std::optional<KernelTuning> tuning;
@@ -45,14 +46,17 @@ class Kernel {
   // (stream-ordered) when k or v differ from the previous launch's: launches with different k or
   // v on different streams must not overlap.
   // Throws std::invalid_argument for a module of a packed variable-length batch (launch_varlen).
-  void launch(const void* q, const void* k, const void* v, void* o, void* stream = nullptr) const;
+  // lse (a kernel built with save_lse; else ignored): each row's log-sum-exp, fp32 device memory laid
+  // out as q's rows without head_dim ([batch, heads, seq_len]); null: not saved.
+  void launch(const void* q, const void* k, const void* v, void* o, void* stream = nullptr, float* lse = nullptr) const;
   // A packed variable-length batch (Problem::varlen): q, o [total_tokens, heads, head_dim], k, v
   // [total_tokens, kv_heads, head_dim]; cu_seqlens: device memory, sequences + 1 int32 starts (0 first,
   // non-decreasing, each length at most the problem's seq_len). A multi-pass kernel's workspace grows
   // to the number of sequences (a reallocation waits for the device). Throws std::invalid_argument for
   // a module of a plain batch.
+  // lse as launch's, laid out [total_tokens, heads].
   void launch_varlen(const void* q, const void* k, const void* v, void* o, const int* cu_seqlens, int64_t sequences,
-                     void* stream = nullptr) const;
+                     void* stream = nullptr, float* lse = nullptr) const;
   KernelKind kind() const { return kind_; }
   // The generated module (per-head patterns: head group 0's; head_groups() has every group's).
   const GeneratedModule& module() const { return *gen_; }

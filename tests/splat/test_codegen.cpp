@@ -638,6 +638,27 @@ TEST_CASE("the GPU edge-case problems in tests/gpu compile to CUBIN for sm_80 an
   CHECK(n >= 54);
 }
 
+// Saving the log-sum-exp touches every kernel family's end: the band (TMA) and lattice kernels, table
+// passes with split-KV and the combine, band plus global keys, each engine (wgmma, mma.sync, tf32,
+// 3xTF32), packed batches, head groups and the pipeline.
+TEST_CASE("modules that save the log-sum-exp compile to CUBIN for sm_80 and sm_90a" * doctest::test_suite("nvrtc")) {
+  for (const char* name : {"window-ragged-bf16", "lattice-ragged-bf16", "decode-window-global-bf16", "longformer-ragged-bf16",
+                           "global-strided-fp32", "window-d96-tf32", "varlen-window-ragged-bf16", "pipeline-d13-fp16"}) {
+    CAPTURE(name);
+    const Problem p = load_problem(std::string(TRSPLAT_SOURCE_DIR) + "/tests/gpu/" + name + ".json");
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      CAPTURE(arch);
+      CodegenOptions co;
+      co.arch = arch;
+      co.save_lse = true;
+      co.pipeline = !p.varlen;
+      const GeneratedModule m = generate(p, analyze(p), co);
+      CHECK(m.source.find("#define SPLAT_LSE 1") != std::string::npos);
+      CHECK(test_compile(m.source, p.name + ".cu", arch, CompileTarget::Cubin).image.size() > 1000);
+    }
+  }
+}
+
 TEST_CASE("every bf16/fp16 pattern in patterns/ compiles for sm_90a with the wgmma engine" * doctest::test_suite("nvrtc")) {
   int n = 0;
   for (const fs::path& f : pattern_files()) {
@@ -749,6 +770,53 @@ TEST_CASE("per-head patterns: a module per head group, its grid.y over the group
   Problem vl = groups[1];
   vl.varlen = Varlen{4000, {}};
   CHECK(generate(vl, analyze(vl), co).selection.grid_y == "sequences*group_heads");
+}
+
+TEST_CASE("saved softmax statistics (save_lse): every entry point takes float* lse, last") {
+  CodegenOptions co;
+  co.arch = "sm_90a";
+  co.save_lse = true;
+  // A window plus a lattice (band pass, lattice pass), with the pipeline.
+  const Problem p = parse_problem_text(
+      R"({"seq_len": 1024, "head_dim": 64, "dtype": "bf16", "pattern": {"union": [{"window": {"left": 63, "right": 63}},
+          {"strided": {"stride": 64}}]}})",
+      "s");
+  const GeneratedModule m = generate(p, analyze(p), co);
+  CHECK(m.save_lse);
+  CHECK(m.source.find("#define SPLAT_LSE 1") != std::string::npos);
+  size_t entries = 0, with_lse = 0;
+  for (size_t at = m.source.find("extern \"C\" __global__"); at != std::string::npos;
+       at = m.source.find("extern \"C\" __global__", at + 1)) {
+    ++entries;
+    const std::string head = m.source.substr(at, m.source.find('{', at) - at);
+    with_lse += head.find("const void* tmaps, float* lse)") != std::string::npos;
+  }
+  CHECK(entries == m.fused.size() + m.pipeline.size());
+  CHECK(with_lse == entries);
+  CHECK(m.source.find(", ws, lse, tmaps);") != std::string::npos);                 // band and lattice passes
+  CHECK(m.source.find("softmax_row<SPLAT_SEQ>(") != std::string::npos);
+  CHECK(m.source.find(", scores, lse);") != std::string::npos);                     // the pipeline's softmax
+  const nlohmann::json j = manifest(p, m, "ptx", "sm_90a", {});
+  REQUIRE(j["parameters"].size() == kernel_params().size() + 1);
+  CHECK(j["parameters"].back()["name"] == "lse");
+  CHECK(j["parameters"].back()["index"] == kernel_params().size());
+  // A packed batch: cu_seqlens, then lse.
+  Problem vl = p;
+  vl.varlen = Varlen{4096, {}};
+  const GeneratedModule v = generate(vl, analyze(vl), co);
+  CHECK(v.source.find("const int* cu_seqlens, float* lse) {") != std::string::npos);
+  const nlohmann::json jv = manifest(vl, v, "ptx", "sm_90a", {});
+  REQUIRE(jv["parameters"].size() == kernel_params().size() + 2);
+  CHECK(jv["parameters"][8]["name"] == "cu_seqlens");
+  CHECK(jv["parameters"][9]["name"] == "lse");
+  // Not asked for: no parameter, no define, the passes get nullptr.
+  co.save_lse = false;
+  const GeneratedModule n = generate(p, analyze(p), co);
+  CHECK_FALSE(n.save_lse);
+  CHECK(n.source.find("float* lse)") == std::string::npos);
+  CHECK(n.source.find("#define SPLAT_LSE") == std::string::npos);
+  CHECK(n.source.find(", ws, nullptr, tmaps);") != std::string::npos);
+  CHECK(manifest(p, n, "ptx", "sm_90a", {})["parameters"].size() == kernel_params().size());
 }
 
 TEST_CASE("find_band recognises windows and dilated windows, and nothing else") {
