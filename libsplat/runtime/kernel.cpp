@@ -35,6 +35,45 @@ Kernel::Kernel(std::shared_ptr<const GeneratedModule> gen, std::shared_ptr<Modul
     scores_ = std::make_shared<DeviceBuffer>(bh * static_cast<size_t>(gen_->scores_floats_per_bh) * sizeof(float));
 }
 
+// The streams groups 1.. run on (non-blocking: no implicit order with the legacy default stream,
+// which would serialise the groups), and the events that fork from and join into the launch's stream.
+struct Kernel::Fork {
+  std::vector<cudaStream_t> streams;
+  std::vector<cudaEvent_t> joins;
+  cudaEvent_t fork = nullptr;
+  explicit Fork(size_t n) {
+    cuda_check(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), "cudaEventCreate");
+    for (size_t g = 0; g < n; ++g) {
+      streams.emplace_back();
+      cuda_check(cudaStreamCreateWithFlags(&streams.back(), cudaStreamNonBlocking), "cudaStreamCreate");
+      joins.emplace_back();
+      cuda_check(cudaEventCreateWithFlags(&joins.back(), cudaEventDisableTiming), "cudaEventCreate");
+    }
+  }
+  ~Fork() {
+    for (cudaEvent_t e : joins) cudaEventDestroy(e);
+    for (cudaStream_t s : streams) cudaStreamDestroy(s);
+    cudaEventDestroy(fork);
+  }
+  Fork(const Fork&) = delete;
+  Fork& operator=(const Fork&) = delete;
+};
+
+template <class F>
+void Kernel::launch_groups(void* stream, F launch_group) const {
+  const cudaStream_t main = static_cast<cudaStream_t>(stream);
+  cuda_check(cudaEventRecord(fork_->fork, main), "cudaEventRecord (head groups)");
+  for (size_t g = 1; g < groups_.size(); ++g) {
+    cuda_check(cudaStreamWaitEvent(fork_->streams[g - 1], fork_->fork, 0), "cudaStreamWaitEvent");
+    launch_group(groups_[g], fork_->streams[g - 1]);
+  }
+  launch_group(groups_[0], main);
+  for (size_t g = 1; g < groups_.size(); ++g) {
+    cuda_check(cudaEventRecord(fork_->joins[g - 1], fork_->streams[g - 1]), "cudaEventRecord (head groups)");
+    cuda_check(cudaStreamWaitEvent(main, fork_->joins[g - 1], 0), "cudaStreamWaitEvent");
+  }
+}
+
 Kernel Kernel::of_head_groups(std::vector<Kernel> groups) {
   if (groups.empty()) throw std::invalid_argument("of_head_groups: no head group");
   Kernel all = groups.front();  // group 0's module and kind
@@ -44,13 +83,14 @@ Kernel Kernel::of_head_groups(std::vector<Kernel> groups) {
       throw std::invalid_argument("of_head_groups: the groups' kernels differ in kind");
     all.bh_ += g.bh_;
   }
+  all.fork_ = std::make_shared<Fork>(groups.size() - 1);
   all.groups_ = std::move(groups);
   return all;
 }
 
 void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* stream, float* lse) const {
   if (!groups_.empty()) {
-    for (const Kernel& g : groups_) g.launch(q, k, v, o, stream, lse);
+    launch_groups(stream, [&](const Kernel& g, void* s) { g.launch(q, k, v, o, s, lse); });
     return;
   }
   if (gen_->varlen) throw std::invalid_argument("a packed variable-length batch's kernel: launch_varlen gives its cu_seqlens");
@@ -79,7 +119,7 @@ void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* 
 void Kernel::launch_varlen(const void* q, const void* k, const void* v, void* o, const int* cu_seqlens, int64_t sequences,
                           void* stream, float* lse) const {
   if (!groups_.empty()) {
-    for (const Kernel& g : groups_) g.launch_varlen(q, k, v, o, cu_seqlens, sequences, stream, lse);
+    launch_groups(stream, [&](const Kernel& g, void* s) { g.launch_varlen(q, k, v, o, cu_seqlens, sequences, s, lse); });
     return;
   }
   if (!gen_->varlen) throw std::invalid_argument("launch_varlen: the kernel was built for a plain batch (launch)");

@@ -61,9 +61,12 @@ class Kernel {
   // The generated module (per-head patterns: head group 0's; head_groups() has every group's).
   const GeneratedModule& module() const { return *gen_; }
   int64_t batch_heads() const { return bh_; }  // blocks along grid.y per launch (all groups together)
-  // Per-head patterns: one kernel per head group, launched in turn by launch(); empty otherwise.
+  // Per-head patterns: one kernel per head group, launched together by launch(); empty otherwise.
   const std::vector<Kernel>& head_groups() const { return groups_; }
-  // A kernel that launches each of groups (the head groups of one problem, one kind) in turn.
+  // A kernel that launches groups (the head groups of one problem, one kind) side by side: group 0
+  // on the launch's stream, each other group on a stream of its own that waits for the launch's
+  // stream and that the launch's stream then waits for (events; capturable in a CUDA graph), so
+  // that the groups' grids overlap. Needs a GPU (it creates the streams and events).
   static Kernel of_head_groups(std::vector<Kernel> groups);
 
   // Internal: bench builds both kinds from one loaded module.
@@ -83,6 +86,9 @@ class Kernel {
   int64_t bh_;
   std::vector<Launch> launches_;
   std::vector<Kernel> groups_;
+  struct Fork;                  // head groups: their streams and events
+  std::shared_ptr<Fork> fork_;
+  template <class F> void launch_groups(void* stream, F launch_group) const;
   std::shared_ptr<DeviceBuffer> table_, scores_, tmaps_;
   mutable std::shared_ptr<DeviceBuffer> ws_;  // launch_varlen grows it
   // The k and v the tensor maps in tmaps_ were encoded for (re-encoded when a launch's differ).
