@@ -705,7 +705,7 @@ TEST_CASE("packed variable-length batches: table kernels clipped per sequence, c
   CHECK(m.source.find("#define SPLAT_HEADS 4") != std::string::npos);
   CHECK(m.source.find("#define SPLAT_KV_HEADS 2") != std::string::npos);
   CHECK(m.source.find("const void* tmaps, const int* cu_seqlens) {") != std::string::npos);
-  CHECK(m.source.find("ws, table, tmaps, cu_seqlens);") != std::string::npos);
+  CHECK(m.source.find("ws, nullptr, table, tmaps, cu_seqlens);") != std::string::npos);
   const nlohmann::json j = manifest(p, m, "ptx", "sm_90a", {"vl.ptx"});
   REQUIRE(j["parameters"].size() == kernel_params().size() + 1);
   CHECK(j["parameters"].back()["name"] == "cu_seqlens");
