@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "common/cli.h"
 #include "libsplat/analysis/analysis.h"
+#include "libsplat/analysis/columns.h"
 #include "libsplat/report/analysis_report.h"
 #include "libsplat/report/picture.h"
 
@@ -19,7 +20,7 @@ namespace {
 
 struct AnalyzeArgs {
   std::string pattern, coo;
-  bool json = false, validate = false;
+  bool json = false, validate = false, columns = false;
   int64_t head = -1;
 };
 
@@ -56,14 +57,18 @@ Analysed analyse_one(const splat::Problem& p, const AnalyzeArgs& args) {
     splat::WorkMeter(p.limits, args.coo, "writing every kept position (--coo)").add(st.nnz);
     splat::write_coo(acsr, args.coo);
   }
+  std::optional<splat::Acsr> columns;
+  if (args.columns) columns = splat::column_acsr(acsr, p.limits, p.file);
   Analysed r;
   if (args.json) {
     r.json = splat::analysis_json(p, acsr, st);
     r.json["analysis_ms"] = ms;
     r.json["validated"] = args.validate;
+    if (columns) r.json["columns"] = splat::columns_json(*columns);
   } else {
     r.text = splat::analysis_text(p, acsr, st);
     if (args.validate) r.text += "  validated        every row equals direct evaluation of the terms\n";
+    if (columns) r.text += splat::columns_text(*columns);
   }
   return r;
 }
@@ -114,6 +119,8 @@ Command register_analyze(CLI::App& app) {
   sub->add_flag("--json", args->json, "Print one JSON object instead of the report");
   sub->add_option("--coo", args->coo, "Also write every kept position as a line 'i j' (row-major) to FILE");
   sub->add_flag("--validate", args->validate, "Check every row of the ACSR against direct evaluation of the terms");
+  sub->add_flag("--columns", args->columns,
+                "Also the column ACSR: the query rows of each key, as a backward pass walks them for dK and dV");
   sub->add_option("--head", args->head,
                   "Per-head patterns: analyse head H's pattern only (default: every head group in turn)")
       ->check(CLI::NonNegativeNumber);

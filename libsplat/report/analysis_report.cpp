@@ -32,11 +32,12 @@ std::string human_bytes(int64_t b) {
   return u == 0 ? std::to_string(b) + " B" : fmt_double(x, 1) + " " + unit[u];
 }
 
-// "(slope*i + offset)/den" printed compactly: "i-256", "0", "2*i+3", "(i+514)/2".
-std::string affine_expr(int64_t slope, int64_t offset, int64_t den) {
+// "(slope*i + offset)/den" printed compactly: "i-256", "0", "2*i+3", "(i+514)/2" (v: the variable).
+std::string affine_expr(int64_t slope, int64_t offset, int64_t den, char v = 'i') {
   std::string s;
   if (slope != 0) {
-    s = slope == 1 ? "i" : slope == -1 ? "-i" : std::to_string(slope) + "*i";
+    const std::string x(1, v);
+    s = slope == 1 ? x : slope == -1 ? "-" + x : std::to_string(slope) + "*" + x;
     if (offset > 0) s.append(1, '+').append(std::to_string(offset));
     if (offset < 0) s += std::to_string(offset);
   } else {
@@ -51,16 +52,18 @@ std::string affine_expr(int64_t slope, int64_t offset, int64_t den) {
   return r;
 }
 
-std::string segment_line(const Segment& g) {
-  std::string s = "rows [" + std::to_string(g.row_begin) + ", " + std::to_string(g.row_end) + ")";
+// what: "rows" (query rows i) or "keys" (the column ACSR's rows, keys j).
+std::string segment_line(const Segment& g, const std::string& what = "rows") {
+  const char v = what == "keys" ? 'j' : 'i';
+  std::string s = what + " [" + std::to_string(g.row_begin) + ", " + std::to_string(g.row_end) + ")";
   if (g.row_stride != 1) s += " step " + std::to_string(g.row_stride);
   if (g.tabulated) return s + ": table of " + std::to_string(g.table.size()) + " runs";
   if (g.runs.empty()) return s + ": empty";
   s += ":";
   for (size_t k = 0; k < g.runs.size(); ++k) {
     const AffineRun& a = g.runs[k];
-    s += (k ? " | " : " ") + std::string("start ") + affine_expr(a.start_slope, a.start_offset, a.den) + ", stride " +
-         std::to_string(a.stride) + ", count " + affine_expr(a.count_slope, a.count_offset, a.den);
+    s += (k ? " | " : " ") + std::string("start ") + affine_expr(a.start_slope, a.start_offset, a.den, v) + ", stride " +
+         std::to_string(a.stride) + ", count " + affine_expr(a.count_slope, a.count_offset, a.den, v);
   }
   return s;
 }
@@ -166,6 +169,38 @@ void write_coo(const Acsr& a, const std::string& path) {
     }
     o.write(buf.data(), static_cast<std::streamsize>(buf.size()));
   });
+}
+
+std::string columns_text(const Acsr& c, int max_segments) {
+  int affine = 0;
+  int64_t tab_rows = 0;
+  for (const Segment& g : c.segments) {
+    affine += !g.tabulated;
+    if (g.tabulated) tab_rows += g.rows();
+  }
+  std::ostringstream o;
+  o << "  column ACSR      " << c.segments.size() << " segments (" << affine << " affine, " << c.segments.size() - affine
+    << " tabulated over " << tab_rows << " keys), widest column " << c.max_row_nnz() << " rows, " << c.metadata_bytes()
+    << " B: the query rows of each key (a backward pass's dK/dV walk)\n";
+  int shown = 0;
+  for (const Segment& g : c.segments) {
+    if (shown++ == max_segments) {
+      o << "    ... " << c.segments.size() - max_segments << " more\n";
+      break;
+    }
+    o << "    " << segment_line(g, "keys") << "\n";
+  }
+  return o.str();
+}
+
+nlohmann::json columns_json(const Acsr& c) {
+  int64_t affine = 0, tab_rows = 0;
+  for (const Segment& g : c.segments) {
+    affine += !g.tabulated;
+    if (g.tabulated) tab_rows += g.rows();
+  }
+  return {{"segments", c.segments.size()}, {"affine", affine}, {"tabulated", static_cast<int64_t>(c.segments.size()) - affine},
+          {"tabulated_keys", tab_rows}, {"max_column_nnz", c.max_row_nnz()}, {"metadata_bytes", c.metadata_bytes()}};
 }
 
 }  // namespace splat

@@ -14,6 +14,12 @@ std::string analysis_text(const Problem&, const Acsr&, const AnalysisStats&, int
 // One object: seq_len, kv_len, nnz, density, metadata_bytes{acsr,csr,bsr64,bsr128,blockmask128}, ...
 nlohmann::json analysis_json(const Problem&, const Acsr&, const AnalysisStats&);
 
+// The column ACSR (analysis/columns.h; `analyze --columns`): its segments and bytes, and the first
+// max_segments segments with their formulas in the key j.
+std::string columns_text(const Acsr& columns, int max_segments = 6);
+// {segments, affine, tabulated, tabulated_keys, max_column_nnz, metadata_bytes}.
+nlohmann::json columns_json(const Acsr& columns);
+
 // Writes every kept position as a line "i j", row-major, through a temporary file renamed into
 // place (nothing half-written on error). Throws std::runtime_error on I/O failure.
 void write_coo(const Acsr&, const std::string& path);

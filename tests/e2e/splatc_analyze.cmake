@@ -33,8 +33,13 @@ trsplat_e2e(splatc_analyze_head_patterns
             COMMAND splatc analyze tests/gpu/head-windows-ragged-bf16.json --validate)
 trsplat_e2e(splatc_analyze_head_one OUTPUT "\"group_heads\":\\[3\\].*\"nnz\":"
             COMMAND splatc analyze tests/gpu/head-windows-ragged-bf16.json --head 3 --json)
-trsplat_e2e(splatc_analyze_head_range EXIT 2 OUTPUT "error: --head: expected a head in \\[0, 8\\), got 8"
+trsplat_e2e(splatc_analyze_head_range EXIT 2 OUTPUT "error: --head: expected a head in .0, 8., got 8"
             COMMAND splatc analyze tests/gpu/head-windows-ragged-bf16.json --head 8)
 trsplat_e2e(splatc_analyze_head_coo EXIT 2 OUTPUT "--coo: per-head patterns: --coo writes one head's positions; add --head H"
             COMMAND splatc analyze tests/gpu/head-windows-ragged-bf16.json --coo /tmp/splatc-e2e-head.coo)
 trsplat_e2e(splatc_show_head COMMAND splatc show tests/gpu/head-windows-ragged-bf16.json --head 6 -o /tmp/splatc-e2e-head.svg)
+# --columns: the column ACSR (the query rows of each key) of a window is a window again.
+trsplat_e2e(splatc_analyze_columns OUTPUT "column ACSR +3 segments \\(3 affine, 0 tabulated over 0 keys\\), widest column 513 rows.*keys .257, 3840.: start j-256, stride 1, count 513"
+            COMMAND splatc analyze patterns/window-4k-bf16.json --columns)
+trsplat_e2e(splatc_analyze_columns_json OUTPUT "\"columns\":\\{\"affine\":3,\"max_column_nnz\":513,\"metadata_bytes\":108,\"segments\":3,\"tabulated\":0,\"tabulated_keys\":0\\}"
+            COMMAND splatc analyze patterns/window-4k-bf16.json --columns --json)

@@ -217,6 +217,7 @@ CASES = {
     "big_document": (gen_big_document, 2, r"big_document\.json: reading the JSON document needs at least 16\.0 MiB, more than the memory budget of 16\.0 MiB \(--max-memory\)", ["--max-memory", "16M", "analyze"]),
     "file_over_budget": (gen_big_document, 2, r"file_over_budget\.json: reading the file needs at least 1\.\d MiB, more than the memory budget of 1\.0 MiB \(--max-memory\)", ["--max-memory", "1M", "analyze"]),
     "dense_window": (gen_dense_window, 0, r"nnz +281474976710656 "),
+    "dense_window_columns": (gen_dense_window, 2, r"the column ACSR \(4 bytes a kept pair\) needs .* MiB, more than the memory budget", A, ["--columns"]),
     "dense_window_show": (gen_dense_window, 0, r"^$", ["show"], ["-o", "{work}/dense.png"]),
     "strided_dense_show": (gen_strided_dense_show, 2, r"strided_dense_show\.json: drawing the picture needs more than \d+ steps, the work limit \(--max-work\); a smaller --cells draws fewer cells", ["show"], ["-o", "{work}/strided.png", "--cells", "4096"]),
     "window_2e16_validate": (gen_window_2e16, 2, r"--validate evaluates the terms at all seq_len x kv_len positions: .*" + LIMIT, A, ["--validate"]),
