@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "libsplat/analysis/analysis.h"
+#include "libsplat/analysis/columns.h"
 #include "libsplat/pattern/pattern.h"
 #include "tests/fuzz/fuzz_common.h"
 
@@ -316,6 +317,29 @@ FUZZ_ORACLE void compare(const splat::Problem& p, const Spec& spec, bool causal,
   }
 }
 
+// The column ACSR (analysis/columns.h) under the same options: every key's rows are the contract's
+// rows that keep it, as canonical runs, and its structure holds as acsr.h states it.
+FUZZ_ORACLE void compare_columns(const splat::Problem& p, const Spec& spec, bool causal, int64_t off, const splat::Acsr& a,
+                                 const splat::AnalyzeOptions& o, const json& doc) {
+  splat::Acsr c;
+  try {
+    c = splat::column_acsr(a, p.limits, "", o);
+  } catch (...) {
+    fuzz::finding("the column ACSR failed (" + fuzz::current_exception_text() + ") on\n" + doc.dump());
+  }
+  if (c.seq_len != p.kv_len || c.kv_len != p.seq_len) fuzz::finding("the column ACSR has other sizes than\n" + doc.dump());
+  check_structure(c, o, doc);
+  std::vector<std::vector<char>> mask;
+  for (int64_t i = 0; i < p.seq_len; ++i) mask.push_back(oracle_row(spec, p.kv_len, i + off, causal));
+  for (int64_t j = 0; j < p.kv_len; ++j) {
+    const std::vector<char> got = stored_row(c, j, doc);
+    for (int64_t i = 0; i < p.seq_len; ++i)
+      if ((got[static_cast<size_t>(i)] != 0) != (mask[static_cast<size_t>(i)][static_cast<size_t>(j)] != 0))
+        fuzz::finding("the column ACSR " + std::string(got[static_cast<size_t>(i)] ? "adds" : "misses") + " row " +
+                      std::to_string(i) + " of key " + std::to_string(j) + " in\n" + doc.dump());
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -351,5 +375,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (a.seq_len != seq_len || a.kv_len != kv_len) fuzz::finding("the ACSR has other sizes than\n" + doc.dump());
   check_structure(a, o, doc);
   compare(p, spec, causal, off, a, doc);
+  compare_columns(p, spec, causal, off, a, o, doc);
   return 0;
 }
