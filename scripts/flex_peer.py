@@ -12,7 +12,7 @@ problems of at most 4096 rows. Grouped-query heads (kv_heads) run with enable_gq
 not repeated); q_offset shifts the query positions the mask sees; a packed variable-length batch
 ("varlen") runs as document masking over all its tokens ([1, H, total, D]; no dense SDPA); per-head
 patterns ("head_patterns") as one mask_mod that selects each head's term by a table indexed by h,
-with a block mask per head. Prints
+with a block mask per head. --backward also times FlexAttention's backward (torch.autograd). Prints
 one JSON line per problem and writes them all to --out.
 """
 import argparse
@@ -179,11 +179,29 @@ def bench(fn):
     return triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median")
 
 
+def backward_times(row, q, k, v, bm, scale, gqa):
+    """FlexAttention's backward through torch.autograd (its Triton backward kernels): the gradients of
+    Q, K and V for a random dO, alone (the forward's graph kept) and after the forward."""
+    qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, k, v))
+    o = flex(qg, kg, vg, block_mask=bm, scale=scale, **gqa)
+    do = torch.randn_like(o)
+    row["flex_bwd_ms"] = bench(lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True))
+
+    def step():
+        out = flex(qg, kg, vg, block_mask=bm, scale=scale, **gqa)
+        torch.autograd.grad(out, (qg, kg, vg), do)
+    row["flex_fwdbwd_ms"] = bench(step)
+    del o, do, qg, kg, vg
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("patterns", nargs="+")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "flex_peer.json"))
     ap.add_argument("--check-max-len", type=int, default=4096)
+    ap.add_argument("--backward", action="store_true",
+                    help="also time FlexAttention's backward (torch.autograd: flex_bwd_ms) and forward + backward "
+                         "(flex_fwdbwd_ms)")
     args = ap.parse_args()
     rows = []
     for path in args.patterns:
@@ -224,6 +242,8 @@ def main():
                 row["flex_rel_err"] = ((o.double() - ref).abs().max() / ref.abs().max()).item()
                 del ref, m
             row["flex_ms"] = bench(lambda: flex(q, k, v, block_mask=bm, scale=scale, **gqa))
+            if args.backward:
+                backward_times(row, q, k, v, bm, scale, gqa)
         except Exception as e:  # keep going: one failing case must not lose the others
             row["flex_error"] = repr(e)[:300]
         try:

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "common/cli.h"
 #include "tuning_flags.h"
+#include "libsplat/codegen/backward.h"
 #include "libsplat/codegen/codegen.h"
 #include "libsplat/compile/emit.h"
 #include "libsplat/pattern/pattern.h"
@@ -60,7 +61,7 @@ int run_emit(EmitArgs& a) {
 
 struct BenchArgs {
   std::vector<std::string> patterns;
-  std::string kernel = "both", tune;
+  std::string kernel = "both", tune, pass = "forward", tune_backward;
   CLI::Option* tune_opt = nullptr;
   int repeat = 20, warmup = 3;
   uint64_t seed = 20261129;
@@ -75,6 +76,13 @@ int run_bench(BenchArgs& a) {
   splat::BenchOptions opt = a.opt;
   opt.fused = a.kernel != "pipeline";
   opt.pipeline = a.kernel != "fused";
+  opt.forward = a.pass != "backward";
+  opt.backward = a.pass != "forward";
+  try {
+    opt.backward_tuning = splat::parse_backward_tuning(a.tune_backward);
+  } catch (const std::invalid_argument& e) {
+    throw splat::Error("", "--tune-backward", e.what());
+  }
   opt.repeat = a.repeat;
   opt.warmup = a.warmup;
   opt.seed = a.seed;
@@ -131,6 +139,13 @@ Command register_bench(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("bench", "Run, check (against float64) and time the kernels on the GPU");
   sub->add_option("patterns", args->patterns, "Pattern JSON files")->required()->check(cli::pattern_file());
   sub->add_option("--kernel", args->kernel, "fused, pipeline or both")->check(CLI::IsMember({"fused", "pipeline", "both"}));
+  sub->add_option("--pass", args->pass,
+                  "forward, backward (dQ, dK, dV against float64 gradients, after a forward that saves the "
+                  "log-sum-exp) or both (also timed together: fwd+bwd)")
+      ->check(CLI::IsMember({"forward", "backward", "both"}));
+  sub->add_option("--tune-backward", args->tune_backward,
+                  "Backward-kernel tuning, key=value,...: stages 2|3, cw 32|64 (walked rows per product step), areg "
+                  "0|1 (row operands in registers), minb 0..8 (min blocks per SM); unset keys keep the defaults");
   sub->add_option("--repeat", args->repeat, "Timed runs per kernel (median, min, max)")->check(CLI::Range(1, 100000));
   sub->add_option("--warmup", args->warmup, "Untimed runs first")->check(CLI::Range(0, 1000));
   sub->add_option("--seed", args->seed, "Seed of the random Q, K, V");

@@ -47,13 +47,16 @@ std::string tensor_args(const Context& c);
 // emit_header.cpp: the header comment (pattern, analysis, plan), the problem's #defines, the device
 // code, and the plan's items.
 void header(std::ostream& s, const Context& c, const std::string& pattern_hash, int64_t max_row_runs);
-void items(std::ostream& s, const Context& c);
+// The plan's items as `__device__ const Item <k>Items[]`.
+void items(std::ostream& s, const Context& c, const std::string& k = "k");
 
 // emit_table.cpp
 void table_pass(std::ostream& s, const Context& c, const KernelSpec& k);
 void combine(std::ostream& s, const Context& c, const KernelSpec& k);
 // The tables of a pass (kTiles<pi>, kGroups<pi>, ...), with the comment that introduces them.
-void pass_tables(std::ostream& s, const Context& c, size_t pi, const PlanPass& pass, bool unmasked);
+// k: the tables' name prefix ("k": kTiles0, ...; the backward's column plan: "kCol").
+void pass_tables(std::ostream& s, const Context& c, size_t pi, const PlanPass& pass, bool unmasked,
+                 const std::string& k = "k");
 // The fused_pass call of a table pass (ends with ";\n"); tile_args: ", tix, bhx" or "".
 std::string fused_pass_call(const Context& c, const KernelSpec& k, const TableTraits& t, const PlanPass& pass,
                             const std::string& tile_args);

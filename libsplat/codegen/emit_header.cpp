@@ -104,7 +104,7 @@ void header(std::ostream& s, const Context& c, const std::string& pattern_hash, 
   s << device_includes();
 }
 
-void items(std::ostream& s, const Context& c) {
+void items(std::ostream& s, const Context& c, const std::string& k) {
   const Plan& plan = c.plan;
   s << "\n// ------------------------------------------------------------------------------------------------\n"
     << "// Pattern tables (compile-time constants)\n"
@@ -113,7 +113,7 @@ void items(std::ostream& s, const Context& c) {
     << "//         tabulated, tab_row_ptr, tab_runs}: keys of row i are start + k*stride, k < count, with\n"
     << "//         start = (start_slope*i + start_offset)/den and count = (count_slope*i + count_offset)/den.\n";
   // The band and lattice kernels do not read the items: no "declared but never referenced" warning then.
-  s << "#pragma nv_diag_suppress 177\n__device__ const Item kItems[] = {\n";
+  s << "#pragma nv_diag_suppress 177\n__device__ const Item " << k << "Items[] = {\n";
   for (size_t k = 0; k < plan.items.size(); ++k) {
     const PlanItem& it = plan.items[k];
     const AffineRun& a = it.run;

@@ -5,7 +5,7 @@
 
 namespace splat::emit {
 
-void pass_tables(std::ostream& s, const Context& c, size_t pi, const PlanPass& pass, bool unmasked) {
+void pass_tables(std::ostream& s, const Context& c, size_t pi, const PlanPass& pass, bool unmasked, const std::string& k) {
   const Plan& plan = c.plan;
   std::ostringstream tiles, groups, walks, gitems, grbeg, gpmax;
   // A group's items sorted by first row, with the running max of row ends (kGroupRowEndMax):
@@ -64,20 +64,20 @@ void pass_tables(std::ostream& s, const Context& c, size_t pi, const PlanPass& p
     << " row tiles (longest first).\n"
     << "// Tiles {phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead, first_walk, walk_total,\n"
     << "//        item_begin, item_total, item0..3}: rows phase + " << pass.period << "*m, m in [m_begin, m_end).\n"
-    << "__device__ const TileD kTiles" << pi << "[] = {\n" << tiles.str() << "};\n"
+    << "__device__ const TileD " << k << "Tiles" << pi << "[] = {\n" << tiles.str() << "};\n"
     << "// Groups {walk_begin, walk_count, item_begin, item_count, tabulated}: items walked together.\n"
-    << "__device__ const GroupD kGroups" << pi << "[] = {\n" << groups.str() << "};\n"
+    << "__device__ const GroupD " << k << "Groups" << pi << "[] = {\n" << groups.str() << "};\n"
     << "// Walks {base, step, count, full_begin, full_end, modular}: keys base + u*step, gathered one key tile at a\n"
     << "// time (one line per row tile); key tiles [full_begin, full_end) need no mask (every row keeps every key);\n"
     << "// modular: some row's run has a stride > 1 (its mask tests the residue).\n"
     << (unmasked ? "// Every key tile of this pass is full: compiled without run bounds or masks (NOMASK).\n" : "")
-    << "__device__ const WalkD kWalks" << pi << "[] = {\n" << walks.str() << "};\n"
-    << "__device__ const int kGroupItems" << pi << "[] = {" << gitems.str() << "};\n"
-    << "__device__ const int kGroupRowBegin" << pi << "[] = {" << grbeg.str() << "};\n"
-    << "__device__ const int kGroupRowEndMax" << pi << "[] = {" << gpmax.str() << "};\n";
+    << "__device__ const WalkD " << k << "Walks" << pi << "[] = {\n" << walks.str() << "};\n"
+    << "__device__ const int " << k << "GroupItems" << pi << "[] = {" << gitems.str() << "};\n"
+    << "__device__ const int " << k << "GroupRowBegin" << pi << "[] = {" << grbeg.str() << "};\n"
+    << "__device__ const int " << k << "GroupRowEndMax" << pi << "[] = {" << gpmax.str() << "};\n";
   if (!pass.splits.empty()) {
     s << "// Split-KV tiles {phase, m_begin, m_end, slot_begin, slot_count}: chunks run in parallel, then combine.\n"
-      << "__device__ const SplitD kSplits" << pi << "[] = {\n";
+      << "__device__ const SplitD " << k << "Splits" << pi << "[] = {\n";
     for (const PlanSplit& sp : pass.splits)
       s << "  {" << sp.phase << ", " << sp.m_begin << ", " << sp.m_end << ", " << sp.slot_begin << ", " << sp.slot_count << "},\n";
     s << "};\n";

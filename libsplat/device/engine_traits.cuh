@@ -24,3 +24,7 @@ template <class E> struct UsesTma<E, decltype(void(E::USES_TMA))> { static const
 template <class E, class = void> struct StagedEnd { static constexpr bool value = false; };
 template <class E> struct StagedEnd<E, decltype(void(E::STAGED_END))> { static constexpr bool value = E::STAGED_END; };
 
+// The engine takes arguments of its own beyond the forward's tensors (bind(const void*), called
+// before begin: BwdMmaEngine's BwdArgs).
+template <class E, class = void> struct HasBind { static constexpr bool value = false; };
+template <class E> struct HasBind<E, decltype(void(&E::bind))> { static constexpr bool value = true; };

@@ -146,9 +146,21 @@ __device__ __forceinline__ void compute_key_tile(E& e, int buf, bool full, float
 }
 
 
+// A tile's items (up to kStagedItems), staged in shared memory by the whole block at once.
+enum : int { kStagedItems = 32, kItemWords = (int)(sizeof(Item) / sizeof(i64)) };
+__device__ __forceinline__ void stage_tile_items(const TileD& tile, const Item* items, const int* group_items, i64* words) {
+  for (int x = threadIdx.x; x < tile.item_total * kItemWords; x += blockDim.x) {
+    const int n = x / kItemWords;
+    const int idx = n == 0 ? tile.item0 : n == 1 ? tile.item1 : n == 2 ? tile.item2 : n == 3 ? tile.item3
+                                                                                  : group_items[tile.item_begin + n];
+    words[x] = reinterpret_cast<const i64*>(items + idx)[x % kItemWords];
+  }
+}
+
 // NOMASK: every key tile of the pass is full (Plan: pass_unmasked, e.g. BigBird's 64-key blocks):
 // no run bounds in registers and no mask code (BigBird-16k's kernel: 168 registers, 200 bytes of
 // spills and 3 blocks per SM with its five runs per row, for masks it never applies).
+// extra: the engine's own arguments, handed to its bind() where it has one (BwdMmaEngine).
 // GTAB >= 0: the pass walks the plan's global keys (a group with tabulated == 2), at table word
 // GTAB; GROWS >= 0: row i keeps only the first table[GROWS + i] of them (else all).
 // A packed variable-length batch (SPLAT_VARLEN): the plan is that of the longest sequence; a block
@@ -160,7 +172,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
                                            const int* group_items, const int* group_rbeg, const int* group_pmax,
                                            float scale_log2, const T* q, const T* k, const T* v,
                                            T* o, float* ws, float* lse, const int* table, const void* tmaps,
-                                           const int* cu_seqlens, int tix = -1, i64 bhx = -1) {
+                                           const int* cu_seqlens, int tix = -1, i64 bhx = -1, const void* extra = nullptr) {
   constexpr int BC = E::BC;
   constexpr bool GKEYS = GTAB >= 0;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -184,18 +196,13 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
   // flight together): each thread reading them from global memory itself, through the group's
   // binary search, was a chain of up to ten dependent loads before the first key tile (ncu: a fifth
   // of the window kernel's stall samples in the start-up). Tiles with more items search as before.
-  constexpr int kStaged = 32, kItemWords = sizeof(Item) / sizeof(i64);
-  __shared__ i64 staged_words[kStaged * kItemWords];
+  __shared__ i64 staged_words[kStagedItems * kItemWords];
   const Item* staged = reinterpret_cast<const Item*>(staged_words);
-  const bool use_staged = tile.item_total <= kStaged;
-  if (use_staged)
-    for (int x = threadIdx.x; x < tile.item_total * kItemWords; x += blockDim.x) {
-      const int n = x / kItemWords;
-      const int idx = n == 0 ? tile.item0 : n == 1 ? tile.item1 : n == 2 ? tile.item2 : n == 3 ? tile.item3
-                                                                                    : group_items[tile.item_begin + n];
-      staged_words[x] = reinterpret_cast<const i64*>(items + idx)[x % kItemWords];
-    }
+  const bool use_staged = tile.item_total <= kStagedItems;
+  if (use_staged) stage_tile_items(tile, items, group_items, staged_words);
   E e;
+  if constexpr (HasBind<E>::value) e.bind(extra);  // the engine's own arguments (the backward's)
+  (void)extra;
   // Split chunks other than the lead start from an empty state; the lead continues the state
   // handed over by earlier passes.
   e.begin(smem_raw, q, k, v, row, hv, FIRST || (tile.split_slot >= 0 && !tile.split_lead), ws);
@@ -300,13 +307,12 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
       }
     }
   }
-  if (NSLOTS > 0 && tile.split_slot >= 0) {
-    e.end_partial(bh, NSLOTS, tile.split_slot, ws + (i64)gridDim.y * SEQ * (HD + 2));
-  } else {
-    // The tile's rows are phase + PERIOD * m, m in [m_begin, m_end); every copy has landed.
-    if constexpr (StagedEnd<E>::value && LAST)
-      e.end_band((int)(tile.phase + (i64)PERIOD * tile.m_begin), PERIOD, (int)(m_rows - tile.m_begin), hv, o);
-    else
-      e.end(row, hv, LAST, o, ws);
+  if constexpr (NSLOTS > 0) {
+    if (tile.split_slot >= 0) return e.end_partial(bh, NSLOTS, tile.split_slot, ws + (i64)gridDim.y * SEQ * (HD + 2));
   }
+  // The tile's rows are phase + PERIOD * m, m in [m_begin, m_end); every copy has landed.
+  if constexpr (StagedEnd<E>::value && LAST)
+    e.end_band((int)(tile.phase + (i64)PERIOD * tile.m_begin), PERIOD, (int)(m_rows - tile.m_begin), hv, o);
+  else
+    e.end(row, hv, LAST, o, ws);
 }

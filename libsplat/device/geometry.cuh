@@ -51,6 +51,13 @@ SPLAT_GEOMETRY_FN int tf32x3_smem(int stages, int hd) {
   return tf32_smem(stages, hd) + (tf32x3_q_lo_shared(stages, hd) ? tf32x3_qlo_bytes(hd) : 0);
 }
 
+// BwdMmaEngine (backward, bf16/fp16 mma.sync): the tile's two row operands (64 rows each), stages
+// of 64 keys of the two walked operands (rows padded to width + 8 elements), and for the dK/dV
+// kernel each walked row's log-sum-exp and D (2 floats a row and stage).
+SPLAT_GEOMETRY_FN int bwd_mma_smem(int stages, int hd, bool dkv) {
+  return (2 + 2 * stages) * 64 * (mma_width(hd) + 8) * 2 + (dkv ? stages * 2 * 64 * 4 : 0);
+}
+
 // ---- closed-form row and key tiles ----
 template <class I> SPLAT_GEOMETRY_FN I geometry_min(I a, I b) { return a < b ? a : b; }
 template <class I> SPLAT_GEOMETRY_FN I geometry_max(I a, I b) { return a < b ? b : a; }

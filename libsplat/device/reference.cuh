@@ -121,3 +121,145 @@ __device__ __forceinline__ void reference_attention(const void* qv, const void* 
   }
   if (threadIdx.x == 0) lse[qrow] = l > 0.0 ? mx + log(l) : -1.0 / 0.0;
 }
+
+// ---- the backward pass in float64 (splatc bench --pass backward) ----
+// The gradients of a plain batch: P_ij = exp(scale q_i.k_j - lse_i) with the float64 reference's
+// log-sum-exp, dP_ij = dO_i.v_j, D_i = sum_j P_ij dP_ij, dS_ij = P_ij (dP_ij - D_i);
+// dQ_i = scale sum_j dS_ij k_j, dK_j = scale sum_i dS_ij q_i, dV_j = sum_i P_ij dO_i (summed over a K/V
+// head's query heads).
+// One block of 128 threads per (row, batch*head): D_i (delta) and dQ_i over the row's runs.
+template <class T>
+__device__ __forceinline__ void reference_backward_rows(const void* qv, const void* kv, const void* vv, const void* dov,
+                                                        const double* lse, const long long* row_ptr, const int* runs,
+                                                        long long seq, long long kvl, double scale, long long group,
+                                                        double* delta, double* dq) {
+  const T* q = static_cast<const T*>(qv);
+  const T* k = static_cast<const T*>(kv);
+  const T* v = static_cast<const T*>(vv);
+  const T* dout = static_cast<const T*>(dov);
+  __shared__ double qs[SPLAT_HD], ds_row[SPLAT_HD], ps[128];
+  __shared__ long long js[128];
+  __shared__ double red[4];
+  const long long row = blockIdx.x, bh = blockIdx.y, qrow = bh * seq + row, k0 = bh / group * kvl;
+  for (int x = threadIdx.x; x < SPLAT_HD; x += 128) {
+    qs[x] = (double)to_f(q[qrow * SPLAT_HD + x]);
+    ds_row[x] = (double)to_f(dout[qrow * SPLAT_HD + x]);
+  }
+  __syncthreads();
+  const double l = lse[qrow];
+  const long long rb = row_ptr[row], re = row_ptr[row + 1];
+  // P and dP of kept key t of run r (this thread's), and D as their sum.
+  auto p_dp = [&](long long j, double& p, double& dp) {
+    double s = 0.0, d = 0.0;
+    for (int x = 0; x < SPLAT_HD; ++x) {
+      s += qs[x] * (double)to_f(k[(k0 + j) * SPLAT_HD + x]);
+      d += ds_row[x] * (double)to_f(v[(k0 + j) * SPLAT_HD + x]);
+    }
+    p = exp(s * scale - l);
+    dp = d;
+  };
+  double dsum = 0.0;
+  for (long long r = rb; r < re; ++r) {
+    const int* run = runs + 3 * r;
+    for (long long t = threadIdx.x; t < run[2]; t += 128) {
+      double p, dp;
+      p_dp(run[0] + t * (long long)run[1], p, dp);
+      dsum += p * dp;
+    }
+  }
+  for (int o = 16; o > 0; o >>= 1) dsum += __shfl_xor_sync(0xffffffffu, dsum, o);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = dsum;
+  __syncthreads();
+  const double D = red[0] + red[1] + red[2] + red[3];
+  constexpr int NA = (SPLAT_HD + 127) / 128;
+  double acc[NA];
+  for (int a = 0; a < NA; ++a) acc[a] = 0.0;
+  for (long long r = rb; r < re; ++r) {
+    const int* run = runs + 3 * r;
+    for (long long t0 = 0; t0 < run[2]; t0 += 128) {
+      const long long t = t0 + threadIdx.x;
+      __syncthreads();
+      if (t < run[2]) {
+        double p, dp;
+        js[threadIdx.x] = run[0] + t * (long long)run[1];
+        p_dp(js[threadIdx.x], p, dp);
+        ps[threadIdx.x] = p * (dp - D);
+      }
+      __syncthreads();
+      const int nc = (int)min((long long)128, run[2] - t0);
+      for (int c = 0; c < nc; ++c)
+        for (int a = 0; a < NA; ++a) {
+          const int x = threadIdx.x + 128 * a;
+          if (x < SPLAT_HD) acc[a] += ps[c] * (double)to_f(k[(k0 + js[c]) * SPLAT_HD + x]);
+        }
+    }
+  }
+  for (int a = 0; a < NA; ++a) {
+    const int x = threadIdx.x + 128 * a;
+    if (x < SPLAT_HD) dq[qrow * SPLAT_HD + x] = scale * acc[a];
+  }
+  if (threadIdx.x == 0) delta[qrow] = D;
+}
+
+// One block of 128 threads per (key, batch*kv_head): dK_j and dV_j over the column runs (the rows
+// keeping key j) of each of the K/V head's group query heads.
+template <class T>
+__device__ __forceinline__ void reference_backward_cols(const void* qv, const void* kv, const void* vv, const void* dov,
+                                                        const double* lse, const double* delta, const long long* col_ptr,
+                                                        const int* runs, long long seq, long long kvl, double scale,
+                                                        long long group, double* dk, double* dv) {
+  const T* q = static_cast<const T*>(qv);
+  const T* k = static_cast<const T*>(kv);
+  const T* v = static_cast<const T*>(vv);
+  const T* dout = static_cast<const T*>(dov);
+  __shared__ double ks[SPLAT_HD], vs[SPLAT_HD], ps[128], dss[128];
+  __shared__ long long is[128];
+  const long long j = blockIdx.x, kvh = blockIdx.y, krow = kvh * kvl + j;
+  for (int x = threadIdx.x; x < SPLAT_HD; x += 128) {
+    ks[x] = (double)to_f(k[krow * SPLAT_HD + x]);
+    vs[x] = (double)to_f(v[krow * SPLAT_HD + x]);
+  }
+  constexpr int NA = (SPLAT_HD + 127) / 128;
+  double ak[NA], av[NA];
+  for (int a = 0; a < NA; ++a) ak[a] = av[a] = 0.0;
+  const long long rb = col_ptr[j], re = col_ptr[j + 1];
+  for (long long g = 0; g < group; ++g) {
+    const long long q0 = (kvh * group + g) * seq;  // query rows of this head
+    for (long long r = rb; r < re; ++r) {
+      const int* run = runs + 3 * r;
+      for (long long t0 = 0; t0 < run[2]; t0 += 128) {
+        const long long t = t0 + threadIdx.x;
+        __syncthreads();
+        if (t < run[2]) {
+          const long long i = q0 + run[0] + t * (long long)run[1];
+          double s = 0.0, d = 0.0;
+          for (int x = 0; x < SPLAT_HD; ++x) {
+            s += (double)to_f(q[i * SPLAT_HD + x]) * ks[x];
+            d += (double)to_f(dout[i * SPLAT_HD + x]) * vs[x];
+          }
+          const double p = exp(s * scale - lse[i]);
+          is[threadIdx.x] = i;
+          ps[threadIdx.x] = p;
+          dss[threadIdx.x] = p * (d - delta[i]);
+        }
+        __syncthreads();
+        const int nc = (int)min((long long)128, run[2] - t0);
+        for (int c = 0; c < nc; ++c)
+          for (int a = 0; a < NA; ++a) {
+            const int x = threadIdx.x + 128 * a;
+            if (x < SPLAT_HD) {
+              ak[a] += dss[c] * (double)to_f(q[is[c] * SPLAT_HD + x]);
+              av[a] += ps[c] * (double)to_f(dout[is[c] * SPLAT_HD + x]);
+            }
+          }
+      }
+    }
+  }
+  for (int a = 0; a < NA; ++a) {
+    const int x = threadIdx.x + 128 * a;
+    if (x < SPLAT_HD) {
+      dk[krow * SPLAT_HD + x] = scale * ak[a];
+      dv[krow * SPLAT_HD + x] = av[a];
+    }
+  }
+}

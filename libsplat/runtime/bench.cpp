@@ -14,80 +14,18 @@
 #include <thread>
 
 #include "libsplat/analysis/analysis.h"
+#include "libsplat/codegen/backward.h"
 #include "libsplat/codegen/codegen.h"
 #include "libsplat/compile/nvrtc.h"
+#include "libsplat/runtime/bench_backward.h"
+#include "libsplat/runtime/bench_common.h"
 #include "libsplat/runtime/kernel.h"
 #include "libsplat/runtime/runtime.h"
 
 namespace splat {
 namespace {
 
-const char* elt(DType t) {
-  switch (t) {
-    case DType::FP16: return "f16_t";
-    case DType::BF16: return "bf16_t";
-    default: return "float";
-  }
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
-}
-
-double tolerance(DType t) { return t == DType::FP32 ? 1e-5 : 2e-2; }
-
-double compute_rate(const Ceilings& c, DType t) {
-  switch (t) {
-    case DType::FP32: return c.fp32;
-    case DType::TF32: return c.tf32;
-    case DType::FP16: return c.fp16;
-    case DType::BF16: return c.bf16;
-  }
-  return c.fp32;
-}
-
-struct Event {
-  cudaEvent_t e = nullptr;
-  Event() { cuda_check(cudaEventCreate(&e), "cudaEventCreate"); }
-  ~Event() { cudaEventDestroy(e); }
-};
-
-struct Support {
-  std::shared_ptr<Module> mod;
-  const void *fill, *to_double, *reference;
-};
-
-Support load_support(const std::string& image) {
-  Support s;
-  s.mod = std::make_shared<Module>(image);
-  s.fill = s.mod->kernel("splat_fill");
-  s.to_double = s.mod->kernel("splat_to_double");
-  s.reference = s.mod->kernel("splat_reference");
-  return s;
-}
-
-void launch1d(const void* fn, int64_t n, void** args) {
-  int64_t blocks = std::min<int64_t>((n + 255) / 256, 65535 * 16);
-  launch_kernel(fn, std::max<int64_t>(blocks, 1), 1, 256, 0, args, nullptr);
-}
-
-// The query heads a problem's kernels serve: its head group's, else all.
-std::vector<int64_t> served_head_list(const Problem& p) {
-  if (!p.group_heads.empty()) return p.group_heads;
-  std::vector<int64_t> h(static_cast<size_t>(p.heads));
-  for (int64_t x = 0; x < p.heads; ++x) h[static_cast<size_t>(x)] = x;
-  return h;
-}
-
-// The float64 reference: O, and each row's log-sum-exp (Q's rows without head_dim; -inf for a row
-// with no kept key). Rows of heads a head group does not serve are left as they are.
-struct Reference {
-  std::vector<double> o, lse;
-  Reference(int64_t nq, int64_t head_dim)
-      : o(static_cast<size_t>(nq), 0.0), lse(static_cast<size_t>(nq / head_dim), -INFINITY) {}
-};
+using namespace bench_detail;
 
 // Host float64 reference over the pattern's own mask (kept()), independent of the analysis: the
 // rows of the heads the problem serves, written into ref ([batch, heads, seq_len, head_dim]).
@@ -165,32 +103,6 @@ void host_reference_varlen(const Problem& p, const std::vector<int32_t>& cu, con
   }
 }
 
-// What a launch covers: the problem's batch, or the packed variable-length batch of its lengths.
-struct LaunchShape {
-  int64_t nq = 0, nk = 0;   // elements of q (and o), of k (and v)
-  int64_t grid_bh = 0;      // grid.y: batch*heads, or sequences*heads
-  std::vector<int32_t> cu;  // varlen: sequence starts, sequences + 1 entries (empty otherwise)
-  int64_t sequences() const { return cu.empty() ? 0 : static_cast<int64_t>(cu.size()) - 1; }
-};
-
-LaunchShape launch_shape(const Problem& p) {
-  LaunchShape s;
-  if (!p.varlen) {
-    s.nq = p.batch * p.heads * p.seq_len * p.head_dim;
-    s.nk = p.batch * p.kv_heads * p.kv_len * p.head_dim;
-    s.grid_bh = p.batch * p.heads;
-    return s;
-  }
-  if (p.varlen->lengths.empty())
-    throw Error(p.file, "varlen.lengths", "bench runs a packed batch of given lengths: add \"lengths\" to \"varlen\"");
-  s.cu.push_back(0);
-  for (int64_t n : p.varlen->lengths) s.cu.push_back(static_cast<int32_t>(s.cu.back() + n));
-  const int64_t total = s.cu.back();
-  s.nq = total * p.heads * p.head_dim;
-  s.nk = total * p.kv_heads * p.head_dim;
-  s.grid_bh = s.sequences() * p.heads;
-  return s;
-}
 
 // One module of a problem: the problem itself, or one head group of it (per-head patterns).
 struct PartFacts {
@@ -212,12 +124,28 @@ struct Prepared {
   Problem problem;
   std::vector<PreparedPart> parts;
   std::string support_key;
+  // --pass backward|both: the backward module and its compile, or why the problem has none.
+  std::shared_ptr<const BackwardModule> bwd;
+  std::future<CompileResult> bwd_cubin;
+  std::string bwd_error;
   std::vector<PartFacts> facts() const {
     std::vector<PartFacts> f;
     for (const PreparedPart& x : parts) f.push_back({&x.problem, &x.acsr, x.gen.get()});
     return f;
   }
 };
+
+// The backward module of a prepared problem, compiled in the background (or why there is none).
+void prepare_backward(Prepared& x, const BackwardTuning& tuning, const std::string& arch, CompileTarget target) {
+  try {
+    x.bwd = std::make_shared<const BackwardModule>(generate_backward(x.problem, x.parts.front().acsr, tuning));
+  } catch (const Error& e) {
+    x.bwd_error = e.message();
+    return;
+  }
+  std::string src = x.bwd->source, name = x.problem.name + ".bwd.cu";
+  x.bwd_cubin = std::async(std::launch::async, [src, name, arch, target] { return nvrtc_compile(src, name, arch, target); });
+}
 
 // Analyses and generates on this thread, compiles every module in parallel (NVRTC is the slow part):
 // one per problem, and one support module per (dtype, head_dim).
@@ -243,7 +171,7 @@ std::vector<Prepared> prepare(const std::vector<Problem>& problems, const BenchO
       co.tuning = y.tuning.tuning;
       co.test = opt.test;
       co.arch = arch;
-      co.save_lse = opt.save_lse;
+      co.save_lse = opt.save_lse || opt.backward;
       y.gen = std::make_shared<GeneratedModule>(generate(y.problem, y.acsr, co));
       std::string src = y.gen->source, name = y.problem.name + ".cu";
       y.cubin = std::async(std::launch::async, [src, name, arch, target] {
@@ -251,6 +179,7 @@ std::vector<Prepared> prepare(const std::vector<Problem>& problems, const BenchO
       });
       x.parts.push_back(std::move(y));
     }
+    if (opt.backward) prepare_backward(x, opt.backward_tuning, arch, target);
     x.support_key = std::string(dtype_name(p.dtype)) + "/" + std::to_string(p.head_dim);
     if (!support_cubins.count(x.support_key)) {
       std::string ssrc = support_source(p.dtype, p.head_dim);
@@ -379,48 +308,6 @@ ProblemResult problem_result(const Problem& p, const std::vector<PartFacts>& par
   r.engine = parts.front().gen ? parts.front().gen->engine : "";
   return r;
 }
-
-// n elements of the problem's dtype at b, as float64 on the host.
-std::vector<double> download_doubles(const Support& sup, const DeviceBuffer& b, int64_t n) {
-  DeviceBuffer d(static_cast<size_t>(n) * sizeof(double));
-  const void* in = b.get();
-  double* out = static_cast<double*>(d.get());
-  long long nn = n;
-  void* args[] = {&in, &out, &nn};
-  launch1d(sup.to_double, n, args);
-  std::vector<double> h(static_cast<size_t>(n));
-  d.download(h.data(), h.size() * sizeof(double));
-  return h;
-}
-
-// Seeded random Q, K, V and the output buffer, in the problem's dtype; a packed batch's cu_seqlens.
-struct Inputs {
-  LaunchShape shape;
-  int64_t nq = 0, nk = 0;  // elements of q (and o), of k (and v)
-  DeviceBuffer q, k, v, o, cu;
-  Inputs(const Problem& p, const Support& sup, uint64_t seed) : shape(launch_shape(p)), nq(shape.nq), nk(shape.nk) {
-    const size_t esz = static_cast<size_t>(dtype_bytes(p.dtype));
-    if (!shape.cu.empty()) {
-      cu = DeviceBuffer(shape.cu.size() * sizeof(int32_t));
-      cu.upload(shape.cu.data(), cu.size());
-    }
-    q = DeviceBuffer(static_cast<size_t>(nq) * esz);
-    k = DeviceBuffer(static_cast<size_t>(nk) * esz);
-    v = DeviceBuffer(static_cast<size_t>(nk) * esz);
-    o = DeviceBuffer(static_cast<size_t>(nq) * esz);
-    void* ptr;
-    long long n;
-    unsigned long long s;
-    void* args[] = {&ptr, &n, &s};
-    ptr = q.get(), n = nq, s = seed * 3 + 0;
-    launch1d(sup.fill, n, args);
-    ptr = k.get(), n = nk, s = seed * 3 + 1;
-    launch1d(sup.fill, n, args);
-    ptr = v.get(), n = nk, s = seed * 3 + 2;
-    launch1d(sup.fill, n, args);
-    cuda_check(cudaDeviceSynchronize(), "input generation");
-  }
-};
 
 // The float64 reference output of the heads p serves (a head group's, else all), written into ref
 // (in.nq elements, zero where no row is written): host brute force over the pattern for small
@@ -618,6 +505,25 @@ void set_tuning(const Prepared& x, ProblemResult& r) {
   }
 }
 
+// --pass backward|both: the backward's results appended to r, or why it has none. Throws CudaError.
+void backward_results(Prepared& x, const std::vector<std::shared_ptr<Module>>& mods, const Inputs& in, const Reference& ref,
+                      const Support& sup, const BenchOptions& opt, const DeviceBuffer& flush, ProblemResult& r) {
+  const Problem& p = x.problem;
+  if (!x.bwd) {
+    KernelResult kr;
+    kr.kind = "backward";
+    kr.note = x.bwd_error;
+    r.kernels.push_back(kr);
+    return;
+  }
+  const CompileResult cr = x.bwd_cubin.get();
+  r.compile_seconds += cr.seconds;
+  const Kernel fwd(x.parts.front().gen, mods.front(), KernelKind::Fused, p.batch * p.heads);
+  const BackwardKernel bwd(x.bwd, std::make_shared<Module>(cr.image), p.batch * p.heads);
+  const BackwardRun run{p, x.parts.front().acsr, fwd, bwd, in, ref, sup, opt, flush, r, tolerance(p.dtype), opt.forward};
+  for (KernelResult& k : run_backward(run)) r.kernels.push_back(std::move(k));
+}
+
 std::string describe(const DeviceInfo& dev, const std::string& arch) {
   return dev.name + " (" + arch + ", " + std::to_string(dev.sms) + " SMs, " + std::to_string(dev.memory >> 20) +
          " MiB, driver " + std::to_string(dev.driver_version) + ", runtime " + std::to_string(dev.runtime_version) +
@@ -640,6 +546,14 @@ std::string support_source(DType t, int64_t hd) {
        "    long long group_heads, double* lse) {\n"
        "  reference_attention<T>(q, k, v, out, row_ptr, runs, seq, kvl, scale, group, cu_seqlens, heads, head_ids,\n"
        "                         group_heads, lse);\n}\n";
+  s += "extern \"C\" __global__ void __launch_bounds__(128) splat_reference_bwd_rows(const void* q, const void* k,\n"
+       "    const void* v, const void* dout, const double* lse, const long long* row_ptr, const int* runs, long long seq,\n"
+       "    long long kvl, double scale, long long group, double* delta, double* dq) {\n"
+       "  reference_backward_rows<T>(q, k, v, dout, lse, row_ptr, runs, seq, kvl, scale, group, delta, dq);\n}\n";
+  s += "extern \"C\" __global__ void __launch_bounds__(128) splat_reference_bwd_cols(const void* q, const void* k,\n"
+       "    const void* v, const void* dout, const double* lse, const double* delta, const long long* col_ptr,\n"
+       "    const int* runs, long long seq, long long kvl, double scale, long long group, double* dk, double* dv) {\n"
+       "  reference_backward_cols<T>(q, k, v, dout, lse, delta, col_ptr, runs, seq, kvl, scale, group, dk, dv);\n}\n";
   return s;
 }
 
@@ -677,7 +591,7 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
     for (const PreparedPart& y : x.parts)
       reference(y.problem, y.acsr, in, sup, opt.host_reference_max_cells, r.reference, ref);
     for (KernelKind kind : {KernelKind::Fused, KernelKind::Pipeline}) {
-      if ((kind == KernelKind::Fused && !opt.fused) || (kind == KernelKind::Pipeline && !opt.pipeline)) continue;
+      if (!opt.forward || (kind == KernelKind::Fused && !opt.fused) || (kind == KernelKind::Pipeline && !opt.pipeline)) continue;
       if (kind == KernelKind::Pipeline && gen0.pipeline.empty()) continue;  // a packed batch: fused kernels only
       if (kind == KernelKind::Fused && gen0.fused.empty()) {  // generate() fell back to the pipeline
         spdlog::warn("{}: no fused kernel: {}; the pipeline runs", p.name, gen0.selection.engine.reason);
@@ -706,6 +620,22 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
         }
       }
       r.kernels.push_back(kr);
+    }
+    if (opt.backward) {
+      try {
+        backward_results(x, mods, in, ref, sup, opt, flush, r);
+      } catch (const CudaError& e) {
+        KernelResult kr;
+        kr.kind = "backward";
+        kr.note = e.what();
+        r.kernels.push_back(kr);
+        cudaGetLastError();
+        if (cudaDeviceSynchronize() != cudaSuccess) {  // a sticky error: the context is lost
+          results.push_back(r);
+          if (progress) progress(r);
+          throw;
+        }
+      }
     }
     results.push_back(r);
     if (progress) progress(r);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "libsplat/codegen/backward.h"
 #include "libsplat/codegen/codegen.h"
 #include "libsplat/compile/nvrtc.h"
 #include "libsplat/compile/tuning_cache.h"
@@ -26,6 +27,11 @@ struct BenchOptions {
   TuningCacheRef cache;                  // tuning cache: each problem's entry at the arch, else defaults
   CodegenTestHooks test;                 // test hooks (codegen.h)
   bool save_lse = false;                 // the kernels save each row's log-sum-exp, checked against float64
+  // --pass: the forward kernels (fused, pipeline), the backward kernels (dQ, dK, dV against float64
+  // gradients; the fused forward runs with save_lse to make O and the log-sum-exp), or both (then also
+  // the two timed together, "fwd+bwd").
+  bool forward = true, backward = false;
+  BackwardTuning backward_tuning;        // `--tune-backward` (codegen/backward.h)
   int64_t host_reference_max_cells = int64_t{1} << 22;  // seq_len*kv_len up to this: host float64
   Ceilings ceilings;
 };

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "libsplat/analysis/acsr.h"
+#include "libsplat/codegen/backward.h"
 #include "libsplat/codegen/codegen.h"
 #include "libsplat/compile/tuning_cache.h"
 #include "libsplat/pattern/pattern.h"
@@ -35,6 +36,7 @@ struct BuildOptions {
   // problem at the architecture compiled for, else the measured defaults (resolve_tuning).
   std::optional<KernelTuning> tuning;
   TuningCacheRef cache;  // a tuning cache (load_tuning_cache); none when empty
+  BackwardTuning backward_tuning;  // build_backward's (backward.h); the defaults when unset
 };
 
 class Kernel {

@@ -57,7 +57,7 @@ TEST_CASE("every libsplat/device/*.cuh is embedded byte for byte as splat/<file>
   }
 }
 
-TEST_CASE("the module's #include lines and the bench's reference kernels reach every embedded header") {
+TEST_CASE("the module's #include lines, the backward's and the bench's reference kernels reach every embedded header") {
   const std::string inc = device_includes();
   std::istringstream lines(inc);
   std::string line;
@@ -65,7 +65,7 @@ TEST_CASE("the module's #include lines and the bench's reference kernels reach e
     CAPTURE(line);
     CHECK(line.rfind("#include \"splat/", 0) == 0);
   }
-  const std::string all = inline_device_headers(inc + "#include \"splat/reference.cuh\"\n");
+  const std::string all = inline_device_headers(inc + "#include \"splat/backward.cuh\"\n#include \"splat/reference.cuh\"\n");
   for (const EmbeddedFile& f : device_files()) {
     CAPTURE(f.name);
     CHECK(count(all, std::string("// ---- ") + f.name + " (") == 1);

@@ -1,0 +1,302 @@
+#include "libsplat/codegen/backward.h"
+
+#include <algorithm>
+#include <sstream>
+#include <stdexcept>
+
+#include "libsplat/analysis/columns.h"
+#include "libsplat/analysis/structure.h"
+#include "libsplat/codegen/device_code.h"
+#include "libsplat/codegen/emit.h"
+#include "libsplat/device/geometry.cuh"
+#include "trsplat/version.h"
+
+namespace splat {
+namespace {
+
+constexpr int kBlock = 128;
+
+// The measured defaults (docs/performance.md) for what the tuning leaves unset.
+BackwardTuning resolve(const Problem& p, BackwardTuning t) {
+  if (t.stages == 0) t.stages = 2;
+  if (t.step == 0) t.step = p.head_dim <= 64 ? 64 : 32;
+  if (t.a_regs < 0) t.a_regs = p.head_dim <= 64 ? 1 : 0;
+  if (t.min_blocks < 0) t.min_blocks = 0;
+  return t;
+}
+
+// The backward kernels take bf16/fp16 on mma.sync; what they do not take is a located error.
+void check_problem(const Problem& p) {
+  if (!p.head_groups.empty())
+    throw Error(p.file, "head_patterns", "the backward kernels do not take per-head patterns yet (one pattern for all heads)");
+  if (p.varlen) throw Error(p.file, "varlen", "the backward kernels do not take packed variable-length batches yet");
+  if (p.dtype != DType::BF16 && p.dtype != DType::FP16)
+    throw Error(p.file, "dtype", std::string("the backward kernels take bf16 and fp16 so far, not ") + dtype_name(p.dtype));
+  if (p.head_dim % 8 != 0 || p.head_dim > 128)
+    throw Error(p.file, "head_dim",
+                "the backward kernels need head_dim a multiple of 8 and at most 128, got " + std::to_string(p.head_dim));
+}
+
+// A plan with the forward's split-KV chunks (heavy tiles: global rows, and in the column plan global
+// keys; too few blocks to fill the GPU): each chunk's partial sums go to a slot of their own and
+// bwd_combine adds them in slot order (no atomics).
+Plan plan_of(const Acsr& acsr, int64_t batch_heads) {
+  TileShape shape;
+  shape.batch_heads = batch_heads;
+  return make_plan(acsr, analyze_structure(acsr), shape);
+}
+
+// An emitter context for a plan's tables (the backward has no forward selection or structure).
+emit::Context tables_context(const Problem& p, const Acsr& acsr, const Plan& plan) {
+  static const Structure kNoStructure{};
+  static const Selection kNoSelection{};
+  return emit::make_context(p, acsr, kNoStructure, plan, kNoSelection);
+}
+
+const char* elt_type(DType t) { return t == DType::FP16 ? "f16_t" : "bf16_t"; }
+
+std::string entry(const std::string& name, int min_blocks = 0) {
+  return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlock) +
+         (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ") " + name +
+         "(const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse, void* dq, "
+         "void* dk, void* dv, float* ws, const int* table) {\n";
+}
+
+struct Layout {
+  int64_t dq_acc = 0, kv_acc = 0;  // words per bh of the hand-over regions (0: none)
+  int64_t split = 0;               // words per bh of the split chunks' partials (0: none)
+  bool reduce = false;             // grouped-query heads: dK/dV reduced over each K/V head's query heads
+};
+
+// The entry's workspace regions ([grid.y][per bh] each: D, the dQ and dK/dV hand-over, the split
+// partials) and the engine's arguments.
+std::string args_decl(const Problem& p, bool dkv, const Layout& lay) {
+  std::ostringstream s;
+  s << "  float* dq_acc = ws + (i64)gridDim.y * SPLAT_SEQ;\n"
+    << "  float* kv_acc = dq_acc + (i64)gridDim.y * " << lay.dq_acc << ";\n"
+    << "  float* split_ws = kv_acc + (i64)gridDim.y * " << lay.kv_acc << ";\n";
+  if (dkv)
+    s << "  const BwdArgs args = {v, dout, lse, ws, dk, dv, kv_acc, split_ws, " << emit::f32_literal(p.scale) << ", "
+      << (lay.reduce ? "true" : "false") << "};\n  (void)dq; (void)dq_acc;\n";
+  else
+    s << "  const BwdArgs args = {dout, v, lse, ws, dq, nullptr, dq_acc, split_ws, " << emit::f32_literal(p.scale)
+      << ", false};\n  (void)dk; (void)dv; (void)kv_acc;\n";
+  return s.str();
+}
+
+// A pass's split tiles summed (bwd_combine), after the pass.
+void combine_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, bool dkv, const Layout& lay,
+                   const std::string& elt, std::vector<KernelDesc>& kernels) {
+  const PlanPass& pass = plan.passes[pi];
+  KernelDesc d;
+  d.name = std::string(dkv ? "splat_bwd_dkv_p" : "splat_bwd_dq_p") + std::to_string(pi) + "_combine";
+  d.role = std::string(dkv ? "dK/dV" : "dQ") + " pass " + std::to_string(pi + 1) + ": the split tiles' chunks summed";
+  d.grid_x = static_cast<int64_t>(pass.splits.size());
+  d.block = kBlock;
+  s << entry(d.name) << "  (void)q; (void)k; (void)o; (void)table;\n" << args_decl(p, dkv, lay) << "  bwd_combine<" << elt
+    << ", SPLAT_SEQ, SPLAT_KV, SPLAT_HD, " << (dkv ? "true" : "false") << ", " << pass.period << ", " << pass.slots << ", "
+    << (pi + 1 == plan.passes.size() ? "true" : "false") << ">(" << (dkv ? "kCol" : "k") << "Splits" << pi << ", args);\n}\n";
+  kernels.push_back(d);
+}
+
+// One pass of a plan: its tables (prefix k) and its entry point.
+void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, bool dkv, const Layout& lay,
+                const BackwardTuning& tu, const std::string& elt, std::vector<KernelDesc>& kernels) {
+  const PlanPass& pass = plan.passes[pi];
+  const bool unmasked = pass_unmasked(pass, 64);
+  const std::string k = dkv ? "kCol" : "k", n = std::to_string(pi);
+  static const Acsr kNoAcsr{};
+  emit::pass_tables(s, tables_context(p, kNoAcsr, plan), pi, pass, unmasked, k);
+  std::string gkeys;
+  if (pi == 0 && plan.global_keys) {
+    gkeys = ", " + std::to_string(plan.global_keys->table);
+    if (plan.global_keys->prefix_table >= 0) gkeys += ", " + std::to_string(plan.global_keys->prefix_table);
+  }
+  KernelDesc d;
+  d.name = std::string(dkv ? "splat_bwd_dkv_p" : "splat_bwd_dq_p") + n;
+  d.role = std::string(dkv ? "dK/dV" : "dQ") + " pass " + std::to_string(pi + 1) + "/" + std::to_string(plan.passes.size()) +
+           " (" + (dkv ? "keys" : "rows") + " grouped by " + (dkv ? "j" : "i") + " mod " + std::to_string(pass.period) + ")";
+  d.grid_x = static_cast<int64_t>(pass.tiles.size());
+  d.block = kBlock;
+  d.smem_dynamic = geometry::bwd_mma_smem(tu.stages, static_cast<int>(p.head_dim), dkv);
+  const std::string engine = "BwdMmaEngine<" + elt + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + (dkv ? "true" : "false") + ", " +
+                             std::to_string(tu.stages) + ", " + (tu.a_regs ? "true" : "false") + ", " +
+                             std::to_string(tu.step) + ">";
+  const bool first = pi == 0, last = pi + 1 == plan.passes.size();
+  const std::string T = elt;
+  s << entry(d.name, tu.min_blocks) << "  (void)o;\n"
+    << "  static_assert(" << engine << "::SMEM == " << d.smem_dynamic << ", \"shared memory as the manifest says\");\n"
+    << args_decl(p, dkv, lay);
+  s << "  fused_pass<" << engine << ", " << T << ", " << (dkv ? "SPLAT_KV" : "SPLAT_SEQ") << ", SPLAT_HD, " << pass.period
+    << ", " << (unmasked ? 1 : pass.max_runs) << ", " << pass.slots << ", " << (first ? "true" : "false") << ", " << (last ? "true" : "false")
+    << ", " << (unmasked ? "true" : "false") << gkeys << ">(" << k << "Items, " << k << "Tiles" << n << ", " << k << "Groups"
+    << n << ", " << k << "Walks" << n << ", " << k << "GroupItems" << n << ", " << k << "GroupRowBegin" << n << ", " << k
+    << "GroupRowEndMax" << n << ", " << emit::f32_literal(p.scale * 1.4426950408889634) << ", static_cast<const " << T
+    << "*>(" << (dkv ? "k" : "q") << "), static_cast<const " << T << "*>(" << (dkv ? "q" : "k") << "), nullptr, nullptr, ws, nullptr, "
+    << (dkv ? "table + kColTableWord" : "table") << ", nullptr, nullptr, -1, -1, &args);\n}\n";
+  kernels.push_back(d);
+  if (!pass.splits.empty()) combine_entry(s, p, plan, pi, dkv, lay, elt, kernels);
+}
+
+void header(std::ostream& s, const Problem& p, const BackwardModule& m, int64_t group) {
+  s << "// Generated by splatc " << TRSPLAT_VERSION << " for pattern \"" << p.name << "\": the backward pass. Do not edit.\n"
+    << "// Problem: seq_len " << p.seq_len << ", kv_len " << p.kv_len << ", head_dim " << p.head_dim << ", dtype "
+    << dtype_name(p.dtype) << ", scale " << p.scale << (p.causal ? ", causal" : "");
+  if (group > 1) s << ", heads " << p.heads << " over kv_heads " << p.kv_heads;
+  s << "\n// nnz " << m.nnz << "; dQ walks the row plan, dK/dV the column plan (the query rows keeping each key).\n"
+    << "// Row plan:\n";
+  std::istringstream d(describe(m.plans.rows));
+  for (std::string line; std::getline(d, line);) s << "//   " << line << "\n";
+  s << "// Column plan (rows are keys, walked keys are query rows):\n";
+  std::istringstream dc(describe(m.plans.cols));
+  for (std::string line; std::getline(dc, line);) s << "//   " << line << "\n";
+  s << "// Entry points (launch in order; grid (grid_x, batch*heads)), parameters\n"
+    << "//   (const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse,\n"
+    << "//    void* dq, void* dk, void* dv, float* ws, const int* table)\n\n"
+    << "#define SPLAT_SEQ " << p.seq_len << "\n#define SPLAT_KV " << p.kv_len << "\n#define SPLAT_HD " << p.head_dim << "\n";
+  if (group > 1) s << "#define SPLAT_KV_GROUP " << group << "  // query heads per K/V head\n";
+  s << device_includes() << "#include \"splat/backward.cuh\"\n"
+    << "enum : int { kColTableWord = " << m.column_table_word << " };  // the column plan's table words\n";
+}
+
+}  // namespace
+
+BackwardPlans backward_plans(const Problem& p, const Acsr& acsr) {
+  BackwardPlans b;
+  b.rows = plan_of(acsr, p.batch * p.heads);
+  b.columns = column_acsr(acsr, p.limits, p.file);
+  b.cols = plan_of(b.columns, p.batch * p.heads);
+  return b;
+}
+
+const std::vector<ParamDesc>& backward_params() {
+  static const std::vector<ParamDesc> params = {
+      {"q", "const void*", "queries [batch, heads, seq_len, head_dim], row-major, problem dtype"},
+      {"k", "const void*", "keys [batch, kv_heads, kv_len, head_dim]"},
+      {"v", "const void*", "values [batch, kv_heads, kv_len, head_dim]"},
+      {"o", "const void*", "the forward's output [batch, heads, seq_len, head_dim]"},
+      {"dout", "const void*", "the gradient of the output, dO [batch, heads, seq_len, head_dim]"},
+      {"lse", "const float*", "the forward's log-sum-exp per row [batch, heads, seq_len], fp32 (forward with lse)"},
+      {"dq", "void*", "dQ [batch, heads, seq_len, head_dim] (written)"},
+      {"dk", "void*", "dK [batch, kv_heads, kv_len, head_dim] (written)"},
+      {"dv", "void*", "dV [batch, kv_heads, kv_len, head_dim] (written)"},
+      {"ws", "float*", "workspace: batch*heads*workspace_floats_per_bh floats"},
+      {"table", "const int*", "device table (table words; null when there are none)"},
+  };
+  return params;
+}
+
+BackwardTuning parse_backward_tuning(const std::string& spec) {
+  struct Key {
+    const char* name;
+    int BackwardTuning::*field;
+    int lo, hi;
+    bool pow2;
+  };
+  static const Key keys[] = {{"stages", &BackwardTuning::stages, 2, 3, false},
+                             {"cw", &BackwardTuning::step, 32, 64, true},
+                             {"areg", &BackwardTuning::a_regs, 0, 1, false},
+                             {"minb", &BackwardTuning::min_blocks, 0, 8, false}};
+  BackwardTuning t;
+  std::istringstream in(spec);
+  for (std::string kv; std::getline(in, kv, ',');) {
+    if (kv.empty()) continue;
+    const size_t eq = kv.find('=');
+    const std::string key = kv.substr(0, eq), val = eq == std::string::npos ? "" : kv.substr(eq + 1);
+    const Key* k = nullptr;
+    for (const Key& c : keys)
+      if (key == c.name) k = &c;
+    if (!k) throw std::invalid_argument("backward tuning: unknown key '" + key + "' (stages, cw, areg, minb)");
+    int v = 0;
+    size_t used = 0;
+    try {
+      v = std::stoi(val, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (val.empty() || used != val.size() || v < k->lo || v > k->hi || (k->pow2 && v != k->lo && v != k->hi))
+      throw std::invalid_argument("backward tuning: " + key + " must be " +
+                                  (k->pow2 ? std::to_string(k->lo) + " or " + std::to_string(k->hi)
+                                           : std::to_string(k->lo) + ".." + std::to_string(k->hi)) +
+                                  ", got '" + val + "'");
+    t.*(k->field) = v;
+  }
+  return t;
+}
+
+BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const BackwardTuning& tuning) {
+  if (acsr.seq_len != p.seq_len || acsr.kv_len != p.kv_len) throw std::invalid_argument("ACSR and problem sizes differ");
+  check_problem(p);
+  BackwardModule m;
+  m.name = p.name;
+  m.engine = "mma.sync";
+  m.tuning = resolve(p, tuning);
+  m.plans = backward_plans(p, acsr);
+  m.nnz = m.plans.rows.nnz;
+  m.table = m.plans.rows.table;
+  m.column_table_word = static_cast<int64_t>(m.table.size());
+  m.table.insert(m.table.end(), m.plans.cols.table.begin(), m.plans.cols.table.end());
+  const int64_t group = p.heads / p.kv_heads;
+  Layout lay;
+  lay.reduce = group > 1;
+  lay.dq_acc = m.plans.rows.passes.size() > 1 ? p.seq_len * p.head_dim : 0;
+  lay.kv_acc = m.plans.cols.passes.size() > 1 || lay.reduce ? p.kv_len * 2 * p.head_dim : 0;
+  for (const PlanPass& pass : m.plans.rows.passes) lay.split = std::max(lay.split, pass.slots * 64 * p.head_dim);
+  for (const PlanPass& pass : m.plans.cols.passes) lay.split = std::max(lay.split, pass.slots * 128 * p.head_dim);
+  m.workspace_floats_per_bh = p.seq_len + lay.dq_acc + lay.kv_acc + lay.split;
+  const std::string elt = elt_type(p.dtype);
+  std::ostringstream s;
+  header(s, p, m, group);
+  KernelDesc delta;
+  delta.name = "splat_bwd_delta";
+  delta.role = "D = rowsum(dO * O) of each query row";
+  delta.grid_x = (p.seq_len + 3) / 4;
+  s << "\n" << entry(delta.name) << "  (void)q; (void)k; (void)v; (void)lse; (void)dq; (void)dk; (void)dv; (void)table;\n"
+    << "  bwd_delta<" << elt << ", SPLAT_SEQ, SPLAT_HD>(static_cast<const " << elt << "*>(o), static_cast<const " << elt
+    << "*>(dout), ws);\n}\n";
+  m.kernels.push_back(delta);
+  s << "\n// ---- dQ: the row plan ----\n";
+  emit::items(s, tables_context(p, acsr, m.plans.rows), "k");
+  for (size_t pi = 0; pi < m.plans.rows.passes.size(); ++pi) pass_entry(s, p, m.plans.rows, pi, false, lay, m.tuning, elt, m.kernels);
+  s << "\n// ---- dK/dV: the column plan ----\n";
+  emit::items(s, tables_context(p, m.plans.columns, m.plans.cols), "kCol");
+  for (size_t pi = 0; pi < m.plans.cols.passes.size(); ++pi) pass_entry(s, p, m.plans.cols, pi, true, lay, m.tuning, elt, m.kernels);
+  if (lay.reduce) {
+    KernelDesc r;
+    r.name = "splat_bwd_reduce";
+    r.role = "dK, dV: each K/V head's sum over its " + std::to_string(group) + " query heads";
+    r.grid_x = (p.kv_len * p.head_dim + kBlock * group - 1) / (kBlock * group);
+    s << "\n" << entry(r.name) << "  (void)q; (void)k; (void)v; (void)o; (void)dout; (void)lse; (void)dq; (void)table;\n"
+      << "  bwd_reduce_kv<" << elt << ", SPLAT_KV, SPLAT_HD, SPLAT_KV_GROUP>(ws + (i64)gridDim.y * (SPLAT_SEQ + " << lay.dq_acc
+      << "), static_cast<" << elt << "*>(dk), static_cast<" << elt << "*>(dv), " << emit::f32_literal(p.scale) << ");\n}\n";
+    m.kernels.push_back(r);
+  }
+  m.source = s.str();
+  return m;
+}
+
+nlohmann::json backward_manifest(const BackwardModule& mod, const std::vector<std::string>& files) {
+  using nlohmann::json;
+  json kernels = json::array();
+  for (const KernelDesc& k : mod.kernels)
+    kernels.push_back({{"name", k.name},
+                       {"role", k.role},
+                       {"grid", {k.grid_x, "batch*heads", 1}},
+                       {"block", {k.block, 1, 1}},
+                       {"shared_memory_dynamic_bytes", k.smem_dynamic}});
+  json params = json::array();
+  for (size_t i = 0; i < backward_params().size(); ++i) {
+    const ParamDesc& d = backward_params()[i];
+    params.push_back({{"index", i}, {"name", d.name}, {"type", d.type}, {"bytes", 8}, {"description", d.description}});
+  }
+  return json{{"files", files},
+              {"mode", mod.mode},
+              {"engine", mod.engine},
+              {"parameters", params},
+              {"kernels", kernels},
+              {"launch_order", "every entry in order on one stream (each reads what the ones before wrote)"},
+              {"workspace_floats_per_bh", mod.workspace_floats_per_bh},
+              {"table_words", mod.table.size()}};
+}
+
+}  // namespace splat

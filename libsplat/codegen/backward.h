@@ -1,0 +1,71 @@
+#pragma once
+// Backward code generation: Problem + ACSR -> one self-contained CUDA C++ translation unit with the
+// backward pass of the pattern's attention (libsplat/device/backward.cuh): dQ walks the row plan
+// (the forward's tiles: each query row tile and its kept keys), dK/dV walk the column plan (the
+// plan of the column ACSR, analysis/columns.h: each key row tile and the query rows that keep it).
+// Each output row is written by one block, so the results are the same bits run to run; there is
+// no floating-point atomic anywhere (the deterministic mode, the only one so far).
+//
+// Every entry point takes the same parameters (backward_params()):
+//   (const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse,
+//    void* dq, void* dk, void* dv, float* ws, const int* table)
+// q, o, dout, dq [batch, heads, seq_len, head_dim]; k, v, dk, dv [batch, kv_heads, kv_len, head_dim];
+// lse [batch, heads, seq_len] fp32 (the forward's, CodegenOptions::save_lse). Launch in order, grid
+// (grid_x, batch*heads), block and dynamic shared memory as in BackwardModule::kernels.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "libsplat/analysis/acsr.h"
+#include "libsplat/codegen/codegen.h"
+#include "libsplat/codegen/plan.h"
+#include "libsplat/pattern/pattern.h"
+
+namespace splat {
+
+// The backward kernels' tuning; 0 / -1 pick the defaults (generate_backward).
+struct BackwardTuning {
+  int stages = 0;       // stages: stages of the walked operands, 2 or 3
+  int step = 0;         // cw: walked rows per product step (S and dP in registers), 32 or 64
+  int a_regs = -1;      // areg: the tile's row operands as register fragments (1) or read from shared memory (0)
+  int min_blocks = -1;  // minb: __launch_bounds__ minimum blocks per SM, 0 (none) .. 8
+  bool operator==(const BackwardTuning&) const = default;
+};
+// Parses "key=value,..." with keys stages (2|3), cw (32|64), areg (0|1), minb (0..8), e.g.
+// `splatc bench --pass backward --tune-backward cw=32,minb=2`. Throws std::invalid_argument.
+BackwardTuning parse_backward_tuning(const std::string& spec);
+
+// The two plans the backward kernels walk.
+struct BackwardPlans {
+  Plan rows;      // dQ: the forward's tiles (no split-KV: each row tile's dQ is one block's)
+  Acsr columns;   // the column ACSR (kv_len rows, seq_len columns)
+  Plan cols;      // dK/dV: the column ACSR's tiles
+};
+// Throws Error past the problem's limits (column_acsr).
+BackwardPlans backward_plans(const Problem& p, const Acsr& acsr);
+
+struct BackwardModule {
+  std::string name;                   // problem name
+  std::string source;                 // CUDA C++
+  std::vector<KernelDesc> kernels;    // launch order: D, the dQ passes, the dK/dV passes, the K/V-head reduction
+  std::vector<int32_t> table;         // the row plan's words, then the column plan's (from column_table_word)
+  int64_t column_table_word = 0;
+  int64_t workspace_floats_per_bh = 0;  // D, and the accumulators handed between passes
+  int64_t nnz = 0;
+  std::string engine;                 // "mma.sync"
+  std::string mode = "deterministic";
+  BackwardTuning tuning;              // as generated (defaults resolved)
+  BackwardPlans plans;
+};
+
+// The parameter layout shared by the backward entry points.
+const std::vector<ParamDesc>& backward_params();
+
+// Throws splat::Error (file and field) for a problem the backward kernels do not take: fp32/tf32,
+// head_dim over 128 or not a multiple of 8, a packed variable-length batch, per-head patterns.
+BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const BackwardTuning& tuning = {});
+
+// The backward part of manifest.json: entry points in launch order, parameters, workspace, table.
+nlohmann::json backward_manifest(const BackwardModule& mod, const std::vector<std::string>& files);
+
+}  // namespace splat

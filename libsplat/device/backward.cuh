@@ -1,0 +1,334 @@
+// The backward pass of attention (the FlashAttention-2 scheme) on the fused pass driver: D =
+// rowsum(dO * O) first (bwd_delta), then two kernels that recompute P from the forward's saved
+// log-sum-exp instead of storing it:
+//   dQ kernel, walking the row plan (query row tiles, their kept keys):
+//     S = Q.K^T, P = exp(scale*S - lse_i), dP = dO.V^T, dS = P * (dP - D_i), dQ += scale * dS.K
+//   dK/dV kernel, walking the column plan (key row tiles, the query rows that keep them):
+//     S^T = K.Q^T, P^T = exp(scale*S^T - lse_j), dP^T = V.dO^T, dS^T = P^T * (dP^T - D_j),
+//     dV += P^T.dO, dK += scale * dS^T.Q
+// Both are one engine: row operands A1, A2 of the tile and walked operands X, Y (dQ: Q, dO / K, V;
+// dK/dV: K, V / Q, dO), S = A1.X^T and dP = A2.Y^T, acc1 += dS.X, and for dK/dV acc2 += P.Y; the
+// log-sum-exp and D belong to the tile's rows (dQ) or to the walked rows (dK/dV, staged with X and Y).
+// Each output row is owned by one block: no atomics, the same bits run to run.
+#pragma once
+#include "splat/common.cuh"
+#include "splat/geometry.cuh"
+#include "splat/plan.cuh"
+
+// What the backward entry points hand the engine (fused_pass's extra, BwdMmaEngine::bind).
+struct BwdArgs {
+  const void* a2;      // dQ kernel: dO; dK/dV kernel: V (the tile's second row operand)
+  const void* y;       // dQ kernel: V; dK/dV kernel: dO (the second walked operand)
+  const float* lse;    // the forward's log-sum-exp per query row, [batch*heads][SEQ] (natural log)
+  const float* delta;  // D per query row, [grid.y][SEQ] (bwd_delta)
+  void* out1;          // dQ, or dK (the output tensors, in the element type)
+  void* out2;          // dV
+  float* acc_ws;       // fp32 accumulators handed from pass to pass ([grid.y][rows][HD], dK/dV: [rows][2*HD])
+  float* split_ws;     // split tiles' chunk partials ([grid.y][slots][64][HD], dK/dV: [64][2*HD])
+  float scale;         // the softmax scale (dQ and dK are scaled by it)
+  bool acc_out;        // the last pass writes fp32 accumulators to acc_ws too (grouped-query heads: reduced after)
+};
+
+// cp.async of 4 bytes (src_bytes 0: zero).
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
+}
+
+// D = rowsum(dO * O) of each query row, fp32: one warp a row, grid (ceil(SEQ / 4), batch*heads).
+template <class T, int SEQ, int HD>
+__device__ __forceinline__ void bwd_delta(const T* o, const T* dout, float* delta) {
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const i64 bh = blockIdx.y, i = (i64)blockIdx.x * 4 + w;
+  if (i >= SEQ) return;
+  const i64 base = (q_head(bh) * SEQ + i) * HD;
+  float sum = 0.f;
+  for (int c = lane; c < HD; c += 32) sum += to_f(o[base + c]) * to_f(dout[base + c]);
+  sum = lane_sum<32>(sum);
+  if (lane == 0) delta[bh * SEQ + i] = sum;
+}
+
+// Grouped-query heads: dK and dV of K/V head kvh are the sums over its GROUP query heads' fp32
+// accumulators ([batch*heads][KV][2*HD], dK then dV), in head order (the same bits run to run).
+// grid (ceil(KV * HD / (blockDim.x * GROUP)), batch*heads): the GROUP query heads' blocks of a K/V head
+// take its elements in turn.
+template <class T, int KV, int HD, int GROUP>
+__device__ __forceinline__ void bwd_reduce_kv(const float* acc, T* dk, T* dv, float scale) {
+  const i64 kvh = blockIdx.y / GROUP;
+  const i64 x = ((i64)(blockIdx.y % GROUP) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+  if (x >= (i64)KV * HD) return;
+  const i64 j = x / HD, c = x % HD;
+  float sk = 0.f, sv = 0.f;
+#pragma unroll 1
+  for (int g = 0; g < GROUP; ++g) {
+    const float* a = acc + ((kvh * GROUP + g) * KV + j) * (2 * HD);
+    sk += a[c];
+    sv += a[HD + c];
+  }
+  dk[kvh * KV * HD + x] = from_f<T>(sk * scale);
+  dv[kvh * KV * HD + x] = from_f<T>(sv);
+}
+
+// ================================================================================================
+// Engine (bf16 / fp16, mma.sync m16n8k16; head_dim % 8 == 0, <= 128): 64-row tiles as 4 warps x 16
+// rows; key tiles of 64 walked rows of X and Y gathered by cp.async into STAGES stages. A thread owns
+// rows g + 8h of its warp's 16 (g = lane / 4, h < 2). The row operands A1, A2 are staged in shared
+// memory at begin and held as fragments in registers (AREG) or read by ldmatrix per product. The key
+// tile is computed in steps of CW walked rows (S and dP of a step in registers next to the
+// accumulators).
+// ROWS_LEN / COLS_LEN: rows of the tile's operands and of the walked ones (dQ: SEQ, KV; dK/dV: KV, SEQ).
+// ================================================================================================
+// AREGS: A1, A2 as register fragments; STEP (CW): walked rows per product step.
+template <class T, int HD, int SEQ, int KV, bool DKV, int NSTAGES, bool AREGS, int STEP>
+struct BwdMmaEngine {
+  static constexpr int NT = 128, BR = 64, BC = 64, ROWS = 2;
+  static constexpr int HW = splat::geometry::mma_width(HD), LDS = HW + 8;
+  static_assert(HD % 8 == 0 && HW <= 128, "rows of whole 16-byte chunks, head_dim at most 128");
+  static_assert(STEP == 32 || STEP == 64, "32 or 64 walked rows per step");
+  static constexpr bool AREG = AREGS;
+  static constexpr int CW = STEP;
+  static constexpr int STAGES = NSTAGES, SMEM = splat::geometry::bwd_mma_smem(STAGES, HD, DKV);
+  static constexpr int ROWS_LEN = DKV ? KV : SEQ, KV_LEN = DKV ? SEQ : KV;
+  static constexpr float kLog2e = 1.4426950408889634f;
+  const BwdArgs* args;
+  u16* As;   // A1 rows then A2 rows (64 each)
+  u16* Xs;   // stages of X, then of Y
+  u16* Ys;
+  float* stats;  // dK/dV: per stage, the walked rows' lse (64) and D (64)
+  const T* xg;
+  const T* yg;
+  const float* lse_g;
+  const float* delta_g;
+  u32 af[2][AREG ? HW / 16 : 1][4];
+  float lrow[ROWS], drow[ROWS];  // dQ: the rows' lse (log2 units) and D
+  float acc1[HW / 8][4];
+  float acc2[DKV ? HW / 8 : 1][4];
+
+  __device__ __forceinline__ static int slot(int h) { return (threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 2) + 8 * h; }
+  __device__ __forceinline__ void bind(const void* extra) { args = static_cast<const BwdArgs*>(extra); }
+
+  // Offsets of the head's rows: query rows (Q, dO, lse) and key rows (K, V).
+  __device__ __forceinline__ static i64 q_rows(const Head& hv) { return q_head(hv.bh) * SEQ; }
+  __device__ __forceinline__ static i64 k_rows(const Head& hv) { return kv_head(q_head(hv.bh)) * KV; }
+
+  // The warp's 16 rows of A1 and A2 into shared memory (zeros for padding rows and columns), then
+  // into registers (AREG). Row r of the warp is row[r / 8] of lane 4 (r % 8).
+  __device__ __forceinline__ void stage_rows(const T* a1, const T* a2, const i64* row) {
+    constexpr int CH = HW / 8;  // 16-byte chunks per row
+    const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
+    for (int x = lane; x < 16 * CH; x += 32) {
+      const int r = x / CH, c = x % CH;
+      const int src = (r & 7) * 4;
+      const i64 i0 = __shfl_sync(0xffffffffu, row[0], src), i1 = __shfl_sync(0xffffffffu, row[1], src);
+      const i64 i = r < 8 ? i0 : i1;
+      const bool ok = i >= 0 && c * 8 < HD;
+      const i64 off = ok ? i * HD + c * 8 : 0;
+      cp_async16(As + (w0 + r) * LDS + c * 8, a1 + off, ok ? 16 : 0);
+      cp_async16(As + (BR + w0 + r) * LDS + c * 8, a2 + off, ok ? 16 : 0);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncwarp();
+    if constexpr (AREG) {
+#pragma unroll
+      for (int a = 0; a < 2; ++a)
+#pragma unroll
+        for (int kb = 0; kb < HW / 16; ++kb) a_frag(a, kb, af[a][kb]);
+    }
+  }
+  // Fragment kb (16 columns) of the warp's rows of operand a, from shared memory.
+  __device__ __forceinline__ void a_frag(int a, int kb, u32 (&f)[4]) const {
+    const int lane = threadIdx.x & 31;
+    ldmatrix_x4(f[0], f[1], f[2], f[3], As + (a * BR + (threadIdx.x >> 5) * 16 + (lane & 15)) * LDS + kb * 16 + (lane >> 4) * 8);
+  }
+
+  __device__ __forceinline__ void begin(unsigned char* smem, const T* a1, const T* x, const T*, const i64* row, const Head& hv,
+                                        bool first, const float*) {
+    As = reinterpret_cast<u16*>(smem);
+    Xs = As + 2 * BR * LDS;
+    Ys = Xs + STAGES * BC * LDS;
+    stats = reinterpret_cast<float*>(Ys + STAGES * BC * LDS);
+    const T* a2 = static_cast<const T*>(args->a2);
+    const i64 arows = DKV ? k_rows(hv) : q_rows(hv), xrows = DKV ? q_rows(hv) : k_rows(hv);
+    xg = x + xrows * HD;
+    yg = static_cast<const T*>(args->y) + xrows * HD;
+    lse_g = args->lse + q_rows(hv);
+    delta_g = args->delta + hv.bh * SEQ;
+    stage_rows(a1 + arows * HD, a2 + arows * HD, row);
+    if constexpr (!DKV)
+#pragma unroll
+      for (int h = 0; h < ROWS; ++h) {
+        lrow[h] = row[h] >= 0 ? lse_g[row[h]] * kLog2e : 0.f;
+        drow[h] = row[h] >= 0 ? delta_g[row[h]] : 0.f;
+      }
+    const int t4 = threadIdx.x & 3;
+    const float* ws = args->acc_ws + (hv.bh * ROWS_LEN) * (DKV ? 2 * HD : HD);
+#pragma unroll
+    for (int d = 0; d < HW / 8; ++d)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const i64 i = row[e >> 1];
+        const int col = d * 8 + 2 * t4 + (e & 1);
+        const bool load = !first && i >= 0 && d * 8 < HD;
+        acc1[d][e] = load ? ws[i * (DKV ? 2 * HD : HD) + col] : 0.f;
+        if constexpr (DKV) acc2[d][e] = load ? ws[i * 2 * HD + HD + col] : 0.f;
+      }
+  }
+
+  // Walked rows base + u*step, u in [u0, u0 + BC), of X and Y into stage buf (and their lse and D).
+  __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
+    gather_kv<HD, HW, BC, NT, LDS, LDS>(Xs + buf * BC * LDS, Ys + buf * BC * LDS, xg, yg, w, u0, table);
+    if constexpr (DKV) {
+      const int r = threadIdx.x & (BC - 1);
+      const bool ok = u0 + r < w.count;
+      const i64 j = ok ? walk_key(w, u0 + r, table) : 0;
+      const float* src = threadIdx.x < BC ? lse_g : delta_g;
+      cp_async4(stats + buf * 2 * BC + threadIdx.x, src + j, ok ? 4 : 0);
+    }
+  }
+
+  // s[CW/8][4] = A(a) . B^T over the CW walked rows from c0 of the stage at Bb.
+  __device__ __forceinline__ void product_nt(int a, const u16* Bb, int c0, float (&s)[CW / 8][4]) const {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int n = 0; n < CW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int kb = 0; kb < HW / 16; ++kb) {
+      u32 f[4];
+      if constexpr (AREG) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) f[e] = af[a][kb][e];
+      } else {
+        a_frag(a, kb, f);
+      }
+#pragma unroll
+      for (int np = 0; np < CW / 16; ++np) {
+        u32 b0, b1, b2, b3;
+        ldmatrix_x4(b0, b1, b2, b3, Bb + (c0 + 16 * np + (lane & 7) + ((lane >> 4) << 3)) * LDS + kb * 16 + ((lane >> 3) & 1) * 8);
+        mma16816<T>(s[2 * np], f, b0, b1);
+        mma16816<T>(s[2 * np + 1], f, b2, b3);
+      }
+    }
+  }
+  // acc += P . B over the CW walked rows from c0 of the stage at Bb (P in accumulator layout).
+  __device__ __forceinline__ static void product_acc(const float (&p)[CW / 8][4], const u16* Bb, int c0, float (&acc)[HW / 8][4]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int kb = 0; kb < CW / 16; ++kb) {
+      u32 a[4];
+      a[0] = pack2<T>(p[2 * kb][0], p[2 * kb][1]);
+      a[1] = pack2<T>(p[2 * kb][2], p[2 * kb][3]);
+      a[2] = pack2<T>(p[2 * kb + 1][0], p[2 * kb + 1][1]);
+      a[3] = pack2<T>(p[2 * kb + 1][2], p[2 * kb + 1][3]);
+#pragma unroll
+      for (int dp = 0; dp < HW / 16; ++dp) {
+        u32 b0, b1, b2, b3;
+        ldmatrix_x4_trans(b0, b1, b2, b3, Bb + (c0 + 16 * kb + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + 16 * dp + (lane >> 4) * 8);
+        mma16816<T>(acc[2 * dp], a, b0, b1);
+        mma16816<T>(acc[2 * dp + 1], a, b2, b3);
+      }
+    }
+  }
+
+  // One key tile: P recomputed from the log-sum-exp (masked scores 0), dS = P * (dP - D), and the
+  // accumulators' products.
+  template <class Keep>
+  __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
+    const u16* Xb = Xs + buf * BC * LDS;
+    const u16* Yb = Ys + buf * BC * LDS;
+    const float* st = stats + buf * 2 * BC;
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int c0 = 0; c0 < BC; c0 += CW) {
+      float s[CW / 8][4], dp[CW / 8][4];
+      product_nt(0, Xb, c0, s);
+      product_nt(1, Yb, c0, dp);
+#pragma unroll
+      for (int n = 0; n < CW / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int h = e >> 1, c = c0 + n * 8 + 2 * t4 + (e & 1);
+          const float l2 = DKV ? st[c] * kLog2e : lrow[h];
+          const float dv = DKV ? st[BC + c] : drow[h];
+          // Masked scores are 0 by selection, not by exp(-inf): a row with no kept key has lse -inf.
+          const float p = (full || keep(h, c)) ? fast_exp2(fmaf(s[n][e], scale_log2, -l2)) : 0.f;
+          s[n][e] = p;
+          dp[n][e] = p * (dp[n][e] - dv);
+        }
+      if constexpr (DKV) product_acc(s, Yb, c0, acc2);
+      product_acc(dp, Xb, c0, acc1);
+    }
+  }
+
+  // A split tile's chunk: its accumulators to its slot (row slot(h) of 64), summed by bwd_combine.
+  __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float*) {
+    constexpr int W = DKV ? 2 * HD : HD;
+    float* dst = args->split_ws + ((bh * nslots + split_slot) * 64) * W;
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int h = 0; h < ROWS; ++h)
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d) {
+        const int r = slot(h), col = d * 8 + 2 * t4;
+        *reinterpret_cast<float2*>(dst + r * W + col) = make_float2(acc1[d][2 * h], acc1[d][2 * h + 1]);
+        if constexpr (DKV) *reinterpret_cast<float2*>(dst + r * W + HD + col) = make_float2(acc2[d][2 * h], acc2[d][2 * h + 1]);
+      }
+  }
+
+  // The tile's rows: the outputs (dQ, or dK and dV) in the element type on the last pass, else the
+  // fp32 accumulators to the workspace (a later pass, or the grouped-query reduction, continues).
+  __device__ __forceinline__ void end(const i64* row, const Head& hv, bool last, T*, float*) {
+    const int t4 = threadIdx.x & 3;
+    constexpr int W = DKV ? 2 * HD : HD;
+    float* ws = args->acc_ws + (hv.bh * ROWS_LEN) * W;
+    const bool to_ws = !last || args->acc_out;
+    const i64 orows = DKV ? k_rows(hv) : q_rows(hv);
+    T* o1 = static_cast<T*>(args->out1) + orows * HD;
+    T* o2 = static_cast<T*>(args->out2) + orows * HD;
+    const float sc = args->scale;
+#pragma unroll
+    for (int h = 0; h < ROWS; ++h) {
+      const i64 i = row[h];
+      if (i < 0) continue;
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d) {
+        const int col = d * 8 + 2 * t4;
+        const float a0 = acc1[d][2 * h], a1 = acc1[d][2 * h + 1];
+        if (to_ws) {
+          *reinterpret_cast<float2*>(ws + i * W + col) = make_float2(a0, a1);
+          if constexpr (DKV) *reinterpret_cast<float2*>(ws + i * W + HD + col) = make_float2(acc2[d][2 * h], acc2[d][2 * h + 1]);
+        } else {
+          *reinterpret_cast<u32*>(o1 + i * HD + col) = pack2<T>(a0 * sc, a1 * sc);
+          if constexpr (DKV) *reinterpret_cast<u32*>(o2 + i * HD + col) = pack2<T>(acc2[d][2 * h], acc2[d][2 * h + 1]);
+        }
+      }
+    }
+  }
+};
+
+// A pass's split tiles: each row's sum of its chunks' partials in slot order (the same bits run to
+// run), as the tile's end would have written it: the outputs in the element type on the last pass
+// (dQ and dK times the scale), else fp32 accumulators to acc_ws. One block per (split tile, grid.y).
+// ROWS_LEN: rows of the pass's tiles (dQ: SEQ; dK/dV: KV).
+template <class T, int SEQ, int KV, int HD, bool DKV, int PERIOD, int NSLOTS, bool LAST>
+__device__ __forceinline__ void bwd_combine(const SplitD* splits, const BwdArgs& a) {
+  constexpr int W = DKV ? 2 * HD : HD, ROWS_LEN = DKV ? KV : SEQ;
+  const SplitD sp = splits[blockIdx.x];
+  const i64 bh = blockIdx.y;
+  const int nrows = sp.m_end - sp.m_begin;
+  const float* part = a.split_ws + (bh * NSLOTS) * 64 * W;
+  const bool to_ws = !LAST || a.acc_out;
+  const i64 orow0 = DKV ? kv_head(q_head(bh)) * KV : q_head(bh) * SEQ;
+  for (int x = threadIdx.x; x < nrows * W; x += blockDim.x) {
+    const int r = x / W, c = x % W;
+    float sum = 0.f;
+    for (int sl = sp.slot_begin; sl < sp.slot_begin + sp.slot_count; ++sl) sum += part[((i64)sl * 64 + r) * W + c];
+    const i64 i = sp.phase + (i64)PERIOD * (sp.m_begin + r);
+    if (to_ws) {
+      a.acc_ws[(bh * ROWS_LEN + i) * W + c] = sum;
+    } else if (c < HD) {
+      static_cast<T*>(a.out1)[(orow0 + i) * HD + c] = from_f<T>(sum * a.scale);
+    } else {
+      static_cast<T*>(a.out2)[(orow0 + i) * HD + c - HD] = from_f<T>(sum);
+    }
+  }
+}

@@ -1,0 +1,40 @@
+#include "libsplat/runtime/backward.h"
+
+#include "libsplat/analysis/analysis.h"
+#include "libsplat/compile/nvrtc.h"
+
+namespace splat {
+
+BackwardKernel::BackwardKernel(std::shared_ptr<const BackwardModule> gen, std::shared_ptr<Module> mod, int64_t batch_heads)
+    : gen_(std::move(gen)), mod_(std::move(mod)), bh_(batch_heads) {
+  for (const KernelDesc& d : gen_->kernels)
+    launches_.push_back({mod_->kernel(d.name, static_cast<size_t>(d.smem_dynamic)), d.grid_x, d.block,
+                         static_cast<size_t>(d.smem_dynamic)});
+  if (!gen_->table.empty()) {
+    table_ = std::make_shared<DeviceBuffer>(gen_->table.size() * sizeof(int32_t));
+    table_->upload(gen_->table.data(), gen_->table.size() * sizeof(int32_t));
+  }
+  ws_ = std::make_shared<DeviceBuffer>(static_cast<size_t>(bh_ * gen_->workspace_floats_per_bh) * sizeof(float));
+}
+
+void BackwardKernel::launch(const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse,
+                            void* dq, void* dk, void* dv, void* stream) const {
+  void* ws = ws_->get();
+  const void* table = table_ ? table_->get() : nullptr;
+  void* args[] = {&q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, &ws, &table};
+  for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, bh_, l.block, l.smem, args, stream);
+}
+
+BackwardKernel build_backward(const Problem& problem, const Acsr& acsr, const BuildOptions& opt) {
+  const DeviceInfo dev = device_info();
+  const std::string arch = opt.arch.empty() ? dev.target_arch() : opt.arch;
+  auto gen = std::make_shared<const BackwardModule>(generate_backward(problem, acsr, opt.backward_tuning));
+  const CompileResult img = nvrtc_compile(gen->source, gen->name + ".bwd.cu", arch, load_target(dev, arch));
+  return BackwardKernel(gen, std::make_shared<Module>(img.image), problem.batch * problem.heads);
+}
+
+BackwardKernel build_backward(const Problem& problem, const BuildOptions& opt) {
+  return build_backward(problem, analyze(problem), opt);
+}
+
+}  // namespace splat

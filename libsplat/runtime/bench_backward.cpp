@@ -1,0 +1,201 @@
+// splatc bench --pass backward|both: the backward kernels against float64 gradients, timed.
+#include "libsplat/runtime/bench_backward.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+
+#include "libsplat/runtime/bench_common.h"
+
+namespace splat {
+namespace {
+
+using namespace bench_detail;
+
+// An ACSR's rows as the reference kernels read them: row_ptr (int64, rows + 1) and runs {start, stride, count}.
+struct DeviceRuns {
+  DeviceBuffer ptr, runs;
+  explicit DeviceRuns(const Acsr& a) {
+    std::vector<long long> rp(static_cast<size_t>(a.seq_len) + 1, 0);
+    std::vector<int32_t> rs;
+    for (int64_t i = 0; i < a.seq_len; ++i) {
+      for (const Run& r : a.row(i)) {
+        rs.push_back(static_cast<int32_t>(r.start));
+        rs.push_back(static_cast<int32_t>(r.stride));
+        rs.push_back(static_cast<int32_t>(r.count));
+      }
+      rp[static_cast<size_t>(i) + 1] = static_cast<long long>(rs.size() / 3);
+    }
+    if (rs.empty()) rs.assign(3, 0);
+    ptr = DeviceBuffer(rp.size() * sizeof(long long));
+    ptr.upload(rp.data(), ptr.size());
+    runs = DeviceBuffer(rs.size() * sizeof(int32_t));
+    runs.upload(rs.data(), runs.size());
+  }
+};
+
+// The float64 gradients (reference.cuh: reference_backward_rows, reference_backward_cols) from the
+// inputs and the float64 forward's log-sum-exp.
+struct Gradients {
+  std::vector<double> dq, dk, dv;
+};
+Gradients reference_gradients(const Problem& p, const BackwardModule& m, const Acsr& acsr, const Inputs& in,
+                              const DeviceBuffer& dout, const Reference& ref, const Support& sup) {
+  const DeviceRuns rows(acsr), cols(m.plans.columns);
+  DeviceBuffer dlse(ref.lse.size() * sizeof(double)), delta(ref.lse.size() * sizeof(double));
+  dlse.upload(ref.lse.data(), dlse.size());
+  DeviceBuffer dq(static_cast<size_t>(in.nq) * sizeof(double)), dk(static_cast<size_t>(in.nk) * sizeof(double)),
+      dv(static_cast<size_t>(in.nk) * sizeof(double));
+  const void *qp = in.q.get(), *kp = in.k.get(), *vp = in.v.get(), *dop = dout.get();
+  const double* lp = static_cast<const double*>(dlse.get());
+  double *deltap = static_cast<double*>(delta.get()), *dqp = static_cast<double*>(dq.get());
+  double *dkp = static_cast<double*>(dk.get()), *dvp = static_cast<double*>(dv.get());
+  const void *rp = rows.ptr.get(), *rr = rows.runs.get(), *cp = cols.ptr.get(), *cr = cols.runs.get();
+  long long seq = p.seq_len, kvl = p.kv_len, group = p.heads / p.kv_heads;
+  double scale = p.scale;
+  void* rargs[] = {&qp, &kp, &vp, &dop, &lp, &rp, &rr, &seq, &kvl, &scale, &group, &deltap, &dqp};
+  launch_kernel(sup.ref_bwd_rows, p.seq_len, p.batch * p.heads, 128, 0, rargs, nullptr);
+  const double* dcp = deltap;
+  void* cargs[] = {&qp, &kp, &vp, &dop, &lp, &dcp, &cp, &cr, &seq, &kvl, &scale, &group, &dkp, &dvp};
+  launch_kernel(sup.ref_bwd_cols, p.kv_len, p.batch * p.kv_heads, 128, 0, cargs, nullptr);
+  cuda_check(cudaDeviceSynchronize(), "backward reference kernels");
+  Gradients g{std::vector<double>(static_cast<size_t>(in.nq)), std::vector<double>(static_cast<size_t>(in.nk)),
+              std::vector<double>(static_cast<size_t>(in.nk))};
+  dq.download(g.dq.data(), dq.size());
+  dk.download(g.dk.data(), dk.size());
+  dv.download(g.dv.data(), dv.size());
+  return g;
+}
+
+// max|got - want| / max|want| (NaN when got has one).
+double rel_error(const std::vector<double>& got, const std::vector<double>& want, double& max_abs) {
+  double worst = 0, top = 0;
+  for (size_t e = 0; e < got.size(); ++e) {
+    const double d = std::fabs(got[e] - want[e]);
+    if (!(d == d)) return max_abs = NAN;
+    worst = std::max(worst, d);
+    top = std::max(top, std::fabs(want[e]));
+  }
+  max_abs = worst;
+  return top > 0 ? worst / top : worst;
+}
+
+// The gradient buffers of one backward run.
+struct Grads {
+  DeviceBuffer dq, dk, dv;
+  Grads(const Inputs& in, size_t esz)
+      : dq(static_cast<size_t>(in.nq) * esz), dk(static_cast<size_t>(in.nk) * esz), dv(static_cast<size_t>(in.nk) * esz) {}
+  void poison() const {
+    for (const DeviceBuffer* b : {&dq, &dk, &dv}) cuda_check(cudaMemsetAsync(b->get(), 0xff, b->size(), nullptr), "poison");
+  }
+  std::vector<double> all(const Support& sup, const Inputs& in) const {
+    std::vector<double> a = download_doubles(sup, dq, in.nq), k = download_doubles(sup, dk, in.nk),
+                        v = download_doubles(sup, dv, in.nk);
+    a.insert(a.end(), k.begin(), k.end());
+    a.insert(a.end(), v.begin(), v.end());
+    return a;
+  }
+};
+
+// Times f: warm-up, then each run after an L2 flush and poisoned outputs, between two events.
+template <class F, class P>
+void time_runs(const BenchOptions& opt, const DeviceBuffer& flush, P poison, F f, KernelResult& kr) {
+  for (int w = 0; w < opt.warmup; ++w) f();
+  Event e0, e1;
+  std::vector<double> ms;
+  for (int it = 0; it < opt.repeat; ++it) {
+    cuda_check(cudaMemsetAsync(flush.get(), it & 0xff, flush.size(), nullptr), "L2 flush");
+    poison();
+    cuda_check(cudaEventRecord(e0.e, nullptr), "cudaEventRecord");
+    f();
+    cuda_check(cudaEventRecord(e1.e, nullptr), "cudaEventRecord");
+    cuda_check(cudaEventSynchronize(e1.e), "timed run");
+    float t = 0;
+    cuda_check(cudaEventElapsedTime(&t, e0.e, e1.e), "cudaEventElapsedTime");
+    ms.push_back(t);
+  }
+  kr.ran = true;
+  kr.repeats = opt.repeat;
+  kr.ms_median = median(ms);
+  kr.ms_min = ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end());
+  kr.ms_max = ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end());
+}
+
+// Useful rates and shares of the floors: flops_mul and bytes_mul times the forward's (the backward:
+// 10*B*H*nnz*d, 2.5x; Q, O, dO, dQ and K, V, dK, dV rows, 2x).
+void rates(const ProblemResult& r, double flops_mul, double bytes_mul, KernelResult& kr) {
+  const double sec = kr.ms_median * 1e-3;
+  if (sec <= 0) return;
+  kr.tflops = flops_mul * r.flops / sec / 1e12;
+  kr.gbps = bytes_mul * r.bytes / sec / 1e9;
+  kr.pct_memory_floor = bytes_mul * r.floor_memory_us * 1e-6 / sec * 100;
+  kr.pct_compute_floor = flops_mul * r.floor_compute_us * 1e-6 / sec * 100;
+}
+
+}  // namespace
+
+std::vector<KernelResult> run_backward(const BackwardRun& b) {
+  const Problem& p = b.problem;
+  const Inputs& in = b.inputs;
+  const Support& sup = b.support;
+  const size_t esz = static_cast<size_t>(dtype_bytes(p.dtype));
+  DeviceBuffer dout(static_cast<size_t>(in.nq) * esz), lse(static_cast<size_t>(in.nq / p.head_dim) * sizeof(float));
+  {
+    void* ptr = dout.get();
+    long long n = in.nq;
+    unsigned long long s = b.opt.seed * 3 + 7;
+    void* args[] = {&ptr, &n, &s};
+    launch1d(sup.fill, n, args);
+  }
+  float* lp = static_cast<float*>(lse.get());
+  b.forward.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get(), nullptr, lp);
+  cuda_check(cudaDeviceSynchronize(), "forward run (O and the log-sum-exp)");
+  const Gradients want = reference_gradients(p, b.backward.module(), b.acsr, in, dout, b.reference, sup);
+  const Grads g(in, esz);
+  auto launch = [&] {
+    b.backward.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get(), dout.get(), lp, g.dq.get(), g.dk.get(), g.dv.get());
+  };
+  KernelResult kr;
+  kr.kind = "backward";
+  kr.tolerance = b.tolerance;
+  g.poison();
+  launch();
+  cuda_check(cudaGetLastError(), "backward launch");
+  cuda_check(cudaDeviceSynchronize(), "backward run");
+  const std::vector<double> got = g.all(sup, in);
+  const auto part = [&](size_t at, size_t n) { return std::vector<double>(got.begin() + at, got.begin() + at + n); };
+  double a[3];
+  const double eq = rel_error(part(0, want.dq.size()), want.dq, a[0]);
+  const double ek = rel_error(part(want.dq.size(), want.dk.size()), want.dk, a[1]);
+  const double ev = rel_error(part(want.dq.size() + want.dk.size(), want.dv.size()), want.dv, a[2]);
+  const bool nan = !(eq == eq) || !(ek == ek) || !(ev == ev);
+  kr.rel_err = nan ? NAN : std::max({eq, ek, ev});
+  kr.max_abs_err = nan ? NAN : std::max({a[0], a[1], a[2]});
+  kr.pass = !nan && kr.rel_err <= kr.tolerance;
+  char note[160];
+  std::snprintf(note, sizeof note, "rel_err dQ %.2e, dK %.2e, dV %.2e", eq, ek, ev);
+  kr.note = note;
+  if (nan) kr.note += "; a gradient has NaN (unwritten or invalid elements)";
+  time_runs(b.opt, b.flush, [&] { g.poison(); }, launch, kr);
+  kr.deterministic = nan || std::memcmp(g.all(sup, in).data(), got.data(), got.size() * sizeof(double)) == 0;
+  if (!kr.deterministic) {
+    kr.pass = false;
+    kr.note += "; the gradients changed between runs";
+  }
+  rates(b.result, 2.5, 2.0, kr);
+  std::vector<KernelResult> out{kr};
+  if (b.both) {  // the training step's attention: forward (with the log-sum-exp), then backward
+    KernelResult both = kr;
+    both.kind = "fwd+bwd";
+    both.note = "forward with the log-sum-exp, then backward; checked as the two above";
+    time_runs(b.opt, b.flush, [&] { g.poison(); }, [&] {
+      b.forward.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get(), nullptr, lp);
+      launch();
+    }, both);
+    rates(b.result, 3.5, 3.0, both);
+    out.push_back(both);
+  }
+  return out;
+}
+
+}  // namespace splat
