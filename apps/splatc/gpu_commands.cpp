@@ -35,8 +35,23 @@ std::optional<splat::KernelTuning> tuning_flag(const CLI::Option* opt, const std
   }
 }
 
+// --tune-backward's value (a bad one is a usage error: exit 2).
+splat::BackwardTuning backward_tuning_flag(const std::string& spec) {
+  try {
+    return splat::parse_backward_tuning(spec);
+  } catch (const std::invalid_argument& e) {
+    throw splat::Error("", "--tune-backward", e.what());
+  }
+}
+
+constexpr const char* kTuneBackwardHelp =
+    "Backward-kernel tuning, key=value,...: stages 2|3, cw 32|64 (walked rows per product step), areg 0|1 (row "
+    "operands in registers), minb 0..8 (min blocks per SM); unset keys keep the defaults";
+constexpr const char* kPassHelp =
+    "forward, backward (dQ, dK, dV) or both";
+
 struct EmitArgs {
-  std::string pattern, out, kernel = "both", tune;
+  std::string pattern, out, kernel = "both", tune, tune_backward;
   CLI::Option* tune_opt = nullptr;
   bool explain = false, no_resources = false;
   splat::EmitOptions opt;
@@ -49,6 +64,7 @@ int run_emit(EmitArgs& a) {
   opt.fused = a.kernel != "pipeline";
   opt.pipeline = a.kernel != "fused";
   opt.tuning = tuning_flag(a.tune_opt, a.tune);
+  opt.backward_tuning = backward_tuning_flag(a.tune_backward);
   const splat::Problem p = a.problem.load({a.pattern}).front();
   if (!opt.tuning) a.cache.load(false);
   opt.cache = a.cache.ref();
@@ -78,11 +94,7 @@ int run_bench(BenchArgs& a) {
   opt.pipeline = a.kernel != "fused";
   opt.forward = a.pass != "backward";
   opt.backward = a.pass != "forward";
-  try {
-    opt.backward_tuning = splat::parse_backward_tuning(a.tune_backward);
-  } catch (const std::invalid_argument& e) {
-    throw splat::Error("", "--tune-backward", e.what());
-  }
+  opt.backward_tuning = backward_tuning_flag(a.tune_backward);
   opt.repeat = a.repeat;
   opt.warmup = a.warmup;
   opt.seed = a.seed;
@@ -127,6 +139,11 @@ Command register_emit(CLI::App& app) {
   args->tune_opt = sub->add_option("--tune", args->tune, kTuneHelp);
   sub->add_flag("--lse", args->opt.save_lse,
                 "Save each row's log-sum-exp for a backward pass: every entry point takes float* lse, last");
+  sub->add_option("--pass", args->opt.pass,
+                  std::string(kPassHelp) + ": the backward module NAME.bwd.* and the manifest's backward section (both: "
+                  "the forward saves the log-sum-exp)")
+      ->check(CLI::IsMember({"forward", "backward", "both"}));
+  sub->add_option("--tune-backward", args->tune_backward, kTuneBackwardHelp);
   sub->add_flag("--explain", args->explain,
                 "Print the tuning and where it came from, then the kernel selection (engine, kernels, launch, reasons)");
   args->problem.add(sub);
@@ -143,9 +160,7 @@ Command register_bench(CLI::App& app) {
                   "forward, backward (dQ, dK, dV against float64 gradients, after a forward that saves the "
                   "log-sum-exp) or both (also timed together: fwd+bwd)")
       ->check(CLI::IsMember({"forward", "backward", "both"}));
-  sub->add_option("--tune-backward", args->tune_backward,
-                  "Backward-kernel tuning, key=value,...: stages 2|3, cw 32|64 (walked rows per product step), areg "
-                  "0|1 (row operands in registers), minb 0..8 (min blocks per SM); unset keys keep the defaults");
+  sub->add_option("--tune-backward", args->tune_backward, kTuneBackwardHelp);
   sub->add_option("--repeat", args->repeat, "Timed runs per kernel (median, min, max)")->check(CLI::Range(1, 100000));
   sub->add_option("--warmup", args->warmup, "Untimed runs first")->check(CLI::Range(0, 1000));
   sub->add_option("--seed", args->seed, "Seed of the random Q, K, V");

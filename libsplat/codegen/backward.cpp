@@ -25,8 +25,9 @@ BackwardTuning resolve(const Problem& p, BackwardTuning t) {
   return t;
 }
 
-// The backward kernels take bf16/fp16 on mma.sync; what they do not take is a located error.
-void check_problem(const Problem& p) {
+}  // namespace
+
+void check_backward(const Problem& p) {
   if (!p.head_groups.empty())
     throw Error(p.file, "head_patterns", "the backward kernels do not take per-head patterns yet (one pattern for all heads)");
   if (p.varlen) throw Error(p.file, "varlen", "the backward kernels do not take packed variable-length batches yet");
@@ -36,6 +37,8 @@ void check_problem(const Problem& p) {
     throw Error(p.file, "head_dim",
                 "the backward kernels need head_dim a multiple of 8 and at most 128, got " + std::to_string(p.head_dim));
 }
+
+namespace {
 
 // A plan with the forward's split-KV chunks (heavy tiles: global rows, and in the column plan global
 // keys; too few blocks to fill the GPU): each chunk's partial sums go to a slot of their own and
@@ -226,7 +229,7 @@ BackwardTuning parse_backward_tuning(const std::string& spec) {
 
 BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const BackwardTuning& tuning) {
   if (acsr.seq_len != p.seq_len || acsr.kv_len != p.kv_len) throw std::invalid_argument("ACSR and problem sizes differ");
-  check_problem(p);
+  check_backward(p);
   BackwardModule m;
   m.name = p.name;
   m.engine = "mma.sync";

@@ -63,6 +63,8 @@ const std::vector<ParamDesc>& backward_params();
 
 // Throws splat::Error (file and field) for a problem the backward kernels do not take: fp32/tf32,
 // head_dim over 128 or not a multiple of 8, a packed variable-length batch, per-head patterns.
+void check_backward(const Problem& p);
+// check_backward, then the module.
 BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const BackwardTuning& tuning = {});
 
 // The backward part of manifest.json: entry points in launch order, parameters, workspace, table.

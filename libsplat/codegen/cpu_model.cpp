@@ -314,4 +314,44 @@ std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, const Struc
   return visits;
 }
 
+CpuGradients cpu_model_backward(const Plan& rows, const Plan& cols, int64_t d, double scale, const std::vector<double>& q,
+                                const std::vector<double>& k, const std::vector<double>& v,
+                                const std::vector<double>& dout) {
+  const int64_t L = rows.seq_len, KV = rows.kv_len;
+  if (cols.seq_len != KV || cols.kv_len != L) throw std::invalid_argument("cpu_model_backward: the plans' shapes differ");
+  const auto dot = [&](const std::vector<double>& a, int64_t i, const std::vector<double>& b, int64_t j) {
+    double s = 0;
+    for (int64_t x = 0; x < d; ++x) s += a[static_cast<size_t>(i * d + x)] * b[static_cast<size_t>(j * d + x)];
+    return s;
+  };
+  CpuGradients g{std::vector<double>(static_cast<size_t>(L * d)), std::vector<double>(static_cast<size_t>(KV * d)),
+                 std::vector<double>(static_cast<size_t>(KV * d))};
+  std::vector<double> lse(static_cast<size_t>(L), -INFINITY), delta(static_cast<size_t>(L), 0.0);
+  const auto row_visits = cpu_model_visits(rows), col_visits = cpu_model_visits(cols);
+  for (int64_t i = 0; i < L; ++i) {  // the dQ kernel: the forward's statistics, D and dQ over the row's visits
+    const std::vector<int64_t>& js = row_visits[static_cast<size_t>(i)];
+    if (js.empty()) continue;
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j : js) mx = std::max(mx, scale * dot(q, i, k, j));
+    for (int64_t j : js) sum += std::exp(scale * dot(q, i, k, j) - mx);
+    lse[static_cast<size_t>(i)] = mx + std::log(sum);
+    for (int64_t j : js) delta[static_cast<size_t>(i)] += std::exp(scale * dot(q, i, k, j) - lse[static_cast<size_t>(i)]) * dot(dout, i, v, j);
+    for (int64_t j : js) {
+      const double p = std::exp(scale * dot(q, i, k, j) - lse[static_cast<size_t>(i)]);
+      const double ds = p * (dot(dout, i, v, j) - delta[static_cast<size_t>(i)]);
+      for (int64_t x = 0; x < d; ++x) g.dq[static_cast<size_t>(i * d + x)] += scale * ds * k[static_cast<size_t>(j * d + x)];
+    }
+  }
+  for (int64_t j = 0; j < KV; ++j)  // the dK/dV kernel: key j's rows in the column plan
+    for (int64_t i : col_visits[static_cast<size_t>(j)]) {
+      const double p = std::exp(scale * dot(q, i, k, j) - lse[static_cast<size_t>(i)]);
+      const double ds = p * (dot(dout, i, v, j) - delta[static_cast<size_t>(i)]);
+      for (int64_t x = 0; x < d; ++x) {
+        g.dk[static_cast<size_t>(j * d + x)] += scale * ds * q[static_cast<size_t>(i * d + x)];
+        g.dv[static_cast<size_t>(j * d + x)] += p * dout[static_cast<size_t>(i * d + x)];
+      }
+    }
+  return g;
+}
+
 }  // namespace splat

@@ -32,4 +32,16 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
 std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, const StructureKind& kernels = Unstructured{},
                                                    int64_t length = -1);
 
+// The backward pass (libsplat/device/backward.cuh) in float64, over the plans its kernels walk
+// (backward_plans): one head's q [seq_len][d], k, v [kv_len][d], dout [seq_len][d]. Each row's
+// log-sum-exp from its visits in the row plan; D_i = sum_j P_ij dP_ij and dQ_i over the same visits;
+// dK_j and dV_j over key j's visits in the column plan (the rows that keep it). A pair the plans
+// visit twice or miss shows in the gradients (tests compare them with brute force).
+struct CpuGradients {
+  std::vector<double> dq, dk, dv;
+};
+CpuGradients cpu_model_backward(const Plan& rows, const Plan& cols, int64_t d, double scale, const std::vector<double>& q,
+                                const std::vector<double>& k, const std::vector<double>& v,
+                                const std::vector<double>& dout);
+
 }  // namespace splat

@@ -129,6 +129,48 @@ ModuleOutput emit_module(const Problem& p, const EmitOptions& o, bool with_manif
   return out;
 }
 
+// The backward module's files (NAME.bwd.*), its manifest section (with each kernel's resources)
+// and the resources' report lines.
+ModuleOutput emit_backward(const Problem& p, const EmitOptions& o) {
+  check_backward(p);
+  const BackwardModule mod = generate_backward(p, analyze(p), o.backward_tuning);
+  const std::string name = p.name + ".bwd";
+  const std::string source = o.target == "cuda" ? inline_device_headers(mod.source) : mod.source;
+  const CompileResult ptx = nvrtc_compile(source, name + ".cu", o.arch, CompileTarget::Ptx, o.nvrtc_cache);
+  if (!ptx.log.empty()) spdlog::warn("NVRTC: {}", ptx.log);
+  const CompileResult cubin = nvrtc_compile(source, name + ".cu", o.arch, CompileTarget::Cubin, o.nvrtc_cache, true);
+  ModuleOutput out;
+  if (o.target == "cuda") out.files.push_back({name + ".cu", source});
+  if (o.target == "ptx") out.files.push_back({name + ".ptx", ptx.image});
+  if (o.target == "cubin") out.files.push_back({name + ".cubin", cubin.image});
+  if (!mod.table.empty())
+    out.files.push_back({name + ".table.bin",
+                         std::string(reinterpret_cast<const char*>(mod.table.data()), mod.table.size() * sizeof(int32_t))});
+  std::vector<std::string> names;
+  for (const auto& f : out.files) names.push_back(f.first);
+  nlohmann::json& m = out.manifest;
+  m = backward_manifest(mod, names);
+  m["table_file"] = mod.table.empty() ? nlohmann::json(nullptr) : nlohmann::json(name + ".table.bin");
+  const std::vector<KernelResources> res = parse_ptxas_report(cubin.log);
+  std::ostringstream text;
+  for (size_t i = 0; i < mod.kernels.size(); ++i) {
+    const KernelDesc& k = mod.kernels[i];
+    const auto r = std::find_if(res.begin(), res.end(), [&](const KernelResources& x) { return x.name == k.name; });
+    if (r == res.end()) throw std::runtime_error("ptxas reported nothing for " + k.name);
+    const std::optional<Occupancy> occ = occupancy(o.arch, k.block, r->registers, r->shared_static_bytes + k.smem_dynamic);
+    nlohmann::json& e = m["kernels"][i];
+    e["registers"] = r->registers;
+    e["spill_stores_bytes"] = r->spill_stores_bytes;
+    e["max_blocks_per_sm"] = occ ? nlohmann::json(occ->max_blocks_per_sm) : nlohmann::json(nullptr);
+    text << k.name << ": " << r->registers << " registers, spills " << r->spill_stores_bytes << " B, " << k.smem_dynamic
+         << " B dynamic shared memory";
+    if (occ) text << ", " << occ->max_blocks_per_sm << " blocks per SM";
+    text << "\n";
+  }
+  out.resources = text.str();
+  return out;
+}
+
 // The manifest of a problem with per-head patterns: the problem and the parameters, then each head
 // group's module manifest (problem.group_heads its heads) under head_groups.
 nlohmann::json group_manifest(const Problem& p, std::vector<nlohmann::json> groups,
@@ -155,6 +197,37 @@ nlohmann::json group_manifest(const Problem& p, std::vector<nlohmann::json> grou
   return m;
 }
 
+// --pass backward|both: the backward module, after the forward's (both: it saves the log-sum-exp);
+// one manifest.json, the forward's with a "backward" section (backward only: the problem's facts).
+EmitResult emit_with_backward(const Problem& p, const EmitOptions& o, const std::string& out_dir) {
+  ModuleOutput bwd = emit_backward(p, o);  // first: a problem it does not take fails before any work
+  EmitOptions fo = o;
+  fo.save_lse = true;
+  ModuleOutput fwd = emit_module(p, fo, true);
+  std::vector<std::pair<std::string, std::string>> files;
+  if (o.pass == "both") files = std::move(fwd.files);
+  for (auto& f : bwd.files) files.push_back(std::move(f));
+  std::vector<std::string> names;
+  for (const auto& f : files) names.push_back(f.first);
+  names.push_back("manifest.json");
+  nlohmann::json m = fwd.manifest;
+  if (o.pass == "backward")
+    for (const char* k : {"kernels", "workspace_floats_per_bh", "scores_floats_per_bh", "table_words", "table_file",
+                          "tensor_maps", "tensor_cores", "engine", "tile", "tuning", "launch_order"})
+      m.erase(k);
+  m["files"] = names;
+  m["pass"] = o.pass;
+  m["backward"] = std::move(bwd.manifest);
+  files.push_back({"manifest.json", m.dump(2) + "\n"});
+  write_all(out_dir, files);
+  EmitResult r;
+  for (const auto& f : files) r.files.push_back((fs::path(out_dir) / f.first).string());
+  r.resources = (o.pass == "both" ? fwd.resources : std::string()) + bwd.resources;
+  r.selection = fwd.selection;
+  r.tuning = fwd.tuning;
+  return r;
+}
+
 }  // namespace
 
 EmitResult emit(const Problem& p, const EmitOptions& o, const std::string& out_dir) {
@@ -165,6 +238,9 @@ EmitResult emit(const Problem& p, const EmitOptions& o, const std::string& out_d
   } catch (const std::invalid_argument& e) {
     throw Error("", "--arch", e.what());
   }
+  if (o.pass != "forward" && o.pass != "backward" && o.pass != "both")
+    throw Error("", "--pass", "expected forward, backward or both, got " + o.pass);
+  if (o.pass != "forward") return emit_with_backward(p, o, out_dir);
   const std::vector<Problem> parts = head_group_problems(p);
   std::vector<ModuleOutput> outs;
   for (const Problem& part : parts) outs.push_back(emit_module(part, o, p.head_groups.empty()));

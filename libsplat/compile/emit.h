@@ -4,9 +4,11 @@
 // and write the .cu, .ptx or .cubin, the per-row table if the plan needs one, and manifest.json (with
 // each kernel's registers, spills and occupancy) — all files or none. Per-head patterns: a module
 // per head group (files NAME.hG.*) and one manifest.json with the groups' manifests under head_groups.
+// The backward pass (pass "backward" or "both"): NAME.bwd.* and the manifest's "backward" section.
 #include <string>
 #include <vector>
 
+#include "libsplat/codegen/backward.h"
 #include "libsplat/codegen/codegen.h"
 #include "libsplat/compile/tuning_cache.h"
 #include "libsplat/pattern/pattern.h"
@@ -23,6 +25,10 @@ struct EmitOptions {
   std::optional<KernelTuning> tuning;
   TuningCacheRef cache;  // the tuning cache (splatc: --cache, the default file); none when empty
   std::string nvrtc_cache;  // NVRTC result cache directory (nvrtc_compile's cache_dir); "" = none
+  // "forward", "backward" (NAME.bwd.* and the manifest's backward section) or "both" (the forward
+  // saves the log-sum-exp, which the backward reads).
+  std::string pass = "forward";
+  BackwardTuning backward_tuning;  // the backward kernels' (`--tune-backward`)
 };
 
 struct EmitResult {

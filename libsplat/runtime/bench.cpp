@@ -509,11 +509,8 @@ void set_tuning(const Prepared& x, ProblemResult& r) {
 void backward_results(Prepared& x, const std::vector<std::shared_ptr<Module>>& mods, const Inputs& in, const Reference& ref,
                       const Support& sup, const BenchOptions& opt, const DeviceBuffer& flush, ProblemResult& r) {
   const Problem& p = x.problem;
-  if (!x.bwd) {
-    KernelResult kr;
-    kr.kind = "backward";
-    kr.note = x.bwd_error;
-    r.kernels.push_back(kr);
+  if (!x.bwd) {  // as a forward without a fused engine: a warning, no result
+    spdlog::warn("{}: no backward kernels: {}", p.name, x.bwd_error);
     return;
   }
   const CompileResult cr = x.bwd_cubin.get();

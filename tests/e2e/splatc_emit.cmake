@@ -57,3 +57,19 @@ trsplat_e2e(splatc_emit_head_patterns
             OUTPUT "head group 0 \\(heads 0 1 2 3\\):.*tuning: .*grid [0-9]+ x batch\\*group_heads.*head group 3 \\(heads 12 13 14 15\\):.*head-windows-16k-bf16\\.h0\\.ptx.*head-windows-16k-bf16\\.h3\\.ptx.*manifest\\.json"
             COMMAND splatc emit patterns/head-windows-16k-bf16.json --target ptx --arch sm_90a --explain --no-resources
                     -o ${_emit_dir}/heads)
+# --pass: the backward module (NAME.bwd.*, the manifest's backward section with its entry points in
+# launch order), after a forward that saves the log-sum-exp (both); problems it does not take, a bad
+# --pass or --tune-backward: exit 2 with the reason.
+trsplat_e2e(splatc_emit_backward OUTPUT "splat_bwd_delta: .*splat_bwd_dq_p0: [0-9]+ registers.*splat_bwd_dkv_p0_combine: .*longformer-4k-bf16\\.cu.*longformer-4k-bf16\\.bwd\\.cu.*manifest\\.json"
+            COMMAND splatc emit patterns/longformer-4k-bf16.json --pass both --target cuda --arch sm_90a -o ${_emit_dir}/bwd)
+trsplat_e2e(splatc_emit_backward_only OUTPUT "strided-4k-bf16\\.bwd\\.ptx.*manifest\\.json"
+            COMMAND splatc emit patterns/strided-4k-bf16.json --pass backward --target ptx --arch sm_80 --no-resources
+                    -o ${_emit_dir}/bwd-only)
+trsplat_e2e(splatc_emit_backward_fp32 EXIT 2 OUTPUT "window-4k-fp32\\.json: dtype: the backward kernels take bf16 and fp16 so far, not fp32"
+            COMMAND splatc emit patterns/window-4k-fp32.json --pass backward -o ${_emit_dir}/bwd-fp32)
+trsplat_e2e(splatc_emit_backward_head_patterns EXIT 2 OUTPUT "head_patterns: the backward kernels do not take per-head patterns yet"
+            COMMAND splatc emit patterns/head-windows-16k-bf16.json --pass both -o ${_emit_dir}/bwd-heads)
+trsplat_e2e(splatc_emit_bad_pass EXIT 2 OUTPUT "--pass: sideways not in"
+            COMMAND splatc emit patterns/window-4k-bf16.json --pass sideways -o ${_emit_dir}/bad)
+trsplat_e2e(splatc_bench_bad_tune_backward EXIT 2 OUTPUT "--tune-backward: backward tuning: cw must be 32 or 64, got '48'"
+            COMMAND splatc bench patterns/window-4k-bf16.json --pass backward --tune-backward cw=48)

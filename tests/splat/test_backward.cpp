@@ -3,10 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <random>
 
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/codegen/backward.h"
+#include "libsplat/codegen/cpu_model.h"
 #include "libsplat/compile/resources.h"
 #include "libsplat/pattern/pattern.h"
 #include "nvrtc_cache.h"
@@ -70,4 +73,116 @@ TEST_CASE("backward kernels: registers and spills (window, strided, bigbird, fix
       CHECK(it->spill_stores_bytes <= 64);
     }
   }
+}
+
+namespace {
+
+// One head's gradients by brute force over the pattern's own mask (kept(), not the analysis).
+CpuGradients brute_force_backward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
+                                  const std::vector<double>& v, const std::vector<double>& dout) {
+  const int64_t L = p.seq_len, KV = p.kv_len, d = p.head_dim;
+  const auto dot = [&](const std::vector<double>& a, int64_t i, const std::vector<double>& b, int64_t j) {
+    double s = 0;
+    for (int64_t x = 0; x < d; ++x) s += a[static_cast<size_t>(i * d + x)] * b[static_cast<size_t>(j * d + x)];
+    return s;
+  };
+  CpuGradients g{std::vector<double>(static_cast<size_t>(L * d)), std::vector<double>(static_cast<size_t>(KV * d)),
+                 std::vector<double>(static_cast<size_t>(KV * d))};
+  for (int64_t i = 0; i < L; ++i) {
+    std::vector<int64_t> js;
+    for (int64_t j = 0; j < KV; ++j)
+      if (kept(p, i, j)) js.push_back(j);
+    if (js.empty()) continue;
+    std::vector<double> pr, dp;
+    double mx = -INFINITY, sum = 0, delta = 0;
+    for (int64_t j : js) mx = std::max(mx, p.scale * dot(q, i, k, j));
+    for (int64_t j : js) sum += std::exp(p.scale * dot(q, i, k, j) - mx);
+    for (int64_t j : js) {
+      pr.push_back(std::exp(p.scale * dot(q, i, k, j) - mx) / sum);
+      dp.push_back(dot(dout, i, v, j));
+      delta += pr.back() * dp.back();
+    }
+    for (size_t c = 0; c < js.size(); ++c) {
+      const int64_t j = js[c];
+      const double ds = pr[c] * (dp[c] - delta);
+      for (int64_t x = 0; x < d; ++x) {
+        g.dq[static_cast<size_t>(i * d + x)] += p.scale * ds * k[static_cast<size_t>(j * d + x)];
+        g.dk[static_cast<size_t>(j * d + x)] += p.scale * ds * q[static_cast<size_t>(i * d + x)];
+        g.dv[static_cast<size_t>(j * d + x)] += pr[c] * dout[static_cast<size_t>(i * d + x)];
+      }
+    }
+  }
+  return g;
+}
+
+double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
+  double diff = 0, top = 0;
+  for (size_t e = 0; e < a.size(); ++e) {
+    diff = std::max(diff, std::fabs(a[e] - b[e]));
+    top = std::max(top, std::fabs(b[e]));
+  }
+  return top > 0 ? diff / top : diff;
+}
+
+}  // namespace
+
+// The backward kernels' traversal (the row plan for dQ, the column plan for dK and dV, with the
+// split-KV chunks codegen makes) gives the brute-force gradients on every GPU edge-case problem the
+// backward takes: a pair visited twice or missed would show.
+TEST_CASE("cpu model of the backward pass matches brute-force gradients (tests/gpu)" * doctest::test_suite("cpu-model")) {
+  int n = 0, split = 0;
+  for (const fs::path& f : json_files(fs::path(TRSPLAT_SOURCE_DIR) / "tests/gpu")) {
+    Problem p = load_problem(f.string());
+    if (!backward_takes(p)) continue;
+    CAPTURE(p.name);
+    p.head_dim = std::min<int64_t>(p.head_dim, 8);  // the traversal does not depend on it
+    const BackwardPlans b = backward_plans(p, analyze(p));
+    for (const Plan* plan : {&b.rows, &b.cols})
+      for (const PlanPass& pass : plan->passes) split += pass.slots > 0;
+    std::mt19937_64 rng(static_cast<uint64_t>(n) + 1);
+    std::normal_distribution<double> nd;
+    auto fill = [&](int64_t rows) {
+      std::vector<double> x(static_cast<size_t>(rows * p.head_dim));
+      for (double& e : x) e = nd(rng);
+      return x;
+    };
+    const std::vector<double> q = fill(p.seq_len), k = fill(p.kv_len), v = fill(p.kv_len), dout = fill(p.seq_len);
+    const CpuGradients want = brute_force_backward(p, q, k, v, dout);
+    const CpuGradients got = cpu_model_backward(b.rows, b.cols, p.head_dim, p.scale, q, k, v, dout);
+    CHECK(max_rel(got.dq, want.dq) < 1e-10);
+    CHECK(max_rel(got.dk, want.dk) < 1e-10);
+    CHECK(max_rel(got.dv, want.dv) < 1e-10);
+    ++n;
+  }
+  CHECK(n >= 30);
+  CHECK(split >= 5);  // plans with split-KV chunks (global rows, global keys' columns, decode)
+}
+
+TEST_CASE("backward: what the kernels do not take is a located error; --tune-backward's keys" * doctest::test_suite("unit")) {
+  const std::string base = R"({"seq_len": 256, "head_dim": 64, "pattern": {"window": {"left": 8, "right": 8}}, )";
+  CHECK_NOTHROW(check_backward(parse_problem_text(base + R"("dtype": "bf16"})", "p.json")));
+  CHECK_THROWS_WITH_AS(check_backward(parse_problem_text(base + R"("dtype": "fp32"})", "p.json")),
+                       doctest::Contains("bf16 and fp16 so far, not fp32"), Error);
+  CHECK_THROWS_WITH_AS(check_backward(parse_problem_text(base + R"("dtype": "bf16", "head_dim": 136})", "p.json")),
+                       doctest::Contains("at most 128, got 136"), Error);
+  CHECK_THROWS_WITH_AS(check_backward(parse_problem_text(base + R"("dtype": "fp16", "head_dim": 36})", "p.json")),
+                       doctest::Contains("a multiple of 8"), Error);
+  CHECK(parse_backward_tuning("") == BackwardTuning{});
+  const BackwardTuning t = parse_backward_tuning("cw=32,areg=0,minb=3,stages=3");
+  CHECK(t.step == 32);
+  CHECK(t.a_regs == 0);
+  CHECK(t.min_blocks == 3);
+  CHECK(t.stages == 3);
+  CHECK_THROWS_WITH_AS(parse_backward_tuning("cw=48"), doctest::Contains("cw must be 32 or 64"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_backward_tuning("bc=64"), doctest::Contains("unknown key 'bc'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_backward_tuning("minb=x"), doctest::Contains("minb must be 0..8"), std::invalid_argument);
+  // The module: D, dQ passes, dK/dV passes in launch order; the tuning reaches the engine.
+  const Problem p = parse_problem_text(base + R"("dtype": "bf16"})", "p.json");
+  const BackwardModule m = generate_backward(p, analyze(p), t);
+  REQUIRE(m.kernels.size() >= 3);
+  CHECK(m.kernels.front().name == "splat_bwd_delta");
+  CHECK(m.kernels[1].name == "splat_bwd_dq_p0");
+  CHECK(m.kernels.back().name.rfind("splat_bwd_dkv_p0", 0) == 0);
+  CHECK(m.source.find("BwdMmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, 3, false, 32>") != std::string::npos);
+  CHECK(m.source.find("__launch_bounds__(128, 3) splat_bwd_dq_p0") != std::string::npos);
 }
