@@ -449,31 +449,13 @@ void run_kernel(const Problem& p, const Kernel& kern, const Inputs& in, const Re
       kr.note += (kr.note.empty() ? "" : "; ") + bad;
     }
   }
-  for (int w = 0; w < opt.warmup; ++w) launch();
-  Event e0, e1;
-  std::vector<double> ms;
-  for (int it = 0; it < opt.repeat; ++it) {
-    cuda_check(cudaMemsetAsync(flush.get(), it & 0xff, flush.size(), nullptr), "L2 flush");
-    poison();
-    cuda_check(cudaEventRecord(e0.e, nullptr), "cudaEventRecord");
-    launch();
-    cuda_check(cudaEventRecord(e1.e, nullptr), "cudaEventRecord");
-    cuda_check(cudaEventSynchronize(e1.e), "timed run");
-    float t = 0;
-    cuda_check(cudaEventElapsedTime(&t, e0.e, e1.e), "cudaEventElapsedTime");
-    ms.push_back(t);
-  }
+  time_runs(opt, flush, poison, launch, kr);
   std::vector<double> again = download_doubles(sup, in.o, in.nq);
   kr.deterministic = std::memcmp(again.data(), out.data(), out.size() * sizeof(double)) == 0 || nan;
   if (!kr.deterministic) {
     kr.pass = false;
     kr.note = "the output changed between runs (race)";
   }
-  kr.ran = true;
-  kr.repeats = opt.repeat;
-  kr.ms_median = median(ms);
-  kr.ms_min = ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end());
-  kr.ms_max = ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end());
   double sec = kr.ms_median * 1e-3;
   if (sec > 0) {
     kr.tflops = r.flops / sec / 1e12;

@@ -97,30 +97,6 @@ struct Grads {
   }
 };
 
-// Times f: warm-up, then each run after an L2 flush and poisoned outputs, between two events.
-template <class F, class P>
-void time_runs(const BenchOptions& opt, const DeviceBuffer& flush, P poison, F f, KernelResult& kr) {
-  for (int w = 0; w < opt.warmup; ++w) f();
-  Event e0, e1;
-  std::vector<double> ms;
-  for (int it = 0; it < opt.repeat; ++it) {
-    cuda_check(cudaMemsetAsync(flush.get(), it & 0xff, flush.size(), nullptr), "L2 flush");
-    poison();
-    cuda_check(cudaEventRecord(e0.e, nullptr), "cudaEventRecord");
-    f();
-    cuda_check(cudaEventRecord(e1.e, nullptr), "cudaEventRecord");
-    cuda_check(cudaEventSynchronize(e1.e), "timed run");
-    float t = 0;
-    cuda_check(cudaEventElapsedTime(&t, e0.e, e1.e), "cudaEventElapsedTime");
-    ms.push_back(t);
-  }
-  kr.ran = true;
-  kr.repeats = opt.repeat;
-  kr.ms_median = median(ms);
-  kr.ms_min = ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end());
-  kr.ms_max = ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end());
-}
-
 // Useful rates and shares of the floors: flops_mul and bytes_mul times the forward's (the backward:
 // 10*B*H*nnz*d, 2.5x; Q, O, dO, dQ and K, V, dK, dV rows, 2x).
 void rates(const ProblemResult& r, double flops_mul, double bytes_mul, KernelResult& kr) {

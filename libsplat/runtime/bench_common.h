@@ -13,6 +13,7 @@
 
 #include "libsplat/pattern/pattern.h"
 #include "libsplat/report/bench_report.h"
+#include "libsplat/runtime/bench.h"
 #include "libsplat/runtime/runtime.h"
 
 namespace splat::bench_detail {
@@ -156,5 +157,30 @@ struct Inputs {
     cuda_check(cudaDeviceSynchronize(), "input generation");
   }
 };
+
+// Times f: warm-up, then each run after an L2 flush (a write of flush) and poison(), between two
+// events; sets kr's ran, repeats and median / min / max.
+template <class F, class P>
+inline void time_runs(const BenchOptions& opt, const DeviceBuffer& flush, P poison, F f, KernelResult& kr) {
+  for (int w = 0; w < opt.warmup; ++w) f();
+  Event e0, e1;
+  std::vector<double> ms;
+  for (int it = 0; it < opt.repeat; ++it) {
+    cuda_check(cudaMemsetAsync(flush.get(), it & 0xff, flush.size(), nullptr), "L2 flush");
+    poison();
+    cuda_check(cudaEventRecord(e0.e, nullptr), "cudaEventRecord");
+    f();
+    cuda_check(cudaEventRecord(e1.e, nullptr), "cudaEventRecord");
+    cuda_check(cudaEventSynchronize(e1.e), "timed run");
+    float t = 0;
+    cuda_check(cudaEventElapsedTime(&t, e0.e, e1.e), "cudaEventElapsedTime");
+    ms.push_back(t);
+  }
+  kr.ran = true;
+  kr.repeats = opt.repeat;
+  kr.ms_median = median(ms);
+  kr.ms_min = ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end());
+  kr.ms_max = ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end());
+}
 
 }  // namespace splat::bench_detail
