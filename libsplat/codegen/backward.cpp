@@ -4,7 +4,6 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "libsplat/analysis/columns.h"
 #include "libsplat/analysis/structure.h"
 #include "libsplat/codegen/device_code.h"
 #include "libsplat/codegen/emit.h"
@@ -39,15 +38,6 @@ void check_backward(const Problem& p) {
 }
 
 namespace {
-
-// A plan with the forward's split-KV chunks (heavy tiles: global rows, and in the column plan global
-// keys; too few blocks to fill the GPU): each chunk's partial sums go to a slot of their own and
-// bwd_combine adds them in slot order (no atomics).
-Plan plan_of(const Acsr& acsr, int64_t batch_heads) {
-  TileShape shape;
-  shape.batch_heads = batch_heads;
-  return make_plan(acsr, analyze_structure(acsr), shape);
-}
 
 // An emitter context for a plan's tables (the backward has no forward selection or structure).
 emit::Context tables_context(const Problem& p, const Acsr& acsr, const Plan& plan) {
@@ -163,14 +153,6 @@ void header(std::ostream& s, const Problem& p, const BackwardModule& m, int64_t 
 }
 
 }  // namespace
-
-BackwardPlans backward_plans(const Problem& p, const Acsr& acsr) {
-  BackwardPlans b;
-  b.rows = plan_of(acsr, p.batch * p.heads);
-  b.columns = column_acsr(acsr, p.limits, p.file);
-  b.cols = plan_of(b.columns, p.batch * p.heads);
-  return b;
-}
 
 const std::vector<ParamDesc>& backward_params() {
   static const std::vector<ParamDesc> params = {

@@ -35,15 +35,6 @@ struct BackwardTuning {
 // `splatc bench --pass backward --tune-backward cw=32,minb=2`. Throws std::invalid_argument.
 BackwardTuning parse_backward_tuning(const std::string& spec);
 
-// The two plans the backward kernels walk.
-struct BackwardPlans {
-  Plan rows;      // dQ: the forward's tiles (no split-KV: each row tile's dQ is one block's)
-  Acsr columns;   // the column ACSR (kv_len rows, seq_len columns)
-  Plan cols;      // dK/dV: the column ACSR's tiles
-};
-// Throws Error past the problem's limits (column_acsr).
-BackwardPlans backward_plans(const Problem& p, const Acsr& acsr);
-
 struct BackwardModule {
   std::string name;                   // problem name
   std::string source;                 // CUDA C++

@@ -1,6 +1,7 @@
 #include "libsplat/codegen/plan.h"
 
 #include "libsplat/analysis/analysis.h"
+#include "libsplat/analysis/columns.h"
 #include "libsplat/analysis/rows.h"
 #include "libsplat/device/geometry.cuh"
 
@@ -689,6 +690,19 @@ std::string describe(const Plan& plan, const StructureKind& structure) {
     o << "\n";
   }
   return o.str();
+}
+
+// Each row tile with the forward's split-KV chunks (heavy tiles: global rows, and in the column plan
+// global keys' columns; too few blocks to fill the GPU): the backward kernels write each chunk's
+// partial sums to a slot of their own and add them in slot order (no atomics).
+BackwardPlans backward_plans(const Problem& p, const Acsr& acsr) {
+  TileShape shape;
+  shape.batch_heads = p.batch * p.heads;
+  BackwardPlans b;
+  b.rows = make_plan(acsr, analyze_structure(acsr), shape);
+  b.columns = column_acsr(acsr, p.limits, p.file);
+  b.cols = make_plan(b.columns, analyze_structure(b.columns), shape);
+  return b;
 }
 
 }  // namespace splat

@@ -164,6 +164,17 @@ TileShape plan_shape(const Problem& p, const Structure& structure);
 // ACSR that breaks the contract.
 Plan make_plan(const Acsr& acsr, const Structure& structure, const TileShape& shape = {});
 
+// The two plans the backward kernels walk (codegen/backward.h): dQ the row plan, dK and dV the plan
+// of the column ACSR (analysis/columns.h: kv_len rows, seq_len columns), both with the forward's
+// split-KV rules for batch*heads blocks along grid.y (heavy tiles and too few blocks cut into chunks,
+// whose partial sums the kernels add in slot order). Throws Error past the problem's limits.
+struct BackwardPlans {
+  Plan rows;
+  Acsr columns;
+  Plan cols;
+};
+BackwardPlans backward_plans(const Problem& p, const Acsr& acsr);
+
 // Global keys row i keeps (a prefix of them; 0 for padding rows).
 int64_t global_prefix(const Plan& plan, int64_t i);
 // Key u of a walk.

@@ -11,7 +11,8 @@
 // random-block generator): an evaluation independent of libsplat's kept(), which is compared too.
 // The ACSR's structure is checked as acsr.h states it: every row in exactly one segment, exact
 // divisions, no column twice in a row, columns in range; nnz(), max_row_nnz(), stats() and
-// validate() agree with the mask.
+// validate() agree with the mask. The column ACSR against the mask too, and the kernels' plans (the
+// forward's, the backward's row and column plans) visit every kept pair exactly once.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -26,6 +27,9 @@
 
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/analysis/columns.h"
+#include "libsplat/analysis/structure.h"
+#include "libsplat/codegen/cpu_model.h"
+#include "libsplat/codegen/plan.h"
 #include "libsplat/pattern/pattern.h"
 #include "tests/fuzz/fuzz_common.h"
 
@@ -340,6 +344,43 @@ FUZZ_ORACLE void compare_columns(const splat::Problem& p, const Spec& spec, bool
   }
 }
 
+// The plans the kernels walk (codegen/plan.h): the forward's row plan and the backward's (the row
+// plan with split-KV chunks for `heads` blocks along grid.y, and the column ACSR's plan), through the
+// CPU model's visits: every kept (row, key) of the ACSR (compared with the mask above) visited exactly
+// once by the row plans, and every kept (key, row) once by the column plan.
+FUZZ_ORACLE void compare_plans(splat::Problem p, const splat::Acsr& a, int64_t heads, const json& doc) {
+  std::vector<std::vector<int64_t>> want(static_cast<size_t>(a.seq_len)), want_cols(static_cast<size_t>(a.kv_len));
+  for (int64_t i = 0; i < a.seq_len; ++i)
+    for (const splat::Run& r : a.row(i))
+      for (int64_t c = 0; c < r.count; ++c) {
+        want[static_cast<size_t>(i)].push_back(r.start + c * r.stride);
+        want_cols[static_cast<size_t>(r.start + c * r.stride)].push_back(i);
+      }
+  for (auto& w : want) std::sort(w.begin(), w.end());
+  p.heads = p.kv_heads = heads;
+  splat::BackwardPlans b;
+  splat::Plan forward;
+  try {
+    forward = splat::make_plan(a, splat::analyze_structure(a));
+    b = splat::backward_plans(p, a);
+  } catch (...) {
+    fuzz::finding("planning failed (" + fuzz::current_exception_text() + ") on\n" + doc.dump());
+  }
+  auto same = [&](const splat::Plan& plan, const std::vector<std::vector<int64_t>>& expect, const char* what) {
+    std::vector<std::vector<int64_t>> got = splat::cpu_model_visits(plan);
+    for (size_t i = 0; i < expect.size(); ++i) {
+      std::sort(got[i].begin(), got[i].end());
+      if (got[i] != expect[i])
+        fuzz::finding(std::string("the ") + what + " visits row " + std::to_string(i) + " other than once per kept key (" +
+                      std::to_string(got[i].size()) + " visits, " + std::to_string(expect[i].size()) + " kept) in\n" +
+                      doc.dump());
+    }
+  };
+  same(forward, want, "forward plan");
+  same(b.rows, want, "backward row plan");
+  same(b.cols, want_cols, "backward column plan");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -376,5 +417,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check_structure(a, o, doc);
   compare(p, spec, causal, off, a, doc);
   compare_columns(p, spec, causal, off, a, o, doc);
+  compare_plans(p, a, in.ConsumeIntegralInRange<int64_t>(1, 64), doc);
   return 0;
 }
