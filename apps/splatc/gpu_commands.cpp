@@ -94,6 +94,8 @@ int run_bench(BenchArgs& a) {
   opt.pipeline = a.kernel != "fused";
   opt.forward = a.pass != "backward";
   opt.backward = a.pass != "forward";
+  if (opt.backward && !opt.fused)
+    throw splat::Error("", "--pass", "the backward runs after the fused forward kernels: --kernel fused or both");
   opt.backward_tuning = backward_tuning_flag(a.tune_backward);
   opt.repeat = a.repeat;
   opt.warmup = a.warmup;

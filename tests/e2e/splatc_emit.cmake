@@ -73,3 +73,5 @@ trsplat_e2e(splatc_emit_bad_pass EXIT 2 OUTPUT "--pass: sideways not in"
             COMMAND splatc emit patterns/window-4k-bf16.json --pass sideways -o ${_emit_dir}/bad)
 trsplat_e2e(splatc_bench_bad_tune_backward EXIT 2 OUTPUT "--tune-backward: backward tuning: cw must be 32 or 64, got '48'"
             COMMAND splatc bench patterns/window-4k-bf16.json --pass backward --tune-backward cw=48)
+trsplat_e2e(splatc_bench_backward_pipeline EXIT 2 OUTPUT "--pass: the backward runs after the fused forward kernels"
+            COMMAND splatc bench patterns/window-4k-bf16.json --pass both --kernel pipeline)
