@@ -75,3 +75,9 @@ trsplat_e2e(splatc_bench_bad_tune_backward EXIT 2 OUTPUT "--tune-backward: backw
             COMMAND splatc bench patterns/window-4k-bf16.json --pass backward --tune-backward cw=48)
 trsplat_e2e(splatc_bench_backward_pipeline EXIT 2 OUTPUT "--pass: the backward runs after the fused forward kernels"
             COMMAND splatc bench patterns/window-4k-bf16.json --pass both --kernel pipeline)
+# --pass backward needs no pipeline: a pattern the pipeline does not take (46 runs in a row) still has
+# its backward module (the forward's files are not written; --kernel both would refuse it).
+trsplat_e2e(splatc_emit_backward_many_runs OUTPUT "many-runs-bf16\\.bwd\\.cu.*manifest\\.json"
+            COMMAND splatc emit tests/splat/data/many_runs_bf16.json --pass backward --no-resources -o ${_emit_dir}/bwd-runs)
+trsplat_e2e(splatc_emit_many_runs_pipeline EXIT 2 OUTPUT "pattern: the pipeline supports at most 32 runs per row"
+            COMMAND splatc emit tests/splat/data/many_runs_bf16.json -o ${_emit_dir}/runs)
