@@ -9,7 +9,9 @@
 // Both are one engine: row operands A1, A2 of the tile and walked operands X, Y (dQ: Q, dO / K, V;
 // dK/dV: K, V / Q, dO), S = A1.X^T and dP = A2.Y^T, acc1 += dS.X, and for dK/dV acc2 += P.Y; the
 // log-sum-exp and D belong to the tile's rows (dQ) or to the walked rows (dK/dV, staged with X and Y).
-// Each output row is owned by one block: no atomics, the same bits run to run.
+// Each output row is summed in a fixed order (by one block; a split tile's chunks write partial sums
+// that bwd_combine adds in slot order; grouped query heads are added in head order): no atomics, the
+// same bits run to run.
 #pragma once
 #include "splat/common.cuh"
 #include "splat/geometry.cuh"
