@@ -331,27 +331,14 @@ void reference(const Problem& p, const Acsr& acsr, const Inputs& in, const Suppo
     return;
   }
   what = "gpu float64 (masked rows from the ACSR)";
-  std::vector<long long> row_ptr(static_cast<size_t>(p.seq_len) + 1, 0);
-  std::vector<int32_t> runs;
-  for (int64_t i = 0; i < p.seq_len; ++i) {
-    for (const Run& run : acsr.row(i)) {
-      runs.push_back(static_cast<int32_t>(run.start));
-      runs.push_back(static_cast<int32_t>(run.stride));
-      runs.push_back(static_cast<int32_t>(run.count));
-    }
-    row_ptr[static_cast<size_t>(i) + 1] = static_cast<long long>(runs.size() / 3);
-  }
-  if (runs.empty()) runs.assign(3, 0);
-  DeviceBuffer drp(row_ptr.size() * sizeof(long long)), druns(runs.size() * sizeof(int32_t)),
-      dref(ref.o.size() * sizeof(double)), dlse(ref.lse.size() * sizeof(double));
-  drp.upload(row_ptr.data(), drp.size());
-  druns.upload(runs.data(), druns.size());
+  const DeviceRuns rows(acsr);
+  DeviceBuffer dref(ref.o.size() * sizeof(double)), dlse(ref.lse.size() * sizeof(double));
   dref.upload(ref.o.data(), dref.size());  // the other heads' rows as they are
   dlse.upload(ref.lse.data(), dlse.size());
   std::vector<int32_t> ids(p.group_heads.begin(), p.group_heads.end());
   DeviceBuffer dids(std::max<size_t>(ids.size(), 1) * sizeof(int32_t));
   if (!ids.empty()) dids.upload(ids.data(), ids.size() * sizeof(int32_t));
-  const void *qp = in.q.get(), *kp = in.k.get(), *vp = in.v.get(), *rp = drp.get(), *up = druns.get();
+  const void *qp = in.q.get(), *kp = in.k.get(), *vp = in.v.get(), *rp = rows.ptr.get(), *up = rows.runs.get();
   double *op = static_cast<double*>(dref.get()), *lp = static_cast<double*>(dlse.get());
   long long seq = p.seq_len, kvl = p.kv_len;
   double scale = p.scale;

@@ -12,28 +12,6 @@ namespace {
 
 using namespace bench_detail;
 
-// An ACSR's rows as the reference kernels read them: row_ptr (int64, rows + 1) and runs {start, stride, count}.
-struct DeviceRuns {
-  DeviceBuffer ptr, runs;
-  explicit DeviceRuns(const Acsr& a) {
-    std::vector<long long> rp(static_cast<size_t>(a.seq_len) + 1, 0);
-    std::vector<int32_t> rs;
-    for (int64_t i = 0; i < a.seq_len; ++i) {
-      for (const Run& r : a.row(i)) {
-        rs.push_back(static_cast<int32_t>(r.start));
-        rs.push_back(static_cast<int32_t>(r.stride));
-        rs.push_back(static_cast<int32_t>(r.count));
-      }
-      rp[static_cast<size_t>(i) + 1] = static_cast<long long>(rs.size() / 3);
-    }
-    if (rs.empty()) rs.assign(3, 0);
-    ptr = DeviceBuffer(rp.size() * sizeof(long long));
-    ptr.upload(rp.data(), ptr.size());
-    runs = DeviceBuffer(rs.size() * sizeof(int32_t));
-    runs.upload(rs.data(), runs.size());
-  }
-};
-
 // The float64 gradients (reference.cuh: reference_backward_rows, reference_backward_cols) from the
 // inputs and the float64 forward's log-sum-exp.
 struct Gradients {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "libsplat/analysis/acsr.h"
 #include "libsplat/pattern/pattern.h"
 #include "libsplat/report/bench_report.h"
 #include "libsplat/runtime/bench.h"
@@ -182,5 +183,27 @@ inline void time_runs(const BenchOptions& opt, const DeviceBuffer& flush, P pois
   kr.ms_min = ms.empty() ? 0 : *std::min_element(ms.begin(), ms.end());
   kr.ms_max = ms.empty() ? 0 : *std::max_element(ms.begin(), ms.end());
 }
+
+// An ACSR's rows as the reference kernels read them: row_ptr (int64, rows + 1) and runs {start, stride, count}.
+struct DeviceRuns {
+  DeviceBuffer ptr, runs;
+  explicit DeviceRuns(const Acsr& a) {
+    std::vector<long long> rp(static_cast<size_t>(a.seq_len) + 1, 0);
+    std::vector<int32_t> rs;
+    for (int64_t i = 0; i < a.seq_len; ++i) {
+      for (const Run& r : a.row(i)) {
+        rs.push_back(static_cast<int32_t>(r.start));
+        rs.push_back(static_cast<int32_t>(r.stride));
+        rs.push_back(static_cast<int32_t>(r.count));
+      }
+      rp[static_cast<size_t>(i) + 1] = static_cast<long long>(rs.size() / 3);
+    }
+    if (rs.empty()) rs.assign(3, 0);
+    ptr = DeviceBuffer(rp.size() * sizeof(long long));
+    ptr.upload(rp.data(), ptr.size());
+    runs = DeviceBuffer(rs.size() * sizeof(int32_t));
+    runs.upload(rs.data(), runs.size());
+  }
+};
 
 }  // namespace splat::bench_detail
