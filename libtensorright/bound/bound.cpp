@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "libtensorright/encode/encode.h"
 
@@ -36,10 +37,12 @@ class Walker {
   }
 
   std::map<int, std::set<Term>> accesses;  // tensor -> distinct reads
+  std::unordered_set<Term> skip;           // valid conjuncts (Query::theorems): never a witness
   void reset() { visited_.clear(); }  // before collecting a new Need
 
  private:
   void bool_walk(const Term& t, int pol, Need& need) {
+    if (skip.count(t)) return;
     int& seen = visited_[t];
     if ((seen & pol) == pol) return;
     pol &= ~seen;
@@ -135,6 +138,7 @@ Bounds infer(const Rule& rule, DType dtype, cvc5::Solver& solver) {
   enc::Encoder e(solver, rule, dtype, std::vector<int>(n, 1));
   enc::Query q = e.build();
   Walker w(e, rule);
+  w.skip.insert(q.theorems.begin(), q.theorems.end());
 
   // The query is hyp ∧ lhs_access ∧ ¬(g_1 ∧ ... ∧ g_m). A model falsifies at least one goal (its
   // cause); the hypotheses and that one goal must keep their truth value on fewer axes.

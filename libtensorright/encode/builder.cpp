@@ -467,7 +467,9 @@ Term Builder::ediv(const Term& a, const Term& c) const {
   if (x && y && !(*x == INT64_MIN && *y == -1)) return integer(euclid_div(*x, *y));
   if (y) return raw_divmod(a, c, false, {});
   Term cz = eq(c, zero);
-  return ite(cz, zero, raw_divmod(a, c, false, {{cz, false}}));
+  Term q = ite(cz, zero, raw_divmod(a, c, false, {{cz, false}}));
+  divs.push_back({a, c, q});
+  return q;
 }
 
 Term Builder::emod(const Term& a, const Term& c) const {
@@ -525,6 +527,39 @@ std::vector<Term> Builder::rem_lemmas() const {
       Term same_sign = or_({and_({le(zero, a1), le(zero, a2)}), and_({lt(a1, zero), lt(a2, zero)})});
       out.push_back(implies(same_sign, eq(r1, r2)));
     }
+  return out;
+}
+
+// Nested Euclidean division: for d1, d2 >= 1 and any integers a, r,
+//   (a div d1 + r) div d2 = (a + r*d1) div (d1*d2)
+//   (a + r*d1) mod (d1*d2) = d1 * ((a div d1 + r) mod d2) + a mod d1.
+// Proof: a = d1*q + s (0 <= s < d1) and q + r = d2*u + t (0 <= t < d2) give
+// a + r*d1 = d1*d2*u + (d1*t + s) with 0 <= d1*t + s <= d1*(d2 - 1) + d1 - 1 < d1*d2, and Euclidean
+// division by d1*d2 > 0 is unique. Instantiated for every pair of divisions in the query whose
+// second dividend is the first quotient plus terms free of it (a dilation inside a dilation:
+// conv's lhs_dilation over a pad's interior): the solver then sees the composed step d1*d2 that the
+// other side of a rule writes directly, without having to find the nonlinear argument itself.
+std::vector<Term> Builder::nested_div_lemmas() const {
+  std::vector<Term> out;
+  const std::vector<Div> found = divs;  // building the instances adds divisions
+  for (const auto& d1 : found) {
+    auto pq = poly(d1.q);
+    if (!pq || pq->size() != 1 || pq->begin()->second != 1 || pq->begin()->first.size() != 1) continue;
+    const Term& atom = pq->begin()->first.front();
+    for (const auto& d2 : found) {
+      auto rest = poly(d2.a);
+      if (!rest || !accumulate(*rest, *pq, -1)) continue;
+      bool free = std::none_of(rest->begin(), rest->end(), [&](const auto& mk) {
+        return std::find(mk.first.begin(), mk.first.end(), atom) != mk.first.end();
+      });
+      if (!free) continue;  // d2's dividend is not d1's quotient (once) plus other terms
+      Term r = from_poly(*rest);
+      Term a = add(d1.a, mul(r, d1.c)), dd = mul(d1.c, d2.c);
+      Term guard = and_({le(integer(1), d1.c), le(integer(1), d2.c)});
+      Term fact = and_({eq(ediv(a, dd), d2.q), eq(emod(a, dd), add(mul(d1.c, emod(d2.a, d2.c)), emod(d1.a, d1.c)))});
+      out.push_back(implies(guard, fact));
+    }
+  }
   return out;
 }
 

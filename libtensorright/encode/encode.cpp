@@ -1136,6 +1136,10 @@ Query Encoder::build() {
   for (auto& t : assumption_instances()) hyp.push_back(t);
   Term hyp_core = b.and_(hyp);
   for (auto& t : b.rem_lemmas()) lemmas.push_back(t);
+  for (auto& t : b.nested_div_lemmas()) {
+    lemmas.push_back(t);
+    q.theorems.push_back(t);
+  }
   hyp.insert(hyp.end(), lemmas.begin(), lemmas.end());
   q.hyp = b.and_(hyp);
 

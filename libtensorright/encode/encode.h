@@ -91,6 +91,13 @@ class Builder {
   };
   mutable std::vector<Rem> rems;
   std::vector<Term> rem_lemmas() const;
+  // Euclidean divisions with a symbolic divisor built so far (dividend, divisor, quotient), and
+  // the nested-division lemma instances over them (see builder.cpp).
+  struct Div {
+    Term a, c, q;
+  };
+  mutable std::vector<Div> divs;
+  std::vector<Term> nested_div_lemmas() const;
 
   // Int terms are kept in a polynomial normal form (builder.cpp): a sum of monomials, each an
   // int64 coefficient times a sorted product of atoms (constants, reads, ite, div, mod terms).
@@ -186,6 +193,9 @@ struct Query {
   Term query;
   Term vacuity;             // hyp ∧ lhs_access
   bool has_sums = false;    // a match abstracts sums: a non-replaying model is inconclusive
+  // Conjuncts of hyp that are valid formulas (instances of theorems of integer arithmetic, each over
+  // one axis): true in every model, so the rank bound needs no witness for them.
+  std::vector<Term> theorems;
   // Folds (reduce.cpp): extra constraints that steer a satisfiable query towards a model that
   // replays (exact folds, a dominating difference), tried in order until a model replays; only
   // for the search, never for a proof.
@@ -219,6 +229,13 @@ class Encoder {
     bool forall;
   };
   std::unordered_map<Term, std::vector<Agg>> registry;
+  // Every agg() call with its per-axis bodies (body(j) at index j), for the profile abstraction
+  // (verify/profile.h).
+  struct AggInstance {
+    int rclass;
+    std::vector<Term> bodies;
+  };
+  std::vector<AggInstance> agg_instances;
   std::unordered_map<Term, int> axis_const_rclass;  // constants tied to an axis -> rclass
   std::unordered_map<Term, int> uf_tensor;          // tensor function -> tensor id
 
@@ -229,6 +246,7 @@ class Encoder {
     for (int j = 0; j < ranks[r]; ++j) xs.push_back(body(j));
     Term t = forall ? b.and_(xs) : b.or_(xs);
     if (t.getKind() != cvc5::Kind::CONST_BOOLEAN) registry[t].push_back({r, forall});
+    agg_instances.push_back({r, std::move(xs)});
     return t;
   }
 

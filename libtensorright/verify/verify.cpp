@@ -1,6 +1,7 @@
 // The verification driver: rank bound, one query per rank vector, verdicts, counterexamples
 // (minimised and replayed through the concrete evaluator), SMT dumps, and the thread pool.
 #include "libtensorright/verify/verify.h"
+#include "libtensorright/verify/profile.h"
 
 #include <algorithm>
 #include <atomic>
@@ -524,6 +525,7 @@ class DTypeRun {
   void run_tasks() {
     solver_ = make_solver(opts_.budget, opts_.timeout_s, configs()[0]);
     bound::Bounds bounds = bound::infer(rule_, dt_, *solver_);
+    bounds_ = bounds.k;
     for (size_t r = 0; r < rule_.rclasses.size(); ++r) out_.res.bounds[rule_.rclasses[r].name] = bounds.k[r];
     size_t total = 1;
     for (int k : bounds.k) total = std::min(kMaxTasks + 1, total * static_cast<size_t>(k));
@@ -535,9 +537,16 @@ class DTypeRun {
                                 " tasks (1.5 budgets of resource units used)";
         break;
       }
+      // A task that needed more than a quarter of the budget predicts that the larger ones will
+      // run out of it: every remaining rank at once through the profiles first.
+      if (out_.res.tasks > 0 && meter_.max_units > opts_.budget / 4 &&
+          prove_by_profiles(bounds_, "a task needed " + std::to_string(meter_.max_units) +
+                                         " resource units, more than a quarter of the budget"))
+        return;
       out_.res.tasks++;
-      if (task(ranks) == Step::Done) return;
+      if (task(ranks) == Step::Done || decided_) return;
     }
+    if (inconclusive_ && prove_by_profiles(bounds_, "the rank tasks stopped: " + inconclusive_reason_)) return;
     if (inconclusive_) {
       conclude(*inconclusive_, inconclusive_reason_);
       if (*inconclusive_ == Verdict::Timeout) out_.res.limit = Limit::Budget;
@@ -546,6 +555,32 @@ class DTypeRun {
     } else {
       conclude(Verdict::Proved, "");
     }
+  }
+
+  // Every rank at once (profile.h), for a dtype whose rank tasks did not all decide: the query at
+  // the bound with each axis abstracted to the profiles it can have. Only an unsat answer counts;
+  // the caller keeps its inconclusive verdict otherwise.
+  bool prove_by_profiles(const std::vector<int>& k, const std::string& because) {
+    if (profiles_tried_ || !nonvacuous_) return false;
+    profiles_tried_ = true;
+    auto s = make_solver(opts_.budget, opts_.timeout_s, configs()[0]);
+    std::unique_ptr<enc::Encoder> e;
+    enc::Query q;
+    try {
+      e = std::make_unique<enc::Encoder>(*s, rule_, dt_, k);
+      q = e->build();
+    } catch (const enc::Unsupported& u) {
+      spdlog::debug("{}: {} profiles not tried: {}", rule_.name, to_string(dt_), u.what());
+      return false;
+    }
+    auto out = profile::prove(*s, *e, q, [&](const char* what) { return check(*s, meter_, what); });
+    spdlog::debug("{}: {} profile abstraction at ranks {}: {}{}", rule_.name, to_string(dt_), rank_text(rule_, k),
+                  out.proved ? "proved, " : "not proved, ", out.detail);
+    if (!out.proved) return false;
+    conclude(Verdict::Proved, "proved for every rank by the per-axis profile abstraction at ranks " +
+                                  rank_text(rule_, k) + " (" + out.detail + "), tried because " + because);
+    decided_ = true;
+    return true;
   }
 
   // The portfolio for one rank vector; on return with a result, *s holds the query pushed (sat:
@@ -579,6 +614,11 @@ class DTypeRun {
       s->pop();
       bool ro = r.getUnknownExplanation() == cvc5::UnknownExplanation::RESOURCEOUT;
       if (ci == 0) out_of_budget = ro;
+      // The first task out of budget (once an earlier one showed the rule non-vacuous): every rank
+      // at once through the profiles, before this task's portfolio.
+      if (ci == 0 && ro && !degraded_ &&
+          prove_by_profiles(bounds_, "the task at ranks " + rank_text(rule_, ranks) + " ran out of budget"))
+        return std::nullopt;
       if (ci == 0 && !degraded_ && opts_.portfolio)
         if (auto probed = probe_integers(ranks, s, e, q, s2, out_of_budget)) return probed;  // keep the push
       if (!task_inc || ro) {
@@ -673,6 +713,8 @@ class DTypeRun {
   Meter meter_;
   std::unique_ptr<cvc5::Solver> solver_, short_solver_;
   bool nonvacuous_ = false, degraded_ = false;
+  bool profiles_tried_ = false, decided_ = false;  // decided_: the profiles proved the dtype
+  std::vector<int> bounds_;
   std::optional<Verdict> inconclusive_;
   std::string inconclusive_reason_;
 };

@@ -50,7 +50,8 @@ struct DTypeResult {
   std::int64_t max_units = 0;         // the most any one call that decided its question used
   Limit limit = Limit::None;          // set when the verdict is timeout
   double seconds = 0;
-  std::string reason;                 // why not proved (timeout/unknown/unsupported), empty otherwise
+  std::string reason;                 // why not proved (timeout/unknown/unsupported); for a dtype
+                                      // proved by the profile abstraction, that it was; else empty
 };
 
 // A concrete instance on which the left side is defined and the right side is undefined or
