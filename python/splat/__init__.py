@@ -1,0 +1,24 @@
+"""splat: sparse attention kernels specialised to the pattern, from Python.
+
+    import splat
+    c = splat.compile({"window": {"left": 256, "right": 256}}, dtype="bf16", head_dim=64,
+                      batch=1, heads=16, seq_len=4096)
+    c.manifest.forward.kernels      # entry points in launch order
+    c.ptx(c.manifest.forward)       # the PTX text
+
+splat.compile runs the splatc executable (PATH, $SPLATC or splatc=) and caches its output by a
+key of everything that determines it (docs/python.md).
+"""
+
+from ._compile import CACHE_FORMAT, Compiled, cache_key, cache_root, compile, find_splatc, splatc_version
+from ._errors import CompileError, ManifestError, PatternError, SplatError
+from ._manifest import Kernel, Manifest, Module, Parameter, TensorMap, load_manifest, parse_manifest
+from ._problem import DTYPES, TERMS, canonical, dtype_name, problem_from
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CACHE_FORMAT", "Compiled", "CompileError", "DTYPES", "Kernel", "Manifest", "ManifestError", "Module",
+    "Parameter", "PatternError", "SplatError", "TERMS", "TensorMap", "cache_key", "cache_root", "canonical",
+    "compile", "dtype_name", "find_splatc", "load_manifest", "parse_manifest", "problem_from", "splatc_version",
+]

@@ -1,0 +1,209 @@
+"""The Python package (python/splat) without PyTorch or a GPU: pattern handling, cache keys,
+splatc emit through the cache, manifest parsing and error messages. SPLATC names the built splatc."""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+import splat  # noqa: E402
+
+WINDOW = {"window": {"left": 32, "right": 32}}
+SIZES = dict(dtype="bf16", head_dim=64, batch=1, heads=2, seq_len=256)
+
+
+class ProblemTest(unittest.TestCase):
+    def test_a_term_is_wrapped_and_the_input_is_not_modified(self):
+        term = {"window": {"left": 1, "right": 2}}
+        doc = splat.problem_from(term, seq_len=10, head_dim=8)
+        self.assertEqual(doc, {"name": "splat", "pattern": {"window": {"left": 1, "right": 2}},
+                               "seq_len": 10, "head_dim": 8})
+        doc["pattern"]["window"]["left"] = 5
+        self.assertEqual(term["window"]["left"], 1)
+
+    def test_a_document_keeps_its_fields_and_keywords_override_them(self):
+        doc = splat.problem_from({"name": "x", "seq_len": 4, "head_dim": 8, "pattern": WINDOW}, seq_len=16,
+                                 dtype="torch.bfloat16", causal=True, scale=0.5)
+        self.assertEqual((doc["name"], doc["seq_len"], doc["dtype"], doc["causal"], doc["scale"]),
+                         ("x", 16, "bf16", True, 0.5))
+
+    def test_a_file_is_read_and_named_by_its_stem(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "mine.json")
+            with open(p, "w") as f:
+                json.dump({"seq_len": 8, "head_dim": 8, "pattern": WINDOW}, f)
+            self.assertEqual(splat.problem_from(p)["name"], "mine")
+            with open(p, "w") as f:
+                f.write('{"seq_len": 8,\n  "head_dim": }')
+            with self.assertRaisesRegex(splat.PatternError, r"mine\.json:2:\d+: Expecting value"):
+                splat.problem_from(p)
+            with open(p, "wb") as f:
+                f.write(b"\xff\xfe")
+            with self.assertRaisesRegex(splat.PatternError, "not UTF-8"):
+                splat.problem_from(p)
+            with self.assertRaisesRegex(splat.PatternError, "No such file"):
+                splat.problem_from(os.path.join(d, "absent.json"))
+
+    def test_bad_arguments_name_the_argument(self):
+        with self.assertRaisesRegex(TypeError, "argument 'head_dim' must be an int, got str"):
+            splat.problem_from(WINDOW, seq_len=8, head_dim="64")
+        with self.assertRaisesRegex(TypeError, "argument 'seq_len' must be an int, got bool"):
+            splat.problem_from(WINDOW, seq_len=True, head_dim=8)
+        with self.assertRaisesRegex(splat.PatternError, "argument 'heads' must be at least 1, got 0"):
+            splat.problem_from(WINDOW, seq_len=8, head_dim=8, heads=0)
+        with self.assertRaisesRegex(splat.PatternError, "argument 'dtype': expected one of fp32, tf32, fp16, bf16"):
+            splat.problem_from(WINDOW, seq_len=8, head_dim=8, dtype="int8")
+        with self.assertRaisesRegex(TypeError, "argument 'causal' must be a bool"):
+            splat.problem_from(WINDOW, seq_len=8, head_dim=8, causal=1)
+        with self.assertRaisesRegex(splat.PatternError, "argument 'scale' must be a positive number"):
+            splat.problem_from(WINDOW, seq_len=8, head_dim=8, scale=float("nan"))
+        with self.assertRaisesRegex(splat.PatternError, "the problem has no 'seq_len'"):
+            splat.problem_from(WINDOW, head_dim=8)
+        with self.assertRaisesRegex(splat.PatternError, r"argument 'pattern': expected a problem document.*\['left'\]"):
+            splat.problem_from({"left": 3})
+        with self.assertRaisesRegex(TypeError, "argument 'pattern' must be a dict, a path or a compiled pattern, got int"):
+            splat.problem_from(3)
+
+
+class CacheKeyTest(unittest.TestCase):
+    def test_the_key_is_canonical_and_covers_every_input(self):
+        p = splat.problem_from(WINDOW, **SIZES)
+        q = json.loads(json.dumps(p))
+        q = dict(reversed(list(q.items())))  # another key order
+        base = splat.cache_key(p, "sm_90a", "forward", None, "splatc 0.1.0")
+        self.assertEqual(base, splat.cache_key(q, "sm_90a", "forward", "", "splatc 0.1.0"))
+        others = [
+            splat.cache_key(splat.problem_from(WINDOW, **dict(SIZES, seq_len=257)), "sm_90a", "forward", None, "splatc 0.1.0"),
+            splat.cache_key(p, "sm_80", "forward", None, "splatc 0.1.0"),
+            splat.cache_key(p, "sm_90a", "both", None, "splatc 0.1.0"),
+            splat.cache_key(p, "sm_90a", "forward", "stages=3", "splatc 0.1.0"),
+            splat.cache_key(p, "sm_90a", "forward", None, "splatc 0.2.0"),
+        ]
+        self.assertEqual(len(set(others + [base])), 6)
+        self.assertRegex(base, "^[0-9a-f]{64}$")
+
+    def test_a_non_finite_number_is_refused(self):
+        with self.assertRaisesRegex(splat.PatternError, "not valid JSON"):
+            splat.cache_key({"x": float("inf")}, "sm_90a", "forward", None, "v")
+
+
+@unittest.skipUnless(os.environ.get("SPLATC"), "SPLATC (the built splatc) is not set")
+class CompileTest(unittest.TestCase):
+    def setUp(self):
+        self.cache = tempfile.mkdtemp(prefix="splat-cache-")
+
+    def tearDown(self):
+        shutil.rmtree(self.cache, ignore_errors=True)
+
+    def entries(self):
+        return sorted(os.listdir(self.cache))
+
+    def test_compile_emits_once_then_reads_the_cache(self):
+        c = splat.compile(WINDOW, **SIZES, backward=True, cache_dir=self.cache)
+        self.assertFalse(c.from_cache)
+        self.assertEqual(self.entries(), [c.key])
+        m = c.manifest
+        self.assertEqual((m.arch, m.target, m.problem["seq_len"], m.problem["dtype"]), ("sm_90a", "ptx", 256, "bf16"))
+        fwd = m.forward.kernels
+        self.assertTrue(fwd and all(k.name.startswith("splat_") for k in fwd))
+        self.assertEqual(fwd[0].launch_grid(batch=1, heads=2)[1], 2)
+        self.assertEqual([p.name for p in m.forward.parameters[:4]], ["q", "k", "v", "o"])
+        self.assertIn(".entry " + fwd[0].name, c.ptx(m.forward))
+        self.assertEqual([k.name for k in m.backward.kernels][0], "splat_bwd_delta")
+        self.assertIn(".entry splat_bwd_delta", c.ptx(m.backward))
+        with open(os.path.join(c.path, "problem.json")) as f:
+            self.assertEqual(json.load(f), c.problem)
+        mtime = os.stat(os.path.join(c.path, "manifest.json")).st_mtime_ns
+        again = splat.compile(dict(WINDOW), **SIZES, backward=True, cache_dir=self.cache)
+        self.assertTrue(again.from_cache)
+        self.assertEqual((again.key, again.path), (c.key, c.path))
+        self.assertEqual(os.stat(os.path.join(c.path, "manifest.json")).st_mtime_ns, mtime)
+        self.assertIs(splat.compile(c), c)
+        other = splat.compile(WINDOW, **dict(SIZES, seq_len=320), cache_dir=self.cache)
+        self.assertNotEqual(other.key, c.key)
+        self.assertEqual(len(self.entries()), 2)
+
+    def test_a_refused_problem_is_a_pattern_error_with_its_json_path_and_leaves_nothing(self):
+        with self.assertRaisesRegex(splat.PatternError, r"pattern\.window\.left: expected a non-negative integer"):
+            splat.compile({"window": {"left": -1, "right": 2}}, **SIZES, cache_dir=self.cache)
+        with self.assertRaisesRegex(splat.PatternError, "backward kernels take bf16 and fp16"):
+            splat.compile(WINDOW, **dict(SIZES, dtype="fp32"), backward=True, cache_dir=self.cache)
+        self.assertEqual(self.entries(), [])
+
+    def test_concurrent_compiles_of_one_pattern_share_one_entry(self):
+        results, errors = [], []
+
+        def work():
+            try:
+                results.append(splat.compile(WINDOW, **SIZES, cache_dir=self.cache))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(len({r.key for r in results}), 1)
+        self.assertEqual(self.entries(), [results[0].key])
+
+    def test_per_head_patterns_give_one_module_per_head_group(self):
+        doc = {"seq_len": 256, "head_dim": 64, "heads": 4, "dtype": "bf16",
+               "head_patterns": [{"window": {"left": 8, "right": 8}}, {"window": {"left": 8, "right": 8}},
+                                 {"window": {"left": 64, "right": 0}}, {"window": {"left": 64, "right": 0}}]}
+        m = splat.compile(doc, cache_dir=self.cache).manifest
+        self.assertIsNone(m.forward)
+        self.assertEqual(len(m.head_groups), 2)
+        self.assertEqual(m.head_groups[1].forward.kernels[0].launch_grid(batch=1, group_heads=2)[1], 2)
+
+    def test_a_missing_splatc_is_a_compile_error(self):
+        with self.assertRaisesRegex(splat.CompileError, "splatc not found"):
+            splat.compile(WINDOW, **SIZES, splatc=os.path.join(self.cache, "nope", "splatc"), cache_dir=self.cache)
+
+
+class ManifestTest(unittest.TestCase):
+    KERNEL = {"name": "k0", "role": "r", "grid": [4, "batch*heads", 1], "block": [128, 1, 1],
+              "shared_memory_dynamic_bytes": 1024}
+
+    def manifest(self, **kernel):
+        return {"name": "m", "arch": "sm_90a", "target": "ptx", "problem": {"seq_len": 8}, "files": ["m.ptx"],
+                "parameters": [{"index": 0, "name": "q", "type": "const void*"}],
+                "kernels": {"fused": [dict(self.KERNEL, **kernel)]}}
+
+    def test_a_well_formed_manifest_parses(self):
+        m = splat.parse_manifest(self.manifest())
+        k = m.forward.kernels[0]
+        self.assertEqual((k.name, k.block, k.shared_memory_dynamic_bytes, k.programmatic_launch), ("k0", (128, 1, 1), 1024, False))
+        self.assertEqual(k.launch_grid(batch=3, heads=5), (4, 15, 1))
+        with self.assertRaisesRegex(splat.ManifestError, r"k0: the grid needs 'heads' \(batch\*heads\); give it as heads="):
+            k.launch_grid(batch=3)
+
+    def test_errors_name_the_path(self):
+        bad = self.manifest(grid=[4, "batch heads", 1])
+        with self.assertRaisesRegex(splat.ManifestError, r"manifest.json\.kernels\.fused\[0\]\.grid: entry 'batch heads'"):
+            splat.parse_manifest(bad)
+        bad = self.manifest(block=[128, 1])
+        with self.assertRaisesRegex(splat.ManifestError, r"kernels\.fused\[0\]\.block: expected 3 integers"):
+            splat.parse_manifest(bad)
+        bad = self.manifest()
+        del bad["arch"]
+        with self.assertRaisesRegex(splat.ManifestError, "manifest.json: missing 'arch'"):
+            splat.parse_manifest(bad)
+        bad = self.manifest()
+        bad["parameters"][0]["index"] = "0"
+        with self.assertRaisesRegex(splat.ManifestError, r"parameters\[0\]\.index: expected int"):
+            splat.parse_manifest(bad)
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "manifest.json"), "w") as f:
+                f.write("{")
+            with self.assertRaisesRegex(splat.ManifestError, "not valid JSON"):
+                splat.load_manifest(d)
+
+
+if __name__ == "__main__":
+    unittest.main()
