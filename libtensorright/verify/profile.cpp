@@ -408,6 +408,8 @@ Outcome prove(cvc5::Solver& s, const enc::Encoder& e, const enc::Query& q, const
     out.detail = "profiles per axis: " + d1;
   } catch (const NotApplicable& n) {
     out.detail = n.why;
+  } catch (const Stop&) {
+    out.detail = "stopped by the caller's resource limit";
   }
   return out;
 }

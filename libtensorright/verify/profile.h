@@ -19,8 +19,10 @@
 
 namespace tr::profile {
 
-// One metered check-sat of the solver that holds e's terms (the caller's budget per call).
+// One metered check-sat of the solver that holds e's terms (the caller's budget per call). It may
+// throw Stop to end the attempt, e.g. when the calls so far have used the caller's limit.
 using Check = std::function<cvc5::Result(const char* what)>;
+struct Stop {};
 
 struct Outcome {
   bool proved = false;

@@ -573,7 +573,12 @@ class DTypeRun {
       spdlog::debug("{}: {} profiles not tried: {}", rule_.name, to_string(dt_), u.what());
       return false;
     }
-    auto out = profile::prove(*s, *e, q, [&](const char* what) { return check(*s, meter_, what); });
+    // Two budgets in all: the enumeration may take many calls, each with the full budget.
+    const std::int64_t start = meter_.units;
+    auto out = profile::prove(*s, *e, q, [&](const char* what) {
+      if (meter_.units - start > 2 * opts_.budget) throw profile::Stop{};
+      return check(*s, meter_, what);
+    });
     spdlog::debug("{}: {} profile abstraction at ranks {}: {}{}", rule_.name, to_string(dt_), rank_text(rule_, k),
                   out.proved ? "proved, " : "not proved, ", out.detail);
     if (!out.proved) return false;

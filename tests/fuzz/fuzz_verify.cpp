@@ -5,7 +5,9 @@
 // are evaluated on both sides and any failure that does not involve an approximated exp is a
 // finding. The other direction is checked by the verifier itself: a counterexample that does not
 // replay through the evaluator is an InternalError, and any exception but a user error is a
-// finding.
+// finding. The per-axis profile abstraction (verify/profile.h) is also applied to every rule
+// directly at its rank bound: it must never prove a dtype the verifier refuted, and a dtype it
+// proves is random-tested in the same way.
 //
 // Two kinds of input:
 //  * text starting with `rule` or `#`: a rule file (the seeds are the rules of rules/ and
@@ -27,10 +29,13 @@
 #include <utility>
 #include <vector>
 
+#include "libtensorright/bound/bound.h"
 #include "libtensorright/check/batch.h"
 #include "libtensorright/check/check.h"
 #include "libtensorright/check/error.h"
 #include "libtensorright/semantics/semantics.h"
+#include "libtensorright/encode/encode.h"
+#include "libtensorright/verify/profile.h"
 #include "libtensorright/verify/verify.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tests/fuzz/rule_gen.h"
@@ -56,12 +61,13 @@ std::vector<tr::Rule> load(const std::string& text) {
   return rules;
 }
 
-void check_proved_dtypes(const tr::Rule& rule, const tr::RuleResult& res, const std::string& text, FuzzedDataProvider& in) {
+// Random instances of `rule` restricted to `dtypes` (each claimed proved by `who`): a concrete
+// counterexample is a finding.
+void random_check(const tr::Rule& rule, const std::vector<tr::DType>& dtypes, const char* who, const std::string& text,
+                  FuzzedDataProvider& in) {
+  if (dtypes.empty()) return;
   tr::Rule proved = rule;
-  proved.dtypes.clear();
-  for (const tr::DTypeResult& d : res.dtypes)
-    if (d.verdict == tr::Verdict::Proved) proved.dtypes.push_back(d.dtype);
-  if (proved.dtypes.empty()) return;
+  proved.dtypes = dtypes;
   tr::RandomConfig cfg;
   cfg.max_rank = in.ConsumeIntegralInRange<int>(1, 3);
   cfg.map_lo = -in.ConsumeIntegralInRange<int64_t>(0, 3);
@@ -82,9 +88,63 @@ void check_proved_dtypes(const tr::Rule& rule, const tr::RuleResult& res, const 
   });
   t.join();
   if (!rt.failing) return;
-  fuzz::finding("rule " + rule.name + " is proved but has a concrete counterexample:\n" + tr::describe(proved, *rt.failing) +
-                "\nfailing at " + (rt.check.failing ? tr::to_string(*rt.check.failing, proved) : std::string("(tensor level)")) +
-                ": " + rt.check.at.reason + "\n--- rule ---\n" + text);
+  fuzz::finding("rule " + rule.name + " is proved by " + who + " but has a concrete counterexample:\n" +
+                tr::describe(proved, *rt.failing) + "\nfailing at " +
+                (rt.check.failing ? tr::to_string(*rt.check.failing, proved) : std::string("(tensor level)")) + ": " +
+                rt.check.at.reason + "\n--- rule ---\n" + text);
+}
+
+void check_proved_dtypes(const tr::Rule& rule, const tr::RuleResult& res, const std::string& text, FuzzedDataProvider& in) {
+  std::vector<tr::DType> dtypes;
+  for (const tr::DTypeResult& d : res.dtypes)
+    if (d.verdict == tr::Verdict::Proved) dtypes.push_back(d.dtype);
+  random_check(rule, dtypes, "the verifier", text, in);
+}
+
+// Whether the per-axis profile abstraction (verify/profile.h), applied directly at the rank bound,
+// proves `rule` for `dt` (false when it declines, is undecided or the encoder refuses the rule).
+bool profiles_prove(const tr::Rule& rule, tr::DType dt, const std::string& text) {
+  bool proved = false;
+  tr::StackThread t([&] {
+    try {
+      cvc5::Solver s;
+      s.setOption("produce-models", "true");
+      s.setOption("rlimit-per", std::to_string(kBudget));
+      s.setOption("tlimit-per", "5000");  // a safety net only
+      tr::bound::Bounds b = tr::bound::infer(rule, dt, s);
+      size_t tasks = 1;
+      for (int k : b.k) tasks = std::min<size_t>(tasks * static_cast<size_t>(k), 1u << 20);
+      if (tasks > 4096) return;  // verify does not attempt such a rule either
+      tr::enc::Encoder e(s, rule, dt, b.k);
+      tr::enc::Query q = e.build();
+      // Two budgets in all, as verify allows it.
+      auto units = [&] { return s.getStatistics().get("resource::resourceUnitsUsed").getInt(); };
+      const std::int64_t start = units();
+      proved = tr::profile::prove(s, e, q, [&](const char*) {
+                 if (units() - start > 2 * kBudget) throw tr::profile::Stop{};
+                 return s.checkSat();
+               }).proved;
+    } catch (const tr::enc::Unsupported&) {
+    } catch (...) {
+      fuzz::finding("the profile abstraction failed: " + fuzz::current_exception_text() + "\n--- rule ---\n" + text);
+    }
+  });
+  t.join();
+  return proved;
+}
+
+// The abstraction on every dtype, whatever the verifier decided: it must never prove a dtype the
+// verifier refuted with a replayed counterexample, and what it proves is random-tested too.
+void check_profiles(const tr::Rule& rule, const tr::RuleResult& res, const std::string& text, FuzzedDataProvider& in) {
+  std::vector<tr::DType> dtypes;
+  for (const tr::DTypeResult& d : res.dtypes) {
+    if (!profiles_prove(rule, d.dtype, text)) continue;
+    if (d.verdict == tr::Verdict::Counterexample)
+      fuzz::finding("the profile abstraction proves rule " + rule.name + " for " + tr::to_string(d.dtype) +
+                    ", which the verifier refuted with a replayed counterexample\n--- rule ---\n" + text);
+    dtypes.push_back(d.dtype);
+  }
+  random_check(rule, dtypes, "the profile abstraction", text, in);
 }
 
 }  // namespace
@@ -122,6 +182,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (std::getenv("FUZZ_SHOW"))
       std::fprintf(stderr, "verdict %s: %s %s\n", results[i].name.c_str(), tr::to_string(results[i].verdict), results[i].note.c_str());
     check_proved_dtypes(rules[i], results[i], text, in);
+    check_profiles(rules[i], results[i], text, in);
   }
   return 0;
 }
