@@ -47,7 +47,7 @@ struct Flags {
   cli::Verbosity verbosity;
   std::vector<std::string> paths, rules;
   std::string jobs = "0", budget = std::to_string(tr::kDefaultBudget), timeout = "120";
-  std::string junit, sarif, dump_smt, shard;
+  std::string junit, sarif, dump_smt, shard, dtypes;
   bool check = false, json = false, jsonl = false, list = false;
 };
 
@@ -64,7 +64,12 @@ void add_flags(CLI::App& app, Flags& f) {
                  "Resource units per solver call; the limit that decides timeouts (default " + f.budget + ")")
       ->type_name("N");
   app.add_option("--timeout", f.timeout, "Wall-clock safety net in seconds per solver call (default 120)")->type_name("S");
-  app.add_flag("--check", f.check, "Compare each verdict with the rule's `expect`; exit 1 on any difference");
+  auto* check = app.add_flag("--check", f.check, "Compare each verdict with the rule's `expect`; exit 1 on any difference");
+  app.add_option("--dtypes", f.dtypes,
+                 "Check every rule at machine types: its int becomes the integer types of LIST, its real the float "
+                 "types (s8..s64, u8..u64, f16, bf16, f32, f64, ints, floats, comma-separated)")
+      ->type_name("LIST")
+      ->excludes(check);
   auto* json = app.add_flag("--json", f.json, "Print the report as one JSON object on stdout");
   app.add_flag("--jsonl", f.jsonl, "Print one JSON object per rule as it is decided, then a summary object")
       ->excludes(json);
@@ -77,12 +82,41 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_flag("--list-rules", f.list, "Print FILE:LINE NAME for each selected rule, verify nothing");
 }
 
+// --dtypes: a comma-separated list of machine types and the groups `ints` and `floats`.
+std::vector<tr::DType> machine_types(const std::string& text) {
+  std::vector<tr::DType> out;
+  size_t p = 0;
+  while (p <= text.size()) {
+    size_t q = text.find(',', p);
+    std::string w = text.substr(p, q == std::string::npos ? std::string::npos : q - p);
+    if (w == "ints") {
+      for (auto d : {tr::DType::S8, tr::DType::S16, tr::DType::S32, tr::DType::S64, tr::DType::U8, tr::DType::U16,
+                     tr::DType::U32, tr::DType::U64})
+        out.push_back(d);
+    } else if (w == "floats") {
+      for (auto d : {tr::DType::F16, tr::DType::BF16, tr::DType::F32, tr::DType::F64}) out.push_back(d);
+    } else if (auto d = tr::dtype_from_string(w); d && tr::is_machine(*d)) {
+      out.push_back(*d);
+    } else {
+      throw UsageError("--dtypes: expected machine types (s8..s64, u8..u64, f16, bf16, f32, f64, ints, floats) "
+                       "separated by commas, got '" + w + "'");
+    }
+    if (q == std::string::npos) break;
+    p = q + 1;
+  }
+  return out;
+}
+
 // Loads and selects; fills run.rules and run.batch.failed_files. Returns false (after printing)
 // when a --rule pattern matched nothing.
 bool select(const Flags& f, trverify::Run& run) {
-  tr::LoadedBatch loaded = tr::load_rule_paths(f.paths);
+  tr::CheckOptions opts;
+  if (!f.dtypes.empty()) opts.machine = run.batch.machine = machine_types(f.dtypes);
+  tr::LoadedBatch loaded = tr::load_rule_paths(f.paths, "", opts);
   for (const auto& fail : loaded.failed) std::cerr << fail.message << "\n";  // each diagnostic once
   run.batch.failed_files = loaded.failed;
+  for (auto& sk : loaded.skipped)
+    if (tr::report::glob_selected(sk.second.name, f.rules)) run.batch.skipped.push_back(std::move(sk));
   std::vector<std::string> unmatched;
   run.rules = tr::report::match_rules(std::move(loaded.rules), f.rules, unmatched);
   for (const auto& p : unmatched) cli::usage_error(kTool, "--rule: no rule matches '" + p + "' in the given files");

@@ -46,17 +46,19 @@ std::vector<std::string> collect(const std::vector<std::string>& paths, std::vec
   return files;
 }
 
-void load_files(LoadedBatch& b, const std::string& rule_filter) {
+void load_files(LoadedBatch& b, const std::string& rule_filter, const CheckOptions& opts) {
   for (const auto& path : b.files) {
     // Reports name the file in valid UTF-8; "-" is one rule file on standard input.
     const std::string f = path == "-" ? kStdinName : escape_text(path);
     try {
-      LoadedFile lf = path == "-" ? load_rule_source(std::string(std::istreambuf_iterator<char>(std::cin), {}), f)
-                                  : load_rule_file(path);
+      LoadedFile lf = path == "-" ? load_rule_source(std::string(std::istreambuf_iterator<char>(std::cin), {}), f, opts)
+                                  : load_rule_file(path, opts);
       spdlog::debug("{}: {} rule(s)", f, lf.rules.size());
       // An empty file (or one of comments only) is almost always a wrong path or a truncated
       // file: never a silent success.
-      if (lf.rules.empty()) {
+      for (auto& sk : lf.skipped)
+        if (rule_filter.empty() || sk.name == rule_filter) b.skipped.emplace_back(f, std::move(sk));
+      if (lf.rules.empty() && lf.skipped.empty()) {
         b.failed.push_back({f, escape_text(f) + ": error: no rules in this file"});
         continue;
       }
@@ -105,10 +107,11 @@ void StackThread::join() {
 
 void run_with_stack(const std::function<void()>& fn) { StackThread(fn).join(); }
 
-LoadedBatch load_rule_paths(const std::vector<std::string>& paths, const std::string& rule_filter) {
+LoadedBatch load_rule_paths(const std::vector<std::string>& paths, const std::string& rule_filter,
+                            const CheckOptions& opts) {
   LoadedBatch b;
   b.files = collect(paths, b.failed);
-  run_with_stack([&] { load_files(b, rule_filter); });
+  run_with_stack([&] { load_files(b, rule_filter, opts); });
   return b;
 }
 

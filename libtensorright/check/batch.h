@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 
+#include "libtensorright/check/check.h"
 #include "libtensorright/check/ir.h"
 
 namespace tr {
@@ -26,6 +27,7 @@ struct LoadedBatch {
   std::vector<std::string> files;                  // every file that was read, in order
   std::vector<std::pair<std::string, Rule>> rules; // (file as shown, rule) in file order
   std::vector<LoadFailure> failed;
+  std::vector<std::pair<std::string, SkippedRule>> skipped;  // (file as shown, rule) under CheckOptions::machine
 };
 
 // The file name of the rules read from standard input (the path "-").
@@ -33,7 +35,8 @@ inline const std::string kStdinName = "<stdin>";
 
 // rule_filter: when not empty, only rules of that name are kept. The files are parsed and checked
 // on a StackThread (below).
-LoadedBatch load_rule_paths(const std::vector<std::string>& paths, const std::string& rule_filter = "");
+LoadedBatch load_rule_paths(const std::vector<std::string>& paths, const std::string& rule_filter = "",
+                            const CheckOptions& opts = {});
 
 // A thread with a stack of its own size. The parser, the checker and the later stages recurse
 // over expressions whose depth the language bounds (syntax::kMaxNesting); they run on these

@@ -128,7 +128,8 @@ constexpr const char* kCommon = "is not an axis of both operands (the common axe
 // ---- the checker of one rule -------------------------------------------------------------------------
 class RuleChecker {
  public:
-  RuleChecker(const syntax::Rule& sr, const std::string& source) : sr_(sr), source_(source) {}
+  RuleChecker(const syntax::Rule& sr, const std::string& source, const CheckOptions& opts)
+      : sr_(sr), source_(source), opts_(opts) {}
 
   Rule run() {
     r_.name = sr_.name.name;
@@ -231,11 +232,32 @@ class RuleChecker {
         add(DType::Int, id);
       } else if (id.name == "real") {
         add(DType::Real, id);
+      } else if (id.name == "ints") {
+        for (DType d : {DType::S8, DType::S16, DType::S32, DType::S64, DType::U8, DType::U16, DType::U32, DType::U64})
+          add(d, id);
+      } else if (id.name == "floats") {
+        for (DType d : {DType::F16, DType::BF16, DType::F32, DType::F64}) add(d, id);
+      } else if (auto d = dtype_from_string(id.name)) {
+        add(*d, id);
       } else {
-        fail(id.loc, "unknown dtype '" + id.name + "' (expected any, num, bool, int or real)");
+        fail(id.loc, "unknown dtype '" + id.name +
+                         "' (expected any, num, bool, int, real, pred, s8, s16, s32, s64, u8, u16, u32, u64, "
+                         "f16, bf16, f32, f64, ints or floats)");
       }
     }
     std::sort(r_.dtypes.begin(), r_.dtypes.end());
+    if (opts_.machine) machine_dtypes(*opts_.machine);
+  }
+  // CheckOptions::machine: int -> the list's integer types, real -> its float types, bool stays.
+  void machine_dtypes(const std::vector<DType>& list) {
+    std::vector<DType> out;
+    for (DType d : r_.dtypes)
+      for (DType m : d == DType::Bool ? std::vector<DType>{DType::Bool} : list)
+        if ((d == DType::Int && is_fixed(m)) || (d == DType::Real && is_float(m)) || d == m) out.push_back(m);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    if (out.empty()) fail(sr_.loc, "no type of --dtypes replaces the rule's dtypes (" + dtypes_str() + ")");
+    r_.dtypes = out;
   }
   bool t_has(DType d) const { return std::find(r_.dtypes.begin(), r_.dtypes.end(), d) != r_.dtypes.end(); }
   bool t_only(DType d) const { return r_.dtypes.size() == 1 && r_.dtypes[0] == d; }
@@ -247,14 +269,19 @@ class RuleChecker {
   static std::string ety_str(const EType& e) { return e.is_t ? "T" : to_string(e.dtype); }
   EType etype_word(const syntax::Ident& id) const {
     if (id.name == "T") return tvar();
-    if (id.name == "bool") return concrete(DType::Bool);
-    if (id.name == "int") return concrete(DType::Int);
-    if (id.name == "real") return concrete(DType::Real);
-    fail(id.loc, "unknown element type '" + id.name + "' (expected bool, int, real or T)");
+    if (auto d = dtype_from_string(id.name)) return concrete(*d);
+    fail(id.loc, "unknown element type '" + id.name + "' (expected bool, int, real, T or a machine type: pred, s8..s64, "
+                 "u8..u64, f16, bf16, f32, f64)");
   }
   bool is_numeric(const EType& e) const { return e.is_t ? !t_has(DType::Bool) : e.dtype != DType::Bool; }
   bool is_bool(const EType& e) const { return e.is_t ? t_only(DType::Bool) : e.dtype == DType::Bool; }
   bool is_real(const EType& e) const { return e.is_t ? t_only(DType::Real) : e.dtype == DType::Real; }
+  // Real or a float type: where decimal literals and `exp` make sense.
+  static bool fractional(DType d) { return d == DType::Real || is_float(d); }
+  bool is_fractional(const EType& e) const {
+    if (!e.is_t) return fractional(e.dtype);
+    return std::all_of(r_.dtypes.begin(), r_.dtypes.end(), fractional);
+  }
   // T and a concrete type agree only when the rule is checked for that one dtype.
   bool unifiable(const EType& a, const EType& b) const {
     if (a == b) return true;
@@ -683,8 +710,8 @@ class RuleChecker {
       if (et.is_t) fail(t.n->loc, "a numeric literal is used as T, but T is also bool in this rule");
       fail(t.n->loc, "a numeric literal is used where bool is expected");
     }
-    if (t.decimal && !is_real(et))
-      fail(*t.decimal, "a decimal literal needs element type real, but here it is " + ety_str(et) +
+    if (t.decimal && !is_fractional(et))
+      fail(*t.decimal, "a decimal literal or 'nan' needs element type real or a float type, but here it is " + ety_str(et) +
                            (et.is_t ? " (T stands for " + dtypes_str() + ")" : ""));
     return retype(t.n, et);
   }
@@ -904,6 +931,13 @@ class RuleChecker {
           l.kind = Literal::Kind::PosInf;
           return literal(l, e.loc, true);
         }
+        if (e.text == "nan") {  // extension: float types only (a rule listing no float type is refused)
+          Literal l;
+          l.kind = Literal::Kind::NaN;
+          TN t = literal(l, e.loc, true);
+          t.decimal = e.loc;
+          return t;
+        }
         if (!e.label.empty()) fail(e.loc, "'" + e.text + "@" + e.label + "' is an axis, not a tensor expression");
         const NameInfo& ni = lookup(e.text, e.loc);
         switch (ni.kind) {
@@ -935,6 +969,8 @@ class RuleChecker {
             Literal l = a.n->lit;
             if (l.kind == Literal::Kind::PosInf) l.kind = Literal::Kind::NegInf;
             else if (l.kind == Literal::Kind::NegInf) l.kind = Literal::Kind::PosInf;
+            else if (l.kind == Literal::Kind::NaN) return elementwise(Op::Neg, {a}, e.loc, "'-'", true, true);
+            else if (l.num == 0) l.neg_zero = !l.neg_zero;
             else l.num = -l.num;
             TN t = literal(l, e.loc, true);
             t.decimal = a.decimal;
@@ -1061,9 +1097,9 @@ class RuleChecker {
     positional(e, 1, 1);
     attributes(e, {});
     TN a = tensor(*e.args[0]);
-    if (a.poly) a = fixed(coerce(a, t_only(DType::Real) ? tvar() : concrete(DType::Real), loc));
-    if (!is_real(a.n->etype))
-      fail(loc, "'exp' needs element type real, got " + ety_str(a.n->etype) +
+    if (a.poly) a = fixed(coerce(a, is_fractional(tvar()) ? tvar() : concrete(DType::Real), loc));
+    if (!is_fractional(a.n->etype))
+      fail(loc, "'exp' needs element type real or a float type, got " + ety_str(a.n->etype) +
                     (a.n->etype.is_t ? " (T stands for " + dtypes_str() + ")" : ""));
     return elementwise(Op::Exp, {a}, loc, what, true, false);
   }
@@ -1624,6 +1660,7 @@ class RuleChecker {
 
   const syntax::Rule& sr_;
   const std::string& source_;
+  const CheckOptions& opts_;
   Rule r_;
   std::unordered_map<std::string, NameInfo> names_;
   std::vector<const syntax::Item*> map_items_, tensor_items_, lets_;
@@ -1641,7 +1678,7 @@ class RuleChecker {
 
 }  // namespace
 
-LoadedFile check_file(const syntax::File& file) {
+LoadedFile check_file(const syntax::File& file, const CheckOptions& opts) {
   LoadedFile out;
   out.path = file.path;
   std::map<std::string, SourceLoc> names;
@@ -1651,15 +1688,25 @@ LoadedFile check_file(const syntax::File& file) {
       std::string msg = "rule '" + sr.name.name + "' is already defined at line " + std::to_string(it->second.line);
       throw Error(msg, sr.name.loc, render_diagnostic(sr.name.loc, msg, *file.source));
     }
-    out.rules.push_back(RuleChecker(sr, *file.source).run());
+    if (!opts.machine) {
+      out.rules.push_back(RuleChecker(sr, *file.source, opts).run());
+      continue;
+    }
+    try {
+      out.rules.push_back(RuleChecker(sr, *file.source, opts).run());
+    } catch (const Error& e) {
+      out.skipped.push_back({sr.name.name, sr.loc, e.loc().str() + ": " + e.message()});
+    }
   }
   return out;
 }
 
-LoadedFile load_rule_source(const std::string& text, const std::string& name) {
-  return check_file(syntax::parse(text, name));
+LoadedFile load_rule_source(const std::string& text, const std::string& name, const CheckOptions& opts) {
+  return check_file(syntax::parse(text, name), opts);
 }
 
-LoadedFile load_rule_file(const std::string& path) { return check_file(syntax::parse_file(path)); }
+LoadedFile load_rule_file(const std::string& path, const CheckOptions& opts) {
+  return check_file(syntax::parse_file(path), opts);
+}
 
 }  // namespace tr

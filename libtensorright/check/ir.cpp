@@ -7,8 +7,56 @@ const char* to_string(DType d) {
     case DType::Bool: return "bool";
     case DType::Int: return "int";
     case DType::Real: return "real";
+    case DType::S8: return "s8";
+    case DType::S16: return "s16";
+    case DType::S32: return "s32";
+    case DType::S64: return "s64";
+    case DType::U8: return "u8";
+    case DType::U16: return "u16";
+    case DType::U32: return "u32";
+    case DType::U64: return "u64";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::F32: return "f32";
+    case DType::F64: return "f64";
   }
   return "?";
+}
+
+std::optional<DType> dtype_from_string(const std::string& s) {
+  if (s == "pred") return DType::Bool;
+  for (int i = 0; i <= static_cast<int>(DType::F64); ++i)
+    if (s == to_string(static_cast<DType>(i))) return static_cast<DType>(i);
+  return std::nullopt;
+}
+
+int bit_width(DType d) {
+  switch (d) {
+    case DType::S8: case DType::U8: return 8;
+    case DType::S16: case DType::U16: case DType::F16: case DType::BF16: return 16;
+    case DType::S32: case DType::U32: case DType::F32: return 32;
+    case DType::S64: case DType::U64: case DType::F64: return 64;
+    default: return 0;
+  }
+}
+
+int exponent_bits(DType d) {
+  switch (d) {
+    case DType::F16: return 5;
+    case DType::BF16: case DType::F32: return 8;
+    case DType::F64: return 11;
+    default: return 0;
+  }
+}
+
+int significand_bits(DType d) {
+  switch (d) {
+    case DType::F16: return 11;
+    case DType::BF16: return 8;
+    case DType::F32: return 24;
+    case DType::F64: return 53;
+    default: return 0;
+  }
 }
 
 const char* to_string(Verdict v) {

@@ -22,8 +22,22 @@ struct SourceLoc {
   std::string str() const { return file + ":" + std::to_string(line) + ":" + std::to_string(col); }
 };
 
-enum class DType { Bool, Int, Real };
+// Element types. Bool, Int and Real are mathematical (unbounded integers, exact reals, +-inf as in
+// TensorRight). The others are machine types with XLA's element semantics (docs/machine-types.md):
+// fixed-width two's complement integers (S8..S64 signed, U8..U64 unsigned) and IEEE-754 binary
+// floats (F16 binary16, BF16 bfloat16, F32 binary32, F64 binary64). `pred` is written for Bool.
+enum class DType { Bool, Int, Real, S8, S16, S32, S64, U8, U16, U32, U64, F16, BF16, F32, F64 };
 const char* to_string(DType);
+std::optional<DType> dtype_from_string(const std::string&);  // also "pred" (Bool)
+inline bool is_fixed(DType d) { return d >= DType::S8 && d <= DType::U64; }
+inline bool is_float(DType d) { return d >= DType::F16 && d <= DType::F64; }
+inline bool is_machine(DType d) { return is_fixed(d) || is_float(d); }
+inline bool is_signed_fixed(DType d) { return d >= DType::S8 && d <= DType::S64; }
+int bit_width(DType);  // a machine type's width in bits (8..64); 0 otherwise
+// A float type's exponent width and significand width (with the hidden bit), as SMT-LIB counts
+// them: f16 (5, 11), bf16 (8, 8), f32 (8, 24), f64 (11, 53); (0, 0) otherwise.
+int exponent_bits(DType);
+int significand_bits(DType);
 
 // An element type as written: a concrete dtype, or `T`, the rule's dtype variable.
 struct EType {
@@ -131,8 +145,10 @@ enum class Reducer { Sum, Max, Min, Prod };
 const char* to_string(Reducer);
 
 struct Literal {
-  enum class Kind { Int, Real, Bool, PosInf, NegInf } kind = Kind::Int;
+  // NaN (extension, `nan`): float types only.
+  enum class Kind { Int, Real, Bool, PosInf, NegInf, NaN } kind = Kind::Int;
   mpz_class num = 0, den = 1;  // exact, unbounded. Int: num; Real: num/den in lowest terms; Bool: num 0/1
+  bool neg_zero = false;       // a zero written with a minus sign (`-0.0`): -0 in a float type
 };
 
 // conv(IN, W, ...): IN has batch + feature + spatial keys, W has feature + output-feature +

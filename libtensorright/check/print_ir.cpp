@@ -79,8 +79,11 @@ std::string ety(const EType& e) { return e.is_t ? "T" : to_string(e.dtype); }
 
 std::string literal_str(const Literal& l) {
   switch (l.kind) {
-    case Literal::Kind::Int: return l.num.get_str();
-    case Literal::Kind::Real: return l.den == 1 ? l.num.get_str() + ".0" : l.num.get_str() + "/" + l.den.get_str();
+    case Literal::Kind::Int: return (l.neg_zero ? "-" : "") + l.num.get_str();
+    case Literal::Kind::Real:
+      if (l.den == 1) return (l.neg_zero ? "-" : "") + l.num.get_str() + ".0";
+      return l.num.get_str() + "/" + l.den.get_str();
+    case Literal::Kind::NaN: return "nan";
     case Literal::Kind::Bool: return l.num ? "true" : "false";
     case Literal::Kind::PosInf: return "inf";
     case Literal::Kind::NegInf: return "-inf";

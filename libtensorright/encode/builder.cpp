@@ -398,7 +398,19 @@ Term Builder::raw_divmod(const Term& a0, const Term& c, bool mod,
   return s.mkTerm(mod ? Kind::INTS_MODULUS : Kind::INTS_DIVISION, {a, c});
 }
 
+// Sums of fixed-width integers (encode.cpp, reduce.cpp) reuse the ring operations of the Int
+// encoding: on bit-vectors they are the modular ones, and the identities the sum encoding relies on
+// (commutativity, associativity, distributivity) hold modulo 2^w. Floats never get here: their
+// sums are compared element by element only (docs/machine-types.md).
+std::optional<Term> Builder::machine_arith(Kind k, const std::vector<Term>& args) const {
+  cvc5::Sort so = args[0].getSort();
+  if (so.isFloatingPoint()) throw InternalError("ring arithmetic of the Int encoding on a floating-point term");
+  if (!so.isBitVector()) return std::nullopt;
+  return s.mkTerm(k, args);
+}
+
 Term Builder::add(Term a, Term c) const {
+  if (auto m = machine_arith(Kind::BITVECTOR_ADD, {a, c})) return *m;
   unify(a, c);
   if (a.getSort() == Int)
     if (auto pa = poly(a), pc = poly(c); pa && pc)
@@ -412,6 +424,7 @@ Term Builder::add(Term a, Term c) const {
 }
 
 Term Builder::sub(Term a, Term c) const {
+  if (auto m = machine_arith(Kind::BITVECTOR_SUB, {a, c})) return *m;
   unify(a, c);
   if (a == c) return a.getSort() == Real ? real(0) : zero;
   if (a.getSort() == Int)
@@ -425,6 +438,7 @@ Term Builder::sub(Term a, Term c) const {
 }
 
 Term Builder::mul(Term a, Term c) const {
+  if (auto m = machine_arith(Kind::BITVECTOR_MULT, {a, c})) return *m;
   unify(a, c);
   if (a.getSort() == Int)
     if (auto pa = poly(a), pc = poly(c); pa && pc)
@@ -439,6 +453,7 @@ Term Builder::mul(Term a, Term c) const {
 }
 
 Term Builder::neg(const Term& a) const {
+  if (auto m = machine_arith(Kind::BITVECTOR_NEG, {a})) return *m;
   if (a.getSort() == Int)
     if (auto pa = poly(a)) {
       Poly r;

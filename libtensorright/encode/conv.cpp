@@ -53,6 +53,7 @@ Term Encoder::conv_valid(const Node& n) {
 
 Elem Encoder::conv_at(const Node& n, const Index& idx) {
   if (!n.conv) throw InternalError("conv without its attributes" + where(n.loc));
+  machine_reduction(n);
   const ConvAttrs& c = *n.conv;
   const Node& in = *n.args.at(0);
   const Node& w = *n.args.at(1);

@@ -3,6 +3,7 @@
 // (`[&, &k = k]`): clang before 16 cannot capture a structured binding, and the fuzz build
 // (tests/fuzz, Debian's clang 14) compiles this file.
 #include "libtensorright/encode/encode.h"
+#include "libtensorright/semantics/machine.h"
 
 #include <algorithm>
 #include <functional>
@@ -56,15 +57,19 @@ std::vector<uint64_t> Encoder::signature_of(const Index& idx) {
 }
 
 cvc5::Sort sort_of(const Builder& b, DType t) {
+  if (is_machine(t)) return machine_sort(b.s, t);
   switch (t) {
     case DType::Bool: return b.Bool;
     case DType::Int: return b.Int;
     case DType::Real: return b.Real;
+    default: return b.Int;
   }
-  return b.Int;
 }
 
-Term Encoder::sort_for(DType t) const { return t == DType::Real ? b.real(0) : b.zero; }
+Term Encoder::sort_for(DType t) const {
+  if (is_machine(t)) return machine_const(b.s, t, 0);
+  return t == DType::Real ? b.real(0) : b.zero;
+}
 
 Encoder::Encoder(cvc5::Solver& s, const Rule& r, DType t, std::vector<int> rk)
     : b(s), rule(r), dtype(t), ranks(std::move(rk)) {
@@ -208,7 +213,11 @@ Term Encoder::iexpr(const IExpr& e, int j) {
       if (j < 0) throw InternalError("map reference outside a per-axis context" + where(e.loc));
       r = map_const(e.id, j);
       break;
-    case IK::Scalar: r = scalar_consts.at(e.id); break;
+    case IK::Scalar:
+      r = scalar_consts.at(e.id);
+      if (r.getSort() != b.Int && r.getSort() != b.Real && r.getSort() != b.Bool)
+        throw Unsupported("a scalar of a machine type in a condition cannot be encoded (use `assume`)" + where(e.loc));
+      break;
     case IK::Add: r = b.add(a(0), a(1)); break;
     case IK::Sub: r = b.sub(a(0), a(1)); break;
     case IK::Mul: r = b.mul(a(0), a(1)); break;
@@ -383,8 +392,14 @@ Term Encoder::valid(const Node& n) {
 Val Encoder::literal(const Node& n) {
   DType t = n.etype.resolve(dtype);
   const Literal& l = n.lit;
+  if (is_machine(t)) {
+    auto bits = mach::literal_bits(t, l);
+    if (!bits) throw InternalError(std::string("a literal with no value in ") + to_string(t) + where(n.loc));
+    return {machine_const(b.s, t, *bits), {}};
+  }
   Term z = sort_for(t);
   switch (l.kind) {
+    case Literal::Kind::NaN: throw InternalError("nan outside a float type (dtype_problem)" + where(n.loc));
     case Literal::Kind::Int: return {t == DType::Real ? b.real(l.num) : b.integer(l.num), {}};
     case Literal::Kind::Real:
       if (t != DType::Real && l.den != 1) throw InternalError("a fractional literal in an int context" + where(n.loc));
@@ -405,6 +420,7 @@ Term tag_of(const Builder& b, const Val& v) { return v.tag.isNull() ? b.zero : v
 Val Encoder::num_op(Op op, const Val& a, const Val& c, const Node& n, Term& def) {
   (void)def;
   DType t = n.etype.resolve(dtype);
+  if (is_machine(t)) return {machine_binary(b, t, op, a.v, c.v), {}};
   bool real = t == DType::Real;
   auto plain = [&](const Term& x, const Term& y) -> Term {
     switch (op) {
@@ -634,7 +650,8 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
       no_sum(x, n);
       no_sum(y, n);
       Term def = b.and_({x.def, y.def});
-      Term v = cmp_op(n.op, x.val, y.val, def);
+      DType ot = n.args.at(0)->etype.resolve(dtype);
+      Term v = is_machine(ot) ? machine_compare(b, ot, n.op, x.val.v, y.val.v) : cmp_op(n.op, x.val, y.val, def);
       return {def, {v, {}}, nullptr};
     }
     case Op::Select: {
@@ -732,6 +749,7 @@ Elem Encoder::unary_at(const Node& n, const Index& idx) {
   DType t = n.etype.resolve(dtype);
   Elem x = operand_at(n, 0, idx);
   if (x.sum) {
+    no_float_sum(x, n);
     if (n.op != Op::Neg || !x.sum->f.tag.isNull() || is_fold(x)) no_sum(x, n);
     auto s = std::make_shared<SumVal>(*x.sum);
     s->f.v = b.neg(s->f.v);
@@ -741,6 +759,10 @@ Elem Encoder::unary_at(const Node& n, const Index& idx) {
   Val v = x.val;
   Term tg = v.tag;
   Val r;
+  if (is_machine(t)) {
+    if (n.op == Op::Exp) throw Unsupported(std::string("exp on ") + to_string(t) + " cannot be encoded" + where(n.loc));
+    return {x.def, {machine_unary(b, t, n.op, v.v), {}}, nullptr};
+  }
   if (n.op == Op::Neg) {
     r.v = b.neg(v.v);
     if (!tg.isNull()) r.tag = b.ite(b.eq(tg, b.integer(2)), tg, b.neg(tg));
@@ -761,7 +783,29 @@ Elem Encoder::unary_at(const Node& n, const Index& idx) {
   return {x.def, r, nullptr};
 }
 
+// Reductions over machine types (docs/machine-types.md, "Reductions"). Fixed-width integers: the
+// Int encoding's sums, modulo 2^w. Floats: a plain sum (XLA's Reduce with an add computation), whose
+// order XLA does not fix, is compared element by element with the other side's (refinement up to
+// the order of the reduction); dot and conv are refused, since XLA leaves their precision
+// (accumulation type, TF32) to the backend. Max/min/prod folds are not encoded over machine types.
+void Encoder::machine_reduction(const Node& n) {
+  DType t = n.etype.resolve(dtype);
+  if (!is_machine(t)) return;
+  std::string what = n.op == Op::Sum ? to_string(n.reducer) : to_string(n.op);
+  if (n.op == Op::Sum && n.reducer != Reducer::Sum)
+    throw Unsupported(what + " over " + to_string(t) + " cannot be encoded yet" + where(n.loc));
+  if (is_float(t) && n.op != Op::Sum)
+    throw Unsupported(what + " over " + to_string(t) + " is not checked: XLA leaves its accumulation precision to the backend" + where(n.loc));
+}
+
+// A float sum may only be compared element by element: refuse arithmetic that rearranges it.
+void Encoder::no_float_sum(const Elem& e, const Node& n) const {
+  if (e.sum && is_float(n.etype.resolve(dtype)))
+    throw Unsupported(std::string("a float sum under ") + to_string(n.op) + " cannot be encoded: rounding depends on the grouping" + where(n.loc));
+}
+
 Elem Encoder::sum_at(const Node& n, const Index& idx) {
+  machine_reduction(n);
   if (n.op == Op::Sum && n.reducer != Reducer::Sum) return fold_at(n, idx);  // reduce.cpp
   // Summation-index constants for the contracted keys; the sum is kept as its summand.
   std::vector<BoxEntry> box;
@@ -796,6 +840,7 @@ Elem Encoder::sum_at(const Node& n, const Index& idx) {
   if (is_fold(body)) throw Unsupported("a sum of max/min/prod reductions cannot be encoded" + where(n.loc));
   auto s = std::make_shared<SumVal>();
   if (body.sum) {
+    no_float_sum(body, n);  // a sum of sums is not one flat float sum
     if (!body.sum->f.tag.isNull()) throw Unsupported("a sum of infinities cannot be encoded" + where(n.loc));
     if (!body.sum->init.v.isNull())
       throw Unsupported("a sum of a sum plus a value cannot be encoded" + where(n.loc));
@@ -879,6 +924,8 @@ Elem Encoder::concat_at(const Node& n, const Index& idx) {
 Elem Encoder::arith(Op op, const Node& n, const Elem& x, const Elem& y) {
   DType t = n.etype.resolve(dtype);
   Term def = b.and_({x.def, y.def});
+  no_float_sum(x, n);
+  no_float_sum(y, n);
   if (is_fold(x) || is_fold(y)) return fold_arith(op, n, x, y);  // reduce.cpp
   if ((x.sum && !y.sum) || (y.sum && !x.sum)) return offset_arith(op, n, x, y);
   if (x.sum || y.sum) {
@@ -1113,7 +1160,11 @@ Query Encoder::build() {
     // Offsets (c + Σ f): without matched indices each side's value is exactly c + (its unit or
     // empty sum); with matched ones, equal offsets and equal sums are sufficient.
     Term offsets_equal = b.T;
-    if (pl.empty()) {
+    if (pl.empty() && is_float(dtype)) {
+      // A float sum over a single point is +0 + f, not f (it is +0 for f = -0); over no point, +0.
+      if (le.sum) vl.v = b.ite(el, z, machine_binary(b, dtype, Op::Add, z, sl.f.v));
+      if (re.sum) vr.v = b.ite(er, z, machine_binary(b, dtype, Op::Add, z, sr.f.v));
+    } else if (pl.empty()) {
       if (!sl.init.v.isNull()) vl.v = b.add(sl.init.v, vl.v);
       if (!sr.init.v.isNull()) vr.v = b.add(sr.init.v, vr.v);
     } else if (!sl.init.v.isNull() || !sr.init.v.isNull()) {

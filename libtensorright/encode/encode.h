@@ -114,6 +114,7 @@ class Builder {
 
  private:
   void unify(Term& a, Term& b) const;
+  std::optional<Term> machine_arith(cvc5::Kind k, const std::vector<Term>& args) const;
   // The SMT-LIB div/mod of a by c for c != 0 (the caller guards c = 0), with the multiples of a
   // monomial divisor moved out: div(c*Q + R, c) = Q + div(R, c), mod(c*Q + R, c) = mod(R, c).
   Term raw_divmod(const Term& a, const Term& c, bool mod, const std::vector<std::pair<Term, bool>>& facts) const;
@@ -274,6 +275,8 @@ class Encoder {
   Elem input_at(const Node& n, const Index& idx);
   Elem unary_at(const Node& n, const Index& idx);  // neg, abs, exp
   Elem sum_at(const Node& n, const Index& idx);    // sum (Reducer::Sum) and dot
+  void machine_reduction(const Node& n);           // refuses reductions not encoded over machine types
+  void no_float_sum(const Elem& e, const Node& n) const;
   Elem pad_at(const Node& n, const Index& idx);
   Elem dynupdate_at(const Node& n, const Index& idx);
   Elem concat_at(const Node& n, const Index& idx);
@@ -325,5 +328,14 @@ class Encoder {
 
 // Sort of the element type t.
 cvc5::Sort sort_of(const Builder& b, DType t);
+
+// Machine element types (machine.cpp, docs/machine-types.md): bit-vector sorts for the fixed-width
+// integers, floating-point sorts for the floats, with the operations of semantics/machine.h.
+cvc5::Sort machine_sort(cvc5::Solver& s, DType t);
+Term machine_const(cvc5::Solver& s, DType t, uint64_t bits);
+uint64_t machine_bits(const Term& model_value);  // the bit pattern of a model value
+Term machine_binary(const Builder& b, DType t, Op op, const Term& a, const Term& c);  // + - * / % max min
+Term machine_unary(const Builder& b, DType t, Op op, const Term& a);                 // neg, abs
+Term machine_compare(const Builder& b, DType t, Op op, const Term& a, const Term& c);
 
 }  // namespace tr::enc

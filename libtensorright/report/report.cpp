@@ -91,7 +91,16 @@ J options_json(const Batch& b, bool check) {
   o["budget"] = b.budget;
   o["timeout"] = b.timeout_s;
   o["shard"] = b.shard.empty() ? J(nullptr) : J(b.shard);
+  J m = J::array();
+  for (DType d : b.machine) m.push_back(to_string(d));
+  o["dtypes"] = b.machine.empty() ? J(nullptr) : m;
   return o;
+}
+
+J skipped_json(const Batch& b) {
+  J out = J::array();
+  for (const auto& [f, r] : b.skipped) out.push_back(J{{"file", f}, {"line", r.loc.line}, {"name", r.name}, {"reason", r.reason}});
+  return out;
 }
 
 J summary_json(const Batch& b, bool check) {
@@ -103,6 +112,7 @@ J summary_json(const Batch& b, bool check) {
   sum["unexpected"] = s.unexpected;
   sum["not_run"] = s.not_run;
   sum["failed_files"] = s.failed_files;
+  sum["skipped"] = s.skipped;
   sum["interrupted"] = b.signal ? J(signal_name(b.signal)) : J(nullptr);
   sum["seconds"] = s.seconds;
   sum["exit_code"] = exit_code(b, check);
@@ -161,6 +171,7 @@ Summary summarize(const Batch& b, bool check) {
   }
   s.not_run = static_cast<int>(b.not_run.size());
   s.failed_files = static_cast<int>(b.failed_files.size());
+  s.skipped = static_cast<int>(b.skipped.size());
   s.seconds = b.seconds;
   return s;
 }
@@ -215,6 +226,9 @@ std::string human_tail(const Batch& b, const HumanOptions& o) {
   std::ostringstream out;
   if (!o.quiet)
     for (const auto& r : b.not_run) out << "NOT RUN         " << where(r.file, r.line) << " " << r.name << "\n";
+  if (!o.quiet)
+    for (const auto& [f, r] : b.skipped)
+      out << "SKIPPED         " << where(f, r.loc.line) << " " << r.name << "  (" << r.reason << ")\n";
   for (const auto& f : b.failed_files) out << "FAILED TO LOAD  " << f.file << "\n";
   Summary s = summarize(b, o.check);
   out << s.rules << " rule" << (s.rules == 1 ? "" : "s");
@@ -226,6 +240,7 @@ std::string human_tail(const Batch& b, const HumanOptions& o) {
   }
   if (o.check) out << "; " << s.as_expected << " as expected, " << s.unexpected << " not";
   if (s.not_run) out << "; " << s.not_run << " not run (interrupted by " << signal_name(b.signal) << ")";
+  if (s.skipped) out << "; " << s.skipped << " skipped at --dtypes";
   if (s.failed_files) {
     out << "; " << s.failed_files << " file" << (s.failed_files == 1 ? "" : "s") << " failed to load:";
     for (const auto& f : b.failed_files) out << " " << f.file;
@@ -284,6 +299,7 @@ J to_json(const Batch& b, bool check) {
   out["options"] = options_json(b, check);
   out["rules"] = rules;
   out["not_run"] = not_run;
+  out["skipped"] = skipped_json(b);
   out["summary"] = summary_json(b, check);
   out["failed_files"] = failed_json(b);
   return out;

@@ -37,6 +37,8 @@ struct Batch {
   std::vector<RuleResult> results;      // decided rules, in file-then-line order
   std::vector<RuleRef> not_run;         // selected rules without a verdict (interrupted run)
   std::vector<LoadFailure> failed_files;
+  std::vector<std::pair<std::string, SkippedRule>> skipped;  // (file, rule) left out at --dtypes
+  std::vector<DType> machine;           // --dtypes, empty when not given
   double seconds = 0;                   // wall time of the whole batch
   std::time_t started = 0;              // when the batch started (JUnit timestamps)
   int signal = 0;                       // the signal that interrupted the run, 0 if none
@@ -61,6 +63,7 @@ struct Summary {
   int as_expected = 0, unexpected = 0;
   int not_run = 0;
   int failed_files = 0;
+  int skipped = 0;
   double seconds = 0;
 };
 Summary summarize(const Batch& b, bool check);

@@ -21,6 +21,13 @@ RuleList match_rules(RuleList rules, const std::vector<std::string>& patterns, s
   return out;
 }
 
+bool glob_selected(const std::string& name, const std::vector<std::string>& patterns) {
+  if (patterns.empty()) return true;
+  for (const auto& p : patterns)
+    if (fnmatch(p.c_str(), name.c_str(), 0) == 0) return true;
+  return false;
+}
+
 namespace {
 int positive(const std::string& s, const std::string& text) {
   bool digits = !s.empty() && s.size() <= 9;

@@ -15,6 +15,9 @@ using RuleList = std::vector<std::pair<std::string, Rule>>;  // (file, rule), in
 // every rule when there is no pattern. `unmatched` gets the patterns that matched no rule.
 RuleList match_rules(RuleList rules, const std::vector<std::string>& patterns, std::vector<std::string>& unmatched);
 
+// Whether `name` matches one of the patterns (or there are none), as match_rules selects.
+bool glob_selected(const std::string& name, const std::vector<std::string>& patterns);
+
 struct Shard {
   int k = 1, n = 1;  // the k-th (1-based) of n
 };

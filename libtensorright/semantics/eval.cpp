@@ -6,6 +6,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "libtensorright/semantics/machine.h"
 #include "libtensorright/semantics/semantics.h"
 #include "libtensorright/semantics/value_ops.h"
 
@@ -296,6 +297,10 @@ class Evaluator {
                       DType t);
 
   Value convert(const Value& v, DType t, const SourceLoc& loc) const {
+    if (is_machine(t) || v.kind == Value::Kind::Machine) {
+      if (v.kind == Value::Kind::Machine && v.mt == t) return v;
+      throw EvalError("value " + v.str() + " does not have type " + tr::to_string(t) + at_loc(loc));
+    }
     if (t == DType::Real && v.kind == Value::Kind::Int) {
       Value r = Value::real(Rational(v.i));
       r.inexact = v.inexact;
@@ -625,8 +630,10 @@ Point Evaluator::comparison(const Node& n, const Index& idx, bool (*pred)(int)) 
   if (!x.defined) return x;
   if (!y.defined) return y;
   auto c = vops::compare(*x.value, *y.value);
-  if (!c) return undefined(std::string("comparison with an unknown value (") + to_string(n.op) + ")" + at_loc(n.loc));
-  Value r = Value::boolean(pred(*c));
+  // IEEE: a NaN is unordered, so every comparison with it is false but `!=`.
+  bool unordered = !c && x.value->is_machine_float();
+  if (!c && !unordered) return undefined(std::string("comparison with an unknown value (") + to_string(n.op) + ")" + at_loc(n.loc));
+  Value r = Value::boolean(unordered ? n.op == Op::Ne : pred(*c));
   r.inexact = x.value->inexact || y.value->inexact;
   return value(r);
 }
@@ -769,7 +776,13 @@ Point Evaluator::access(const Node& n, const Index& idx) {
 Point Evaluator::literal_element(const Node& n) {
   const DType t = dtype(n);
   const Literal& l = n.lit;
+  if (is_machine(t) && l.kind != Literal::Kind::Bool) {
+    auto bits = mach::literal_bits(t, l);
+    if (!bits) throw EvalError(std::string("a literal with no value in ") + to_string(t) + " (dtype_problem)" + at_loc(n.loc));
+    return value(Value::machine(t, *bits));
+  }
   switch (l.kind) {
+    case Literal::Kind::NaN: throw EvalError("nan outside a float type (dtype_problem)" + at_loc(n.loc));
     case Literal::Kind::Int: return value(convert(Value::integer(l.num), t, n.loc));
     case Literal::Kind::Real: return value(convert(Value::real(Rational(l.num, l.den)), t, n.loc));
     case Literal::Kind::Bool: return value(Value::boolean(l.num != 0));

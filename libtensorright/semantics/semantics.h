@@ -55,12 +55,17 @@ struct EvalError : InternalError {
 
 // One element value. Int and Real are exact; +-inf and Unknown follow TensorRight's TensorNum
 // (inf + -inf and inf * 0 are Unknown). `inexact` marks values that depend on an approximated exp.
+// Machine: a value of a machine type (fixed-width integer or IEEE float, machine.h), its bit
+// pattern `bits` of type `mt`; infinities and NaN of floats are Machine values, never PosInf or
+// Unknown.
 struct Value {
-  enum class Kind { Bool, Int, Real, PosInf, NegInf, Unknown };
+  enum class Kind { Bool, Int, Real, PosInf, NegInf, Unknown, Machine };
   Kind kind = Kind::Int;
   bool b = false;    // Bool
   BigInt i = 0;      // Int
   Rational r;        // Real
+  DType mt = DType::Bool;  // Machine: the type
+  uint64_t bits = 0;       // Machine: the bit pattern
   bool inexact = false;
 
   static Value boolean(bool v);
@@ -69,15 +74,19 @@ struct Value {
   static Value pos_inf();
   static Value neg_inf();
   static Value unknown();
-  static Value zero(DType t);  // false, 0 or 0/1: the default of an unset input element
+  static Value machine(DType t, uint64_t bits);
+  static Value zero(DType t);  // false, 0, 0/1 or the machine zero (+0.0): an unset input element
 
   bool is_num() const { return kind == Kind::Int || kind == Kind::Real; }
   bool is_inf() const { return kind == Kind::PosInf || kind == Kind::NegInf; }
-  std::string str() const;  // "true", "-3", "7/2", "inf", "-inf", "unknown" ("~" prefix if inexact)
+  bool is_machine_float() const { return kind == Kind::Machine && is_float(mt); }
+  // "true", "-3", "7/2", "inf", "-inf", "unknown"; machine floats "-0.0 (0x8000)" ("~" prefix if inexact)
+  std::string str() const;
 };
 
 // The final comparison lhs[i] == rhs[i] of a rule (reference §2.1): same kind and same value;
-// Unknown equals nothing, not even Unknown. Int 3 and Real 3 are equal.
+// Unknown equals nothing, not even Unknown. Int 3 and Real 3 are equal. Machine values are equal
+// when their bits are (so +0.0 != -0.0), and any two NaNs are equal (docs/machine-types.md).
 bool values_equal(const Value& a, const Value& b);
 
 // Per aggregated axis, one entry per axis of its rclass (axis j of key K is (K, j)).
@@ -98,6 +107,13 @@ struct Instance {
   std::map<int, Value> scalars;        // scalar id -> value
   std::map<int, TensorData> inputs;    // tensor id -> elements
 };
+
+// Why `rule` has no meaning at dtype t, or nullopt. The checker types a rule once for all its
+// dtypes; at one of them a literal may have no value (nan outside the float types, inf in an
+// integer type, an integer literal outside a fixed-width type's range), or a scalar of a machine
+// type may appear in a condition (conditions are over mathematical numbers). The verdict for such
+// a dtype is `unsupported` with this reason.
+std::optional<std::string> dtype_problem(const Rule& rule, DType t);
 
 // Checks that the instance gives every rclass a rank, every map a value per axis and every scalar
 // a value (throws EvalError naming what is missing).
@@ -198,6 +214,12 @@ struct RandomTestResult {
   InstanceCheck check;   // the failing check
 };
 RandomTestResult random_test(const Rule&, int trials, uint64_t seed, const RandomConfig& cfg = {});
+
+// For an instance that refutes the rule at idx (check_at(...).refutes()): replaces each machine
+// value of its scalars and input elements by the simplest of ±0, ±1, ±2, 0.5, ±inf, NaN, the type's
+// extremes and smallest subnormal (integers: 0, ±1, ±2, MIN, MAX) that keeps it refuting, when
+// that is simpler than the value it has. Counterexamples read better, and stay replayed.
+void shrink_machine_values(const Rule& rule, Instance& inst, const Index& idx);
 
 // Human-readable instance: ranks, maps, scalars, and the input elements.
 std::string describe(const Rule&, const Instance&);

@@ -1,6 +1,7 @@
 // Element values and their arithmetic (reference §2.1, TensorRight's TensorNum).
 #include <cmath>
 
+#include "libtensorright/semantics/machine.h"
 #include "libtensorright/semantics/semantics.h"
 #include "libtensorright/semantics/value_ops.h"
 
@@ -39,13 +40,20 @@ Value Value::unknown() {
   x.kind = Kind::Unknown;
   return x;
 }
+Value Value::machine(DType t, uint64_t bits) {
+  Value x;
+  x.kind = Kind::Machine;
+  x.mt = t;
+  x.bits = bits & mach::mask(t);
+  return x;
+}
 Value Value::zero(DType t) {
+  if (is_machine(t)) return machine(t, 0);
   switch (t) {
     case DType::Bool: return boolean(false);
-    case DType::Int: return integer(0);
     case DType::Real: return real(Rational(0));
+    default: return integer(0);
   }
-  return integer(0);
 }
 
 std::string Value::str() const {
@@ -57,6 +65,7 @@ std::string Value::str() const {
     case Kind::PosInf: return s + "inf";
     case Kind::NegInf: return s + "-inf";
     case Kind::Unknown: return s + "unknown";
+    case Kind::Machine: return s + mach::str(mt, bits);
   }
   return "?";
 }
@@ -64,6 +73,8 @@ std::string Value::str() const {
 bool values_equal(const Value& a, const Value& b) {
   using K = Value::Kind;
   if (a.kind == K::Unknown || b.kind == K::Unknown) return false;
+  if (a.kind == K::Machine || b.kind == K::Machine)
+    return a.kind == b.kind && a.mt == b.mt && mach::same(a.mt, a.bits, b.bits);
   if (a.is_num() && b.is_num()) return vops::to_rat(a) == vops::to_rat(b);
   if (a.kind != b.kind) return false;
   if (a.kind == K::Bool) return a.b == b.b;
@@ -94,9 +105,26 @@ void need_num(const Value& v, const char* op) {
   if (!v.is_num() && !v.is_inf() && v.kind != K::Unknown)
     throw EvalError(std::string(op) + " on a non-numeric value " + v.str());
 }
+// Both operands of a binary machine operation: machine values of one type (or neither).
+bool machine2(const Value& a, const Value& b, const char* op) {
+  if (a.kind != K::Machine && b.kind != K::Machine) return false;
+  if (a.kind != b.kind || a.mt != b.mt) throw EvalError(std::string(op) + " on " + a.str() + " and " + b.str() + " of different types");
+  return true;
+}
+Value mach2(const Value& a, const Value& b, uint64_t (*f)(DType, uint64_t, uint64_t)) {
+  Value v = Value::machine(a.mt, f(a.mt, a.bits, b.bits));
+  v.inexact = a.inexact || b.inexact;
+  return v;
+}
+Value mach1(const Value& a, uint64_t (*f)(DType, uint64_t)) {
+  Value v = Value::machine(a.mt, f(a.mt, a.bits));
+  v.inexact = a.inexact;
+  return v;
+}
 }  // namespace
 
 Value add(const Value& a, const Value& b) {
+  if (machine2(a, b, "+")) return mach2(a, b, &mach::add);
   need_num(a, "+");
   need_num(b, "+");
   if (a.kind == K::Unknown || b.kind == K::Unknown) return tag(Value::unknown(), a, b);
@@ -110,6 +138,7 @@ Value add(const Value& a, const Value& b) {
 
 // Unlike TensorRight (whose negate keeps an infinity unchanged), neg flips the sign of an infinity.
 Value neg(const Value& a) {
+  if (a.kind == K::Machine) return mach1(a, &mach::neg);
   need_num(a, "-");
   switch (a.kind) {
     case K::Int: return tag(Value::integer(-a.i), a);
@@ -120,9 +149,13 @@ Value neg(const Value& a) {
   }
 }
 
-Value sub(const Value& a, const Value& b) { return add(a, neg(b)); }
+Value sub(const Value& a, const Value& b) {
+  if (machine2(a, b, "-")) return mach2(a, b, &mach::sub);
+  return add(a, neg(b));
+}
 
 Value mul(const Value& a, const Value& b) {
+  if (machine2(a, b, "*")) return mach2(a, b, &mach::mul);
   need_num(a, "*");
   need_num(b, "*");
   if (a.kind == K::Unknown || b.kind == K::Unknown) return tag(Value::unknown(), a, b);
@@ -140,6 +173,7 @@ Value mul(const Value& a, const Value& b) {
 // Int: floor division, x / 0 = 0; Real: exact, x / 0 = 0. Any infinity gives Unknown (as in
 // TensorRight, which over-approximates division with infinities).
 Value div(const Value& a, const Value& b) {
+  if (machine2(a, b, "/")) return mach2(a, b, &mach::div);
   need_num(a, "/");
   need_num(b, "/");
   if (!a.is_num() || !b.is_num()) return tag(Value::unknown(), a, b);
@@ -151,6 +185,7 @@ Value div(const Value& a, const Value& b) {
 
 // Truncated remainder (sign of the dividend), x % 0 = x; on reals x - y * trunc(x / y).
 Value rem(const Value& a, const Value& b) {
+  if (machine2(a, b, "%")) return mach2(a, b, &mach::rem);
   need_num(a, "%");
   need_num(b, "%");
   if (!a.is_num() || !b.is_num()) return tag(Value::unknown(), a, b);
@@ -165,6 +200,7 @@ Value rem(const Value& a, const Value& b) {
 }
 
 std::optional<int> compare(const Value& a, const Value& b) {
+  if (machine2(a, b, "a comparison")) return mach::compare(a.mt, a.bits, b.bits);
   if (a.kind == K::Unknown || b.kind == K::Unknown) return std::nullopt;
   if (a.kind == K::Bool || b.kind == K::Bool) {
     if (a.kind != b.kind) throw EvalError("comparing a bool with a number");
@@ -179,6 +215,7 @@ std::optional<int> compare(const Value& a, const Value& b) {
 }
 
 Value max(const Value& a, const Value& b) {
+  if (machine2(a, b, "max")) return mach2(a, b, &mach::max);
   need_num(a, "max");
   need_num(b, "max");
   auto c = compare(a, b);
@@ -187,6 +224,7 @@ Value max(const Value& a, const Value& b) {
 }
 
 Value min(const Value& a, const Value& b) {
+  if (machine2(a, b, "min")) return mach2(a, b, &mach::min);
   need_num(a, "min");
   need_num(b, "min");
   auto c = compare(a, b);
@@ -195,6 +233,7 @@ Value min(const Value& a, const Value& b) {
 }
 
 Value abs(const Value& a) {
+  if (a.kind == K::Machine) return mach1(a, &mach::abs);
   need_num(a, "abs");
   if (a.is_inf()) return tag(Value::pos_inf(), a);
   if (a.kind == K::Int) return tag(Value::integer(a.i < 0 ? BigInt(-a.i) : a.i), a);
@@ -205,6 +244,15 @@ Value abs(const Value& a) {
 // exp(-inf) = 0 and exp(0) = 1 exactly; other finite arguments are approximated (inexact).
 Value exp(const Value& a) {
   if (a.kind == K::Int) throw EvalError("exp on int is not defined");
+  if (a.kind == K::Machine) {  // libm's exp, rounded: inexact, like the real exp
+    if (!is_float(a.mt)) throw EvalError("exp on " + std::string(to_string(a.mt)) + " is not defined");
+    if (mach::is_nan(a.mt, a.bits)) return a;
+    if (mach::is_inf(a.mt, a.bits)) return mach::sign_bit(a.mt, a.bits) ? Value::machine(a.mt, 0) : a;
+    double e = std::exp(mach::float_value(a.mt, a.bits).to_double());
+    Value v = Value::machine(a.mt, std::isinf(e) ? mach::inf_bits(a.mt, false) : mach::round_to(a.mt, mach::exact(e)));
+    v.inexact = !mach::is_zero(a.mt, a.bits);
+    return v;
+  }
   need_num(a, "exp");
   if (a.kind == K::NegInf) return tag(Value::real(Rational(0)), a);
   if (a.kind != K::Real) return a;  // +inf, Unknown

@@ -21,7 +21,7 @@ const std::unordered_set<std::string>& keywords() {
       // types and dtype sets
       "any", "num", "bool", "int", "real", "T",
       // literals and condition words
-      "inf", "true", "false", "div", "mod", "all", "ite",
+      "inf", "nan", "true", "false", "div", "mod", "all", "ite",
       // built-in functions
       "max", "min", "abs", "exp", "select", "clamp", "const", "iota", "broadcast", "sum", "slice",
       "pad", "dynslice", "dynupdate", "concat", "relabel", "reverse", "dot", "conv", "degenerate",
@@ -553,7 +553,7 @@ class Parser {
           expect(")");
           return measured(std::move(e));
         }
-        if (is_keyword(w) && w != "inf" && w != "true" && w != "false") {
+        if (is_keyword(w) && w != "inf" && w != "nan" && w != "true" && w != "false") {
           if (is_function_keyword(w)) fail(t.loc, "'" + w + "' needs arguments in parentheses");
           fail(t.loc, "keyword '" + w + "' cannot be used here");
         }

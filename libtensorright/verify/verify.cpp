@@ -3,9 +3,15 @@
 #include "libtensorright/verify/verify.h"
 #include "libtensorright/verify/profile.h"
 
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -85,15 +91,46 @@ struct WallClockStop {
 struct Meter {
   std::int64_t units = 0;      // all calls
   std::int64_t max_units = 0;  // the most a call that answered sat or unsat used
+  bool isolate = false;        // machine dtypes: every call is tried in a forked copy first (survives)
 };
+
+// A solver call that would have aborted the process (survives): it counts as out of budget.
+struct SolverAborted {
+  std::string what;
+};
+
+// cvc5 1.0.3 bit-blasts bit-vector and floating-point terms into CaDiCaL, and a resource or time
+// limit that interrupts CaDiCaL aborts the whole process ("cadical: fatal error: invalid API usage
+// of 'int CaDiCaL::Solver::val(int)' ... can only get value in satisfied state"; the cvc5 binary
+// does the same, whatever --bv-sat-solver says). bv-solver=bitblast-internal stops cleanly but
+// needs 100x the units on floats. So a call on such terms is made first in a forked copy of the
+// process, whose death costs nothing; only when the copy finishes is the call made here. cvc5 is
+// deterministic under a resource limit, so it then answers as the copy did.
+bool survives(cvc5::Solver& s) {
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) return true;  // no process to spare: call in place
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 2);  // the abort message is expected: keep it off the user's stderr
+    s.checkSat();
+    _exit(0);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return true;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
 
 std::int64_t units_used(const cvc5::Solver& s) {
   return s.getStatistics().get("resource::resourceUnitsUsed").getInt();
 }
 
-// check-sat, metered; throws WallClockStop when the wall-clock safety net ended the call.
+// check-sat, metered; throws WallClockStop when the wall-clock safety net ended the call, and
+// SolverAborted when the call would have aborted the process (Meter::isolate).
 cvc5::Result check(cvc5::Solver& s, Meter& m, const char* what) {
   std::int64_t before = units_used(s);
+  if (m.isolate && !survives(s)) throw SolverAborted{what};
   cvc5::Result r = s.checkSat();
   std::int64_t used = units_used(s) - before;
   m.units += used;
@@ -211,12 +248,13 @@ Rational rat_of(const cvc5::Term& v) {
 
 Value value_of(cvc5::Solver& s, const cvc5::Term& t, DType dt) {
   cvc5::Term v = s.getValue(t);
+  if (is_machine(dt)) return Value::machine(dt, enc::machine_bits(v));
   switch (dt) {
     case DType::Bool: return Value::boolean(v.getBooleanValue());
     case DType::Int: return Value::integer(big_of(v));
     case DType::Real: return Value::real(rat_of(v));
+    default: throw ModelError(std::string("no model reading for ") + to_string(dt));
   }
-  return Value::integer(0);
 }
 
 struct Model {
@@ -446,7 +484,13 @@ void minimise(cvc5::Solver& s, enc::Encoder& e, Model& best, Meter& meter) {
     BigInt mid = lo + (hi - lo) / 2;
     s.push();
     s.assertFormula(e.b.le(metric, e.b.integer(mid)));
-    cvc5::Result r = check(s, meter, "minimising a counterexample");
+    cvc5::Result r;
+    try {
+      r = check(s, meter, "minimising a counterexample");
+    } catch (const SolverAborted&) {
+      s.pop();
+      return;  // keep the model found so far
+    }
     if (r.isSat()) {
       try {
         best = read_model(s, e);
@@ -460,6 +504,19 @@ void minimise(cvc5::Solver& s, enc::Encoder& e, Model& best, Meter& meter) {
     }
     s.pop();
   }
+}
+
+// The rule has a sum (Reducer::Sum) on a side.
+bool has_plain_sum(const Rule& rule) {
+  std::set<const Node*> seen;
+  std::function<bool(const Node&)> any = [&](const Node& n) {
+    if (!seen.insert(&n).second) return false;
+    if (n.op == Op::Sum && n.reducer == Reducer::Sum) return true;
+    for (const auto& a : n.args)
+      if (any(*a)) return true;
+    return false;
+  };
+  return any(*rule.lhs) || any(*rule.rhs);
 }
 
 std::set<int> sum_index_maps(const Rule& rule) {
@@ -489,11 +546,13 @@ class DTypeRun {
   DTypeRun(const Rule& rule, const std::string& file, DType dt, const VerifyOptions& opts)
       : rule_(rule), file_(file), dt_(dt), opts_(opts), si_maps_(sum_index_maps(rule)) {
     out_.res.dtype = dt;
+    meter_.isolate = is_machine(dt);
   }
 
   DTypeOutcome run() {
     auto t0 = Clock::now();
     try {
+      if (auto why = dtype_problem(rule_, dt_)) throw enc::Unsupported(*why);
       run_tasks();
     } catch (const enc::Unsupported& u) {
       conclude(Verdict::Unsupported, u.what());
@@ -553,7 +612,11 @@ class DTypeRun {
     } else if (!nonvacuous_) {
       conclude(Verdict::Vacuous, "the preconditions and the left side's validity are unsatisfiable");
     } else {
-      conclude(Verdict::Proved, "");
+      conclude(Verdict::Proved, is_float(dt_) && has_plain_sum(rule_)
+                                    ? "float sums compared element by element: for every order of the right side's "
+                                      "reductions, the left side's matched elements in the same order give the same "
+                                      "value (docs/machine-types.md)"
+                                    : "");
     }
   }
 
@@ -577,7 +640,11 @@ class DTypeRun {
     const std::int64_t start = meter_.units;
     auto out = profile::prove(*s, *e, q, [&](const char* what) {
       if (meter_.units - start > 2 * opts_.budget) throw profile::Stop{};
-      return check(*s, meter_, what);
+      try {
+        return check(*s, meter_, what);
+      } catch (const SolverAborted&) {
+        throw profile::Stop{};
+      }
     });
     spdlog::debug("{}: {} profile abstraction at ranks {}: {}{}", rule_.name, to_string(dt_), rank_text(rule_, k),
                   out.proved ? "proved, " : "not proved, ", out.detail);
@@ -614,10 +681,16 @@ class DTypeRun {
       if (ci == 0)
         if (auto probed = probe_exp(*s, *e, q)) return probed;  // keep the push, as below
       s->push();
-      cvc5::Result r = check_task(*s, q, [&] { return check(*s, meter_, "solving a task"); });
-      if (!r.isUnknown()) return r;  // keep the push: the model is read by the caller
+      cvc5::Result r;
+      bool aborted = false;
+      try {
+        r = check_task(*s, q, [&] { return check(*s, meter_, "solving a task"); });
+      } catch (const SolverAborted&) {
+        aborted = true;  // the call ran into its limit (survives)
+      }
+      if (!aborted && !r.isUnknown()) return r;  // keep the push: the model is read by the caller
       s->pop();
-      bool ro = r.getUnknownExplanation() == cvc5::UnknownExplanation::RESOURCEOUT;
+      bool ro = aborted || r.getUnknownExplanation() == cvc5::UnknownExplanation::RESOURCEOUT;
       if (ci == 0) out_of_budget = ro;
       // The first task out of budget (once an earlier one showed the rule non-vacuous): every rank
       // at once through the profiles, before this task's portfolio.
@@ -629,7 +702,10 @@ class DTypeRun {
       if (!task_inc || ro) {
         task_inc = ro ? Verdict::Timeout : Verdict::Unknown;
         std::ostringstream msg;
-        if (ro)
+        if (aborted)
+          msg << "solver ran out of its resource budget (" << (degraded_ ? opts_.budget / 10 : opts_.budget)
+              << " units per call; cvc5 stopped in its bit-blaster) at ranks " << rank_text(rule_, ranks);
+        else if (ro)
           msg << "solver ran out of its resource budget (" << (degraded_ ? opts_.budget / 10 : opts_.budget)
               << " units per call) at ranks " << rank_text(rule_, ranks);
         else
@@ -698,9 +774,13 @@ class DTypeRun {
       if (!nonvacuous_) {
         s->push();
         s->assertFormula(q.vacuity);
-        cvc5::Result v = check(*s, meter_, "checking vacuity");
+        bool unsat = false;
+        try {
+          unsat = check(*s, meter_, "checking vacuity").isUnsat();
+        } catch (const SolverAborted&) {
+        }
         s->pop();
-        if (!v.isUnsat()) nonvacuous_ = true;  // sat, or unknown: do not claim vacuity
+        if (!unsat) nonvacuous_ = true;  // sat, or unknown: do not claim vacuity
       }
       return Step::Next;
     }
@@ -749,6 +829,10 @@ DTypeRun::Step DTypeRun::on_sat(const std::vector<int>& ranks, cvc5::Solver& s, 
     return done(Verdict::Unknown, std::string("a counterexample exists but cannot be replayed: ") + ov.what());
   }
   if (pre && sc.refutes()) {
+    if (is_machine(dt_)) {
+      shrink_machine_values(rule_, m.inst, m.index);
+      sc = check_at(rule_, m.inst, m.index);  // refutes: shrinking keeps only refuting values
+    }
     out_.cex = render(rule_, m, sc, si_maps_);
     return done(Verdict::Counterexample, sc.reason);
   }
@@ -764,7 +848,12 @@ DTypeRun::Step DTypeRun::on_sat(const std::vector<int>& ranks, cvc5::Solver& s, 
     s.assertFormula(q.query);
     s.assertFormula(hint);
     std::optional<Model> hm;
-    if (check(s, meter_, "searching a counterexample with a fold hint").isSat()) {
+    bool sat = false;
+    try {
+      sat = check(s, meter_, "searching a counterexample with a fold hint").isSat();
+    } catch (const SolverAborted&) {
+    }
+    if (sat) {
       try {
         hm = read_model(s, e);
         if (opts_.minimise) minimise(s, e, *hm, meter_);

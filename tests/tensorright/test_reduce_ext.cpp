@@ -140,7 +140,7 @@ TEST_CASE("reduce ext: checker errors are located") {
   std::string e = check_error(rule("num", "", "reduce_max(X, {R: i}, init=true)"));
   CHECK(e.find("t.tr:6:33: error: the init value of 'reduce_max': element types") != std::string::npos);
   e = check_error(rule("int", "", "reduce_min(X, {R: i}, init=0.5)"));
-  CHECK(e.find("t.tr:6:33: error: a decimal literal needs element type real") != std::string::npos);
+  CHECK(e.find("t.tr:6:33: error: a decimal literal or 'nan' needs element type real") != std::string::npos);
   e = check_error(rule("int", " scalar r : real\n", "reduce_prod(X, {R: i}, init=r)"));
   CHECK(e.find("t.tr:7:34: error: the init value of 'reduce_prod': element types") != std::string::npos);
   // The init is a scalar, not a tensor.
