@@ -257,8 +257,12 @@ class RuleChecker {
     std::sort(out.begin(), out.end());
     out.erase(std::unique(out.begin(), out.end()), out.end());
     if (out.empty()) fail(sr_.loc, "no type of --dtypes replaces the rule's dtypes (" + dtypes_str() + ")");
+    // A rule written for int means its integers: with only integer types left, `iota` and the
+    // declared type `int` are T.
+    int_is_t_ = std::all_of(out.begin(), out.end(), [](DType d) { return is_fixed(d); });
     r_.dtypes = out;
   }
+  EType int_type() const { return int_is_t_ ? tvar() : concrete(DType::Int); }
   bool t_has(DType d) const { return std::find(r_.dtypes.begin(), r_.dtypes.end(), d) != r_.dtypes.end(); }
   bool t_only(DType d) const { return r_.dtypes.size() == 1 && r_.dtypes[0] == d; }
   std::string dtypes_str() const {
@@ -267,8 +271,9 @@ class RuleChecker {
     return s;
   }
   static std::string ety_str(const EType& e) { return e.is_t ? "T" : to_string(e.dtype); }
-  EType etype_word(const syntax::Ident& id) const {
+  EType etype_word(const syntax::Ident& id, bool int_follows_t = true) const {
     if (id.name == "T") return tvar();
+    if (id.name == "int") return int_follows_t ? int_type() : concrete(DType::Int);
     if (auto d = dtype_from_string(id.name)) return concrete(*d);
     fail(id.loc, "unknown element type '" + id.name + "' (expected bool, int, real, T or a machine type: pred, s8..s64, "
                  "u8..u64, f16, bf16, f32, f64)");
@@ -341,7 +346,8 @@ class RuleChecker {
         case ItemKind::Scalar:
           for (const auto& n : it.names) {
             declare(n, NK::Scalar, static_cast<int>(r_.scalars.size()));
-            r_.scalars.push_back(ScalarDecl{n.name, it.etype ? etype_word(*it.etype) : tvar(), n.loc});
+            // A declared `int` scalar stays a mathematical integer (it may size or index).
+            r_.scalars.push_back(ScalarDecl{n.name, it.etype ? etype_word(*it.etype, false) : tvar(), n.loc});
           }
           break;
         case ItemKind::Let:
@@ -1180,7 +1186,7 @@ class RuleChecker {
     if (!n->shape.count(k)) fail(e.args[1]->loc, "the axis of 'iota' (" + key_str(k) + ") is not in its shape " + keys_str(n->shape));
     mark_single(k.rclass);
     n->axes = {k};
-    n->etype = concrete(DType::Int);
+    n->etype = int_type();
     return fixed(n);
   }
 
@@ -1661,6 +1667,7 @@ class RuleChecker {
   const syntax::Rule& sr_;
   const std::string& source_;
   const CheckOptions& opts_;
+  bool int_is_t_ = false;  // CheckOptions::machine with integer types only (int_type)
   Rule r_;
   std::unordered_map<std::string, NameInfo> names_;
   std::vector<const syntax::Item*> map_items_, tensor_items_, lets_;

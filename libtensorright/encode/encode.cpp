@@ -215,8 +215,19 @@ Term Encoder::iexpr(const IExpr& e, int j) {
       break;
     case IK::Scalar:
       r = scalar_consts.at(e.id);
-      if (r.getSort() != b.Int && r.getSort() != b.Real && r.getSort() != b.Bool)
-        throw Unsupported("a scalar of a machine type in a condition cannot be encoded (use `assume`)" + where(e.loc));
+      if (r.getSort().isBitVector()) {  // a fixed-width integer stands for its value (signed or unsigned)
+        DType t = rule.scalars.at(static_cast<size_t>(e.id)).etype.resolve(dtype);
+        Term nat = b.s.mkTerm(Kind::BITVECTOR_TO_NAT, {r});
+        if (is_signed_fixed(t)) {
+          uint32_t w = static_cast<uint32_t>(bit_width(t));
+          Term msb = b.s.mkTerm(b.s.mkOp(Kind::BITVECTOR_EXTRACT, {w - 1, w - 1}), {r});
+          BigInt two_w = mach::max_value(t) * 2 + 2;
+          nat = b.ite(b.eq(msb, b.s.mkBitVector(1, 1)), b.sub(nat, b.integer(two_w)), nat);
+        }
+        r = nat;
+      } else if (r.getSort() != b.Int && r.getSort() != b.Real && r.getSort() != b.Bool) {
+        throw InternalError("a float scalar in a condition (dtype_problem refuses it)" + where(e.loc));
+      }
       break;
     case IK::Add: r = b.add(a(0), a(1)); break;
     case IK::Sub: r = b.sub(a(0), a(1)); break;
@@ -626,7 +637,15 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
       if (kept.sum) throw Unsupported("pow(A, 0) of a reduction cannot be encoded" + where(n.loc));
       return with_def(v, kept.def);
     }
-    case Op::Iota: return {b.T, {idx.at(n.axes.at(0)).at(0), {}}, nullptr};
+    case Op::Iota: {
+      Term i = idx.at(n.axes.at(0)).at(0);
+      DType t = n.etype.resolve(dtype);
+      if (is_machine(t)) {  // the index modulo 2^w (XLA's iota of a narrow type wraps)
+        if (!is_fixed(t)) throw Unsupported(std::string("iota of ") + to_string(t) + " cannot be encoded" + where(n.loc));
+        i = b.s.mkTerm(b.s.mkOp(cvc5::Kind::INT_TO_BITVECTOR, {static_cast<uint32_t>(bit_width(t))}), {i});
+      }
+      return {b.T, {i, {}}, nullptr};
+    }
     case Op::Neg:
     case Op::Abs:
     case Op::Exp: return unary_at(n, idx);

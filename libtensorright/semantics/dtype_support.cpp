@@ -24,10 +24,10 @@ class Scan {
   }
   void iexpr(const IExpr& e) {
     if (problem) return;
-    if (e.kind == IK::Scalar && is_machine(r_.scalars.at(static_cast<size_t>(e.id)).etype.resolve(t_)))
+    if (e.kind == IK::Scalar && is_float(r_.scalars.at(static_cast<size_t>(e.id)).etype.resolve(t_)))
       problem = "scalar '" + r_.scalars.at(static_cast<size_t>(e.id)).name + "' of type " + to_string(t_) +
                 " is used in a condition at " + e.loc.str() +
-                " (conditions are over mathematical numbers; state facts about machine values with `assume`)";
+                " (conditions are over mathematical numbers, which NaN and ±inf are not; use `assume`)";
     for (const auto& a : e.args)
       if (a) iexpr(*a);
   }

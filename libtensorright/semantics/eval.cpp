@@ -108,6 +108,10 @@ Value eval_iexpr(const IExpr& e, const Instance& inst, std::optional<int> axis) 
       auto it = inst.scalars.find(e.id);
       if (it == inst.scalars.end())
         throw EvalError("no value for scalar #" + std::to_string(e.id) + at_loc(e.loc));
+      if (it->second.kind == Value::Kind::Machine) {  // a fixed-width integer stands for its value
+        if (!is_fixed(it->second.mt)) throw EvalError("a float scalar in a condition (dtype_problem)" + at_loc(e.loc));
+        return Value::integer(mach::int_value(it->second.mt, it->second.bits));
+      }
       return it->second;
     }
     case IK::Add: return vops::add(arg(0), arg(1));
@@ -673,7 +677,11 @@ Point Evaluator::access(const Node& n, const Index& idx) {
       }
       return at(arg(n, 0), {});
     }
-    case Op::Iota: return value(convert(Value::integer(idx.at(n.axes[0])[0]), t, n.loc));
+    case Op::Iota: {
+      int64_t i = idx.at(n.axes[0])[0];
+      if (is_machine(t)) return value(Value::machine(t, mach::wrap(t, BigInt(static_cast<long>(i)))));  // XLA: wraps
+      return value(convert(Value::integer(i), t, n.loc));
+    }
     case Op::Neg: return unary(n, idx, &vops::neg);
     case Op::Abs: return unary(n, idx, &vops::abs);
     case Op::Exp: return unary(n, idx, &vops::exp);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <chrono>
 #include <condition_variable>
@@ -92,6 +93,7 @@ struct Meter {
   std::int64_t units = 0;      // all calls
   std::int64_t max_units = 0;  // the most a call that answered sat or unsat used
   bool isolate = false;        // machine dtypes: every call is tried in a forked copy first (survives)
+  double timeout_s = 0;        // the solvers' wall-clock limit per call (for the copy's deadline)
 };
 
 // A solver call that would have aborted the process (survives): it counts as out of budget.
@@ -106,19 +108,39 @@ struct SolverAborted {
 // needs 100x the units on floats. So a call on such terms is made first in a forked copy of the
 // process, whose death costs nothing; only when the copy finishes is the call made here. cvc5 is
 // deterministic under a resource limit, so it then answers as the copy did.
-bool survives(cvc5::Solver& s) {
+bool survives(cvc5::Solver& s, double timeout_s) {
   std::fflush(nullptr);
   pid_t pid = fork();
   if (pid < 0) return true;  // no process to spare: call in place
   if (pid == 0) {
+    // The copy dies quietly: no crash handler of a test framework, fuzzer or sanitizer may report
+    // (or save as a finding) the abort that this copy exists to absorb.
+    for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) std::signal(sig, SIG_DFL);
     int null = open("/dev/null", O_WRONLY);
-    if (null >= 0) dup2(null, 2);  // the abort message is expected: keep it off the user's stderr
+    if (null >= 0) {
+      dup2(null, 1);
+      dup2(null, 2);  // the abort message is expected: keep it off the user's stderr
+    }
     s.checkSat();
     _exit(0);
   }
+  // The copy's call is bounded by the solver's own wall-clock limit (timeout_s). A copy that
+  // outlives it by far is stuck (a lock another thread held at the fork): it is killed, and the
+  // call counts as aborted.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s + 30);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return true;
+  for (int wait_us = 100;; wait_us = std::min(wait_us * 2, 20000)) {
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) return true;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
+  }
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
@@ -130,7 +152,7 @@ std::int64_t units_used(const cvc5::Solver& s) {
 // SolverAborted when the call would have aborted the process (Meter::isolate).
 cvc5::Result check(cvc5::Solver& s, Meter& m, const char* what) {
   std::int64_t before = units_used(s);
-  if (m.isolate && !survives(s)) throw SolverAborted{what};
+  if (m.isolate && !survives(s, m.timeout_s)) throw SolverAborted{what};
   cvc5::Result r = s.checkSat();
   std::int64_t used = units_used(s) - before;
   m.units += used;
@@ -547,6 +569,7 @@ class DTypeRun {
       : rule_(rule), file_(file), dt_(dt), opts_(opts), si_maps_(sum_index_maps(rule)) {
     out_.res.dtype = dt;
     meter_.isolate = is_machine(dt);
+    meter_.timeout_s = opts.timeout_s;
   }
 
   DTypeOutcome run() {

@@ -36,7 +36,8 @@ struct Lang {
 Lang make_lang(const std::string& dtype) {
   Lang l;
   l.dtype = dtype;
-  l.real = dtype == "real";
+  const bool fixed = dtype[0] == 's' || dtype[0] == 'u', flt = dtype[0] == 'f';  // machine types
+  l.real = dtype == "real" || flt;
   const int N = static_cast<int>(Ty::Num), B = static_cast<int>(Ty::Bool), G = static_cast<int>(Ty::Gen);
   l.decls = "  rclass R, S\n  map s, a, b : R\n  map e : R >= 0\n  map t : S\n  tensor A, B, C : {R: s}\n"
             "  tensor D, E : {R: s, S: t}\n  scalar c, d\n  scalar k : int\n";
@@ -62,8 +63,13 @@ Lang make_lang(const std::string& dtype) {
     l.numeric = false;
     return l;
   }
-  for (const char* lit : {"0", "1", "2", "-1", "inf", "-inf"}) l.leaves[N][0].push_back(lit);
+  for (const char* lit : {"0", "1", "2", "-1"}) l.leaves[N][0].push_back(lit);
+  if (!fixed)
+    for (const char* lit : {"inf", "-inf"}) l.leaves[N][0].push_back(lit);
+  if (fixed) l.leaves[N][0].push_back(dtype[0] == 's' ? "-128" : "255");  // an extreme of s8 / u8
   if (l.real) l.leaves[N][0].push_back("0.5");
+  if (flt)
+    for (const char* lit : {"-0.0", "nan"}) l.leaves[N][0].push_back(lit);
   return l;
 }
 
@@ -302,7 +308,9 @@ void used_sums(const X& x, std::set<int>& out) {
 }  // namespace
 
 std::string generate_rule(FuzzedDataProvider& in) {
-  static const std::vector<std::string> dtypes = {"int", "real", "num", "bool", "any"};
+  // Machine types (docs/machine-types.md): narrow ones, where wraparound is reached, and the two
+  // float formats cvc5 decides.
+  static const std::vector<std::string> dtypes = {"int", "real", "num", "bool", "any", "s8", "u8", "s32", "f32", "f64"};
   const Lang lang = make_lang(dtypes[in.ConsumeIntegralInRange<size_t>(0, dtypes.size() - 1)]);
   Gen g{in, lang};
   const Ty root = lang.dtype == "bool" ? Ty::Bool : lang.dtype == "any" ? Ty::Gen : Ty::Num;
