@@ -69,6 +69,7 @@ void add_flags(CLI::App& app, Flags& f) {
                  "Check every rule at machine types: its int becomes the integer types of LIST, its real the float "
                  "types (s8..s64, u8..u64, f16, bf16, f32, f64, ints, floats, comma-separated)")
       ->type_name("LIST")
+      ->check([](const std::string& v) { return v.empty() ? std::string("an empty list of types") : std::string(); })
       ->excludes(check);
   auto* json = app.add_flag("--json", f.json, "Print the report as one JSON object on stdout");
   app.add_flag("--jsonl", f.jsonl, "Print one JSON object per rule as it is decided, then a summary object")

@@ -404,8 +404,8 @@ Val Encoder::literal(const Node& n) {
   DType t = n.etype.resolve(dtype);
   const Literal& l = n.lit;
   if (is_machine(t)) {
-    auto bits = mach::literal_bits(t, l);
-    if (!bits) throw InternalError(std::string("a literal with no value in ") + to_string(t) + where(n.loc));
+    auto bits = mach::literal_bits(t, l);  // verify refuses such a dtype first (dtype_problem)
+    if (!bits) throw Unsupported(std::string("a literal with no value in ") + to_string(t) + where(n.loc));
     return {machine_const(b.s, t, *bits), {}};
   }
   Term z = sort_for(t);

@@ -105,6 +105,11 @@ void check_proved_dtypes(const tr::Rule& rule, const tr::RuleResult& res, const 
 // proves `rule` for `dt` (false when it declines, is undecided or the encoder refuses the rule).
 bool profiles_prove(const tr::Rule& rule, tr::DType dt, const std::string& text) {
   bool proved = false;
+  // As verify: no meaning at dt (unsupported); and at machine types cvc5 1.0.3 may abort when the
+  // budget interrupts its bit-blaster, which verify absorbs in a forked copy and this direct call
+  // could not (docs/machine-types.md). verify's own use of the abstraction there is covered by the
+  // random testing of what it proves.
+  if (tr::dtype_problem(rule, dt) || tr::is_machine(dt)) return false;
   tr::StackThread t([&] {
     try {
       cvc5::Solver s;
