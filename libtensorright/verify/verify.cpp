@@ -92,13 +92,25 @@ struct WallClockStop {
 struct Meter {
   std::int64_t units = 0;      // all calls
   std::int64_t max_units = 0;  // the most a call that answered sat or unsat used
-  bool isolate = false;        // machine dtypes: every call is tried in a forked copy first (survives)
+  bool isolate = false;        // machine dtypes: every call is tried in a forked copy first (try_in_copy)
   double timeout_s = 0;        // the solvers' wall-clock limit per call (for the copy's deadline)
 };
 
-// A solver call that would have aborted the process (survives): it counts as out of budget.
+// A solver call that stopped at its resource budget in the forked copy (Meter::isolate): either
+// cleanly, or by aborting the copy (crashed, below). Callers treat it as out of budget.
 struct SolverAborted {
   std::string what;
+  bool crashed = false;
+};
+
+std::int64_t units_used(const cvc5::Solver& s) {
+  return s.getStatistics().get("resource::resourceUnitsUsed").getInt();
+}
+
+// What the forked copy of a solver call did (try_in_copy).
+struct CopyResult {
+  enum Kind : std::int32_t { Answered, ResourceOut, WallClock, Died } kind = Died;
+  std::int64_t units = 0;  // resource units it used (Died: unknown)
 };
 
 // cvc5 1.0.3 bit-blasts bit-vector and floating-point terms into CaDiCaL, and a resource or time
@@ -106,53 +118,83 @@ struct SolverAborted {
 // of 'int CaDiCaL::Solver::val(int)' ... can only get value in satisfied state"; the cvc5 binary
 // does the same, whatever --bv-sat-solver says). bv-solver=bitblast-internal stops cleanly but
 // needs 100x the units on floats. So a call on such terms is made first in a forked copy of the
-// process, whose death costs nothing; only when the copy finishes is the call made here. cvc5 is
-// deterministic under a resource limit, so it then answers as the copy did.
-bool survives(cvc5::Solver& s, double timeout_s) {
+// process, whose death costs nothing. Only when the copy got an answer (sat or unsat) is the call
+// made here: cvc5 is deterministic under a resource limit, so it answers as the copy did. A copy
+// that ran out of budget or time tells so through a pipe, and the call is not repeated.
+CopyResult try_in_copy(cvc5::Solver& s, double timeout_s) {
   std::fflush(nullptr);
+  int fds[2];
+  if (pipe(fds) != 0) return CopyResult{CopyResult::Answered, 0};  // no pipe: call in place
   pid_t pid = fork();
-  if (pid < 0) return true;  // no process to spare: call in place
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return CopyResult{CopyResult::Answered, 0};  // no process to spare: call in place
+  }
   if (pid == 0) {
     // The copy dies quietly: no crash handler of a test framework, fuzzer or sanitizer may report
     // (or save as a finding) the abort that this copy exists to absorb.
     for (int sig : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) std::signal(sig, SIG_DFL);
+    close(fds[0]);
     int null = open("/dev/null", O_WRONLY);
     if (null >= 0) {
       dup2(null, 1);
       dup2(null, 2);  // the abort message is expected: keep it off the user's stderr
     }
-    s.checkSat();
-    _exit(0);
+    std::int64_t before = units_used(s);
+    cvc5::Result r = s.checkSat();
+    CopyResult out;
+    out.units = units_used(s) - before;
+    out.kind = !r.isUnknown() ? CopyResult::Answered
+               : r.getUnknownExplanation() == cvc5::UnknownExplanation::TIMEOUT ? CopyResult::WallClock
+                                                                                 : CopyResult::ResourceOut;
+    ssize_t w = write(fds[1], &out, sizeof out);  // less than PIPE_BUF: never blocks, never partial
+    _exit(w == static_cast<ssize_t>(sizeof out) ? 0 : 1);
   }
+  close(fds[1]);
   // The copy's call is bounded by the solver's own wall-clock limit (timeout_s). A copy that
   // outlives it by far is stuck (a lock another thread held at the fork): it is killed, and the
-  // call counts as aborted.
+  // call counts as died.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s + 30);
   int status = 0;
-  for (int wait_us = 100;; wait_us = std::min(wait_us * 2, 20000)) {
+  bool reaped = false;
+  for (int wait_us = 100; !reaped; wait_us = std::min(wait_us * 2, 20000)) {
     pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (r < 0 && errno != EINTR) return true;
-    if (std::chrono::steady_clock::now() > deadline) {
+    if (r == pid) {
+      reaped = true;
+    } else if (r < 0 && errno != EINTR) {
+      break;
+    } else if (std::chrono::steady_clock::now() > deadline) {
       kill(pid, SIGKILL);
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
-      return false;
+      break;
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(wait_us));
   }
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
-std::int64_t units_used(const cvc5::Solver& s) {
-  return s.getStatistics().get("resource::resourceUnitsUsed").getInt();
+  CopyResult out;
+  if (reaped && WIFEXITED(status) && WEXITSTATUS(status) == 0 && read(fds[0], &out, sizeof out) != sizeof out)
+    out = CopyResult{};
+  if (!reaped || !WIFEXITED(status) || WEXITSTATUS(status) != 0) out = CopyResult{};
+  close(fds[0]);
+  return out;
 }
 
 // check-sat, metered; throws WallClockStop when the wall-clock safety net ended the call, and
 // SolverAborted when the call would have aborted the process (Meter::isolate).
 cvc5::Result check(cvc5::Solver& s, Meter& m, const char* what) {
+  if (m.isolate) {
+    CopyResult c = try_in_copy(s, m.timeout_s);
+    if (c.kind == CopyResult::Died) {  // it ran into its budget inside the bit-blaster
+      m.units += std::stoll(s.getOption("rlimit-per"));
+      throw SolverAborted{what, true};
+    }
+    m.units += c.units;
+    if (c.kind == CopyResult::ResourceOut) throw SolverAborted{what, false};
+    if (c.kind == CopyResult::WallClock) throw WallClockStop{what};
+  }
   std::int64_t before = units_used(s);
-  if (m.isolate && !survives(s, m.timeout_s)) throw SolverAborted{what};
   cvc5::Result r = s.checkSat();
   std::int64_t used = units_used(s) - before;
   m.units += used;
@@ -705,11 +747,12 @@ class DTypeRun {
         if (auto probed = probe_exp(*s, *e, q)) return probed;  // keep the push, as below
       s->push();
       cvc5::Result r;
-      bool aborted = false;
+      bool aborted = false, crashed = false;
       try {
         r = check_task(*s, q, [&] { return check(*s, meter_, "solving a task"); });
-      } catch (const SolverAborted&) {
-        aborted = true;  // the call ran into its limit (survives)
+      } catch (const SolverAborted& a) {
+        aborted = true;  // the call ran into its budget in the forked copy (try_in_copy)
+        crashed = a.crashed;
       }
       if (!aborted && !r.isUnknown()) return r;  // keep the push: the model is read by the caller
       s->pop();
@@ -725,7 +768,7 @@ class DTypeRun {
       if (!task_inc || ro) {
         task_inc = ro ? Verdict::Timeout : Verdict::Unknown;
         std::ostringstream msg;
-        if (aborted)
+        if (crashed)
           msg << "solver ran out of its resource budget (" << (degraded_ ? opts_.budget / 10 : opts_.budget)
               << " units per call; cvc5 stopped in its bit-blaster) at ranks " << rank_text(rule_, ranks);
         else if (ro)
