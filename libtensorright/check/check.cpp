@@ -280,7 +280,6 @@ class RuleChecker {
   }
   bool is_numeric(const EType& e) const { return e.is_t ? !t_has(DType::Bool) : e.dtype != DType::Bool; }
   bool is_bool(const EType& e) const { return e.is_t ? t_only(DType::Bool) : e.dtype == DType::Bool; }
-  bool is_real(const EType& e) const { return e.is_t ? t_only(DType::Real) : e.dtype == DType::Real; }
   // Real or a float type: where decimal literals and `exp` make sense.
   static bool fractional(DType d) { return d == DType::Real || is_float(d); }
   bool is_fractional(const EType& e) const {

@@ -44,8 +44,6 @@ int cmp_pow2(const BigInt& n, const BigInt& d, long e) {
   return cmp(BigInt(n << static_cast<unsigned long>(-e)), d);
 }
 
-bool is_float_t(DType t) { return is_float(t); }
-
 }  // namespace
 
 uint64_t mask(DType t) {
@@ -210,31 +208,31 @@ uint64_t irem(DType t, uint64_t a, uint64_t b) {
 }  // namespace
 
 uint64_t add(DType t, uint64_t a, uint64_t b) {
-  if (is_float_t(t)) return fadd(t, a, b);
+  if (is_float(t)) return fadd(t, a, b);
   return (a + b) & mask(t);
 }
 uint64_t sub(DType t, uint64_t a, uint64_t b) {
-  if (is_float_t(t)) return fadd(t, a, neg(t, b));
+  if (is_float(t)) return fadd(t, a, neg(t, b));
   return (a - b) & mask(t);
 }
 uint64_t mul(DType t, uint64_t a, uint64_t b) {
-  if (is_float_t(t)) return fmul(t, a, b);
+  if (is_float(t)) return fmul(t, a, b);
   return (a * b) & mask(t);
 }
-uint64_t div(DType t, uint64_t a, uint64_t b) { return is_float_t(t) ? fdiv(t, a, b) : idiv(t, a, b); }
-uint64_t rem(DType t, uint64_t a, uint64_t b) { return is_float_t(t) ? fmod(t, a, b) : irem(t, a, b); }
+uint64_t div(DType t, uint64_t a, uint64_t b) { return is_float(t) ? fdiv(t, a, b) : idiv(t, a, b); }
+uint64_t rem(DType t, uint64_t a, uint64_t b) { return is_float(t) ? fmod(t, a, b) : irem(t, a, b); }
 uint64_t neg(DType t, uint64_t a) {
-  if (is_float_t(t)) return a ^ fmt(t).sign(true);
+  if (is_float(t)) return a ^ fmt(t).sign(true);
   return (~a + 1) & mask(t);
 }
 uint64_t abs(DType t, uint64_t a) {
-  if (is_float_t(t)) return a & ~fmt(t).sign(true);
+  if (is_float(t)) return a & ~fmt(t).sign(true);
   if (is_signed_fixed(t) && int_value(t, a) < 0) return neg(t, a);  // abs(MIN) wraps to MIN
   return a & mask(t);
 }
 
 std::optional<int> compare(DType t, uint64_t a, uint64_t b) {
-  if (!is_float_t(t)) {
+  if (!is_float(t)) {
     BigInt x = int_value(t, a), y = int_value(t, b);
     return x < y ? -1 : y < x ? 1 : 0;
   }
@@ -249,7 +247,7 @@ std::optional<int> compare(DType t, uint64_t a, uint64_t b) {
 
 // XLA: if isnan(lhs) return lhs; if isnan(rhs) return rhs; std::max(lhs, rhs) = lhs < rhs ? rhs : lhs.
 uint64_t max(DType t, uint64_t a, uint64_t b) {
-  if (is_float_t(t)) {
+  if (is_float(t)) {
     if (is_nan(t, a)) return a;
     if (is_nan(t, b)) return b;
   }
@@ -257,7 +255,7 @@ uint64_t max(DType t, uint64_t a, uint64_t b) {
 }
 // std::min(lhs, rhs) = rhs < lhs ? rhs : lhs.
 uint64_t min(DType t, uint64_t a, uint64_t b) {
-  if (is_float_t(t)) {
+  if (is_float(t)) {
     if (is_nan(t, a)) return a;
     if (is_nan(t, b)) return b;
   }
@@ -265,7 +263,7 @@ uint64_t min(DType t, uint64_t a, uint64_t b) {
 }
 
 bool same(DType t, uint64_t a, uint64_t b) {
-  if (is_float_t(t) && is_nan(t, a) && is_nan(t, b)) return true;
+  if (is_float(t) && is_nan(t, a) && is_nan(t, b)) return true;
   return (a & mask(t)) == (b & mask(t));
 }
 
@@ -275,7 +273,7 @@ Rational exact(double v) {
 }
 
 std::optional<uint64_t> from_rational(DType t, const Rational& x) {
-  if (is_float_t(t)) return round_to(t, x);
+  if (is_float(t)) return round_to(t, x);
   if (!x.is_integer() || !fits(t, x.num())) return std::nullopt;
   return wrap(t, x.num());
 }
@@ -283,15 +281,15 @@ std::optional<uint64_t> from_rational(DType t, const Rational& x) {
 std::optional<uint64_t> literal_bits(DType t, const Literal& l) {
   switch (l.kind) {
     case Literal::Kind::Bool: return std::nullopt;
-    case Literal::Kind::NaN: return is_float_t(t) ? std::optional<uint64_t>(nan_bits(t)) : std::nullopt;
+    case Literal::Kind::NaN: return is_float(t) ? std::optional<uint64_t>(nan_bits(t)) : std::nullopt;
     case Literal::Kind::PosInf:
     case Literal::Kind::NegInf:
-      if (!is_float_t(t)) return std::nullopt;
+      if (!is_float(t)) return std::nullopt;
       return inf_bits(t, l.kind == Literal::Kind::NegInf);
     case Literal::Kind::Int:
     case Literal::Kind::Real: {
       Rational x(BigInt(l.num), BigInt(l.den));
-      if (is_float_t(t)) return round_to(t, x, l.neg_zero);
+      if (is_float(t)) return round_to(t, x, l.neg_zero);
       return from_rational(t, x);
     }
   }
@@ -325,7 +323,7 @@ Rational parse_e(const std::string& s) {
 }  // namespace
 
 std::string literal_text(DType t, uint64_t bits) {
-  if (!is_float_t(t)) return int_value(t, bits).get_str();
+  if (!is_float(t)) return int_value(t, bits).get_str();
   if (is_nan(t, bits)) return "nan";
   if (is_inf(t, bits)) return sign_bit(t, bits) ? "-inf" : "inf";
   if (is_zero(t, bits)) return sign_bit(t, bits) ? "-0.0" : "0.0";
@@ -345,7 +343,7 @@ std::string literal_text(DType t, uint64_t bits) {
 }
 
 std::string str(DType t, uint64_t bits) {
-  if (!is_float_t(t)) return literal_text(t, bits);
+  if (!is_float(t)) return literal_text(t, bits);
   char hex[32];
   std::snprintf(hex, sizeof hex, "0x%0*llx", bit_width(t) / 4, static_cast<unsigned long long>(bits & mask(t)));
   return literal_text(t, bits) + " (" + hex + ")";
