@@ -628,7 +628,11 @@ Elem Encoder::at_uncached(const Node& n, const Index& idx) {
   switch (n.op) {
     case Op::Input: return input_at(n, idx);
     case Op::Literal: return {b.T, literal(n), nullptr};
-    case Op::ScalarRef: return {b.T, {scalar_consts.at(n.input), {}}, nullptr};
+    case Op::ScalarRef: {
+      DType t = rule.scalars.at(static_cast<size_t>(n.input)).etype.resolve(dtype);
+      Term c = scalar_consts.at(n.input);
+      return {b.T, {is_machine(t) ? machine_value(b, t, c) : c, {}}, nullptr};
+    }
     case Op::Const: {
       Elem v = at(*n.args.at(0), {});
       if (n.args.size() < 2) return v;
@@ -761,7 +765,8 @@ Elem Encoder::input_at(const Node& n, const Index& idx) {
     app = b.s.mkTerm(Kind::APPLY_UF, ch);
   }
   accesses.push_back({n.input, app, args});
-  return {b.T, {app, {}}, nullptr};
+  DType t = td.etype.resolve(dtype);
+  return {b.T, {is_machine(t) ? machine_value(b, t, app) : app, {}}, nullptr};
 }
 
 Elem Encoder::unary_at(const Node& n, const Index& idx) {

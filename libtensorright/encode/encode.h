@@ -331,9 +331,15 @@ cvc5::Sort sort_of(const Builder& b, DType t);
 
 // Machine element types (machine.cpp, docs/machine-types.md): bit-vector sorts for the fixed-width
 // integers, floating-point sorts for the floats, with the operations of semantics/machine.h.
+// f16 and bf16 are computed in binary32 terms (cvc5 1.0.3 decides binary32 and binary64 only): their
+// symbols are bit-vectors, read through machine_value, which widens them exactly, and every rounded
+// operation is rounded again to the type.
+bool is_narrow_float(DType t);  // f16, bf16
 cvc5::Sort machine_sort(cvc5::Solver& s, DType t);
 Term machine_const(cvc5::Solver& s, DType t, uint64_t bits);
-uint64_t machine_bits(const Term& model_value);  // the bit pattern of a model value
+Term machine_value(const Builder& b, DType t, const Term& symbol);  // a symbol's value (f16, bf16: widened)
+uint64_t machine_bits(const Term& model_value);                      // the bit pattern of a model value
+uint64_t machine_bits(DType t, const Term& model_value);             // ... as the value of t it stands for
 Term machine_binary(const Builder& b, DType t, Op op, const Term& a, const Term& c);  // + - * / % max min
 Term machine_unary(const Builder& b, DType t, Op op, const Term& a);                 // neg, abs
 Term machine_compare(const Builder& b, DType t, Op op, const Term& a, const Term& c);

@@ -312,7 +312,7 @@ Rational rat_of(const cvc5::Term& v) {
 
 Value value_of(cvc5::Solver& s, const cvc5::Term& t, DType dt) {
   cvc5::Term v = s.getValue(t);
-  if (is_machine(dt)) return Value::machine(dt, enc::machine_bits(v));
+  if (is_machine(dt)) return Value::machine(dt, enc::machine_bits(dt, v));
   switch (dt) {
     case DType::Bool: return Value::boolean(v.getBooleanValue());
     case DType::Int: return Value::integer(big_of(v));

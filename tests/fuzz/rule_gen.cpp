@@ -36,7 +36,7 @@ struct Lang {
 Lang make_lang(const std::string& dtype) {
   Lang l;
   l.dtype = dtype;
-  const bool fixed = dtype[0] == 's' || dtype[0] == 'u', flt = dtype[0] == 'f';  // machine types
+  const bool fixed = dtype[0] == 's' || dtype[0] == 'u', flt = dtype[0] == 'f' || dtype == "bf16";  // machine types
   l.real = dtype == "real" || flt;
   const int N = static_cast<int>(Ty::Num), B = static_cast<int>(Ty::Bool), G = static_cast<int>(Ty::Gen);
   l.decls = "  rclass R, S\n  map s, a, b : R\n  map e : R >= 0\n  map t : S\n  tensor A, B, C : {R: s}\n"
@@ -308,9 +308,9 @@ void used_sums(const X& x, std::set<int>& out) {
 }  // namespace
 
 std::string generate_rule(FuzzedDataProvider& in) {
-  // Machine types (docs/machine-types.md): narrow ones, where wraparound is reached, and the two
-  // float formats cvc5 decides.
-  static const std::vector<std::string> dtypes = {"int", "real", "num", "bool", "any", "s8", "u8", "s32", "f32", "f64"};
+  // Machine types (docs/machine-types.md): narrow ones, where wraparound is reached, the two float
+  // formats cvc5 decides, and the two computed in binary32 terms.
+  static const std::vector<std::string> dtypes = {"int", "real", "num", "bool", "any", "s8", "u8", "s32", "f32", "f64", "f16", "bf16"};
   const Lang lang = make_lang(dtypes[in.ConsumeIntegralInRange<size_t>(0, dtypes.size() - 1)]);
   Gen g{in, lang};
   const Ty root = lang.dtype == "bool" ? Ty::Bool : lang.dtype == "any" ? Ty::Gen : Ty::Num;

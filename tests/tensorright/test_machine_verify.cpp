@@ -3,10 +3,15 @@
 // abort cvc5 1.0.3 (the process survives; the call is out of budget).
 #include <doctest/doctest.h>
 
+#include <iterator>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "support.h"
 #include "libtensorright/check/check.h"
+#include "libtensorright/encode/encode.h"
+#include "libtensorright/semantics/machine.h"
 #include "libtensorright/semantics/semantics.h"
 #include "libtensorright/verify/verify.h"
 
@@ -46,6 +51,24 @@ TEST_CASE("machine verify: A + 0 => A is proved for integers and refuted at -0.0
   CHECK(res.cex->inputs[0].second == "-0.0 (0x80000000)");
   CHECK(res.cex->lhs_value == "0.0 (0x00000000)");
   CHECK(res.cex->rhs_value == "-0.0 (0x80000000)");
+}
+
+TEST_CASE("machine verify: f16 and bf16 verdicts, with their own bit patterns and overflow") {
+  Rule r = trtest::one_rule("rule z : f16, bf16 {\n" + kHeader + "  lhs A + 0\n  rhs A\n}\n");
+  RuleResult res = verify(r);
+  CHECK(at(res, DType::BF16).verdict == Verdict::Counterexample);
+  REQUIRE(res.cex);
+  CHECK(res.cex->dtype == DType::F16);
+  CHECK(res.cex->inputs.at(0).second == "-0.0 (0x8000)");
+  CHECK(res.cex->lhs_value == "0.0 (0x0000)");
+  Rule n = trtest::one_rule("rule n : f16, bf16 {\n" + kHeader + "  lhs A + -0.0\n  rhs A\n}\n");
+  CHECK(verify(n).verdict == Verdict::Proved);
+  // (A + A) - A overflows above half of f16's maximum (65504), far below f32's: the range is the type's.
+  Rule o = trtest::one_rule("rule o : f16 {\n" + kHeader + "  assume A > 0 && A < inf\n  lhs (A + A) - A\n  rhs A\n}\n");
+  RuleResult ro = verify(o, 1000000);  // about 270,000 units
+  REQUIRE(ro.verdict == Verdict::Counterexample);
+  CHECK(ro.cex->lhs_value == "inf (0x7c00)");
+  CHECK(ro.cex->inputs.at(0).second == "6.55e+04 (0x7bff)");  // shrunk to the maximum
 }
 
 TEST_CASE("machine verify: wraparound and XLA's integer division are what the verdicts see") {
@@ -146,4 +169,75 @@ TEST_CASE("machine verify: float sums are compared element by element, and only 
   RuleResult rc = verify(scale);
   CHECK(at(rc, DType::S32).verdict == Verdict::Proved);  // distributivity holds modulo 2^32
   CHECK(at(rc, DType::F32).verdict == Verdict::Unsupported);
+}
+
+namespace {
+
+uint64_t reference(DType t, Op op, uint64_t a, uint64_t c) {
+  switch (op) {
+    case Op::Add: return mach::add(t, a, c);
+    case Op::Sub: return mach::sub(t, a, c);
+    case Op::Mul: return mach::mul(t, a, c);
+    case Op::Div: return mach::div(t, a, c);
+    case Op::Rem: return mach::rem(t, a, c);
+    case Op::Max: return mach::max(t, a, c);
+    default: return mach::min(t, a, c);
+  }
+}
+
+// Bit patterns of t: the edges of the format (zeros, subnormals, the least normal, 1, the maximum,
+// the infinities, NaN) and their neighbours half the time, any pattern otherwise.
+uint64_t draw16(DType t, std::mt19937_64& rng) {
+  const uint64_t edges[] = {0, 1, 2, mach::max_finite_bits(t, false), mach::inf_bits(t, false), mach::nan_bits(t),
+                            t == DType::F16 ? 0x03ffu : 0x007fu, t == DType::F16 ? 0x0400u : 0x0080u,
+                            t == DType::F16 ? 0x3c00u : 0x3f80u, t == DType::F16 ? 0x3c01u : 0x3f81u};
+  uint64_t x = rng();
+  if (x % 2 == 0) return (x >> 8) & 0xffff;
+  uint64_t e = edges[(x >> 1) % std::size(edges)] + (x >> 5) % 3 - 1;
+  return (e & 0x7fff) | ((x >> 7) % 2 ? 0x8000 : 0);
+}
+
+}  // namespace
+
+TEST_CASE("machine encode: f16 and bf16 operations in binary32 terms agree with the exact evaluator") {
+  // f16/bf16 are computed in binary32 and rounded back (encode/machine.cpp, narrow); every
+  // operation on constants, evaluated by cvc5, must give the evaluator's exactly rounded result.
+  cvc5::Solver s;
+  s.setLogic("ALL");
+  s.setOption("produce-models", "true");
+  s.setOption("incremental", "true");
+  enc::Builder b(s);
+  std::mt19937_64 rng(26);
+  for (DType t : {DType::F16, DType::BF16}) {
+    CAPTURE(to_string(t));
+    // every bit pattern widens to the binary32 term of its value
+    for (uint64_t bits = 0; bits < 0x10000; bits += 7) {
+      cvc5::Term w = s.simplify(enc::machine_value(b, t, s.mkBitVector(16, bits)));
+      REQUIRE(w.isFloatingPointValue());
+      CHECK(mach::same(t, enc::machine_bits(t, w), bits));
+    }
+    for (int i = 0; i < 600; ++i) {
+      uint64_t a = draw16(t, rng), c = draw16(t, rng);
+      for (Op op : {Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Rem, Op::Max, Op::Min}) {
+        cvc5::Term v = s.simplify(enc::machine_binary(b, t, op, enc::machine_const(s, t, a), enc::machine_const(s, t, c)));
+        REQUIRE(v.isFloatingPointValue());
+        INFO(to_string(op) << " " << mach::str(t, a) << " " << mach::str(t, c));
+        CHECK(mach::same(t, enc::machine_bits(t, v), reference(t, op, a, c)));
+      }
+    }
+    // the same through the solver (bit-blasting) on symbols read through machine_value
+    cvc5::Term x = s.mkConst(enc::machine_sort(s, t), "x"), y = s.mkConst(enc::machine_sort(s, t), "y");
+    for (int i = 0; i < 40; ++i) {
+      uint64_t a = draw16(t, rng), c = draw16(t, rng);
+      Op op = std::vector<Op>{Op::Add, Op::Sub, Op::Mul, Op::Div}[static_cast<size_t>(i % 4)];
+      cvc5::Term r = enc::machine_binary(b, t, op, enc::machine_value(b, t, x), enc::machine_value(b, t, y));
+      s.push();
+      s.assertFormula(b.eq(x, s.mkBitVector(16, a)));
+      s.assertFormula(b.eq(y, s.mkBitVector(16, c)));
+      REQUIRE(s.checkSat().isSat());
+      INFO(to_string(op) << " " << mach::str(t, a) << " " << mach::str(t, c));
+      CHECK(mach::same(t, enc::machine_bits(t, s.getValue(r)), reference(t, op, a, c)));
+      s.pop();
+    }
+  }
 }
