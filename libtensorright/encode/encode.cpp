@@ -808,15 +808,18 @@ Elem Encoder::unary_at(const Node& n, const Index& idx) {
 }
 
 // Reductions over machine types (docs/machine-types.md, "Reductions"). Fixed-width integers: the
-// Int encoding's sums, modulo 2^w. Floats: a plain sum (XLA's Reduce with an add computation), whose
+// Int encoding's sums, modulo 2^w, and its max/min/prod folds, whose reasoning (commutativity,
+// associativity, idempotence of max and min on a total order, the ring identities of *) holds
+// for wrapping integers too. Floats: a plain sum (XLA's Reduce with an add computation), whose
 // order XLA does not fix, is compared element by element with the other side's (refinement up to
 // the order of the reduction); dot and conv are refused, since XLA leaves their precision
-// (accumulation type, TF32) to the backend. Max/min/prod folds are not encoded over machine types.
+// (accumulation type, TF32) to the backend; folds are refused (XLA's max is not commutative at
+// +-0, and * does not associate under rounding).
 void Encoder::machine_reduction(const Node& n) {
   DType t = n.etype.resolve(dtype);
   if (!is_machine(t)) return;
   std::string what = n.op == Op::Sum ? to_string(n.reducer) : to_string(n.op);
-  if (n.op == Op::Sum && n.reducer != Reducer::Sum)
+  if (n.op == Op::Sum && n.reducer != Reducer::Sum && is_float(t))
     throw Unsupported(what + " over " + to_string(t) + " cannot be encoded yet" + where(n.loc));
   if (is_float(t) && n.op != Op::Sum)
     throw Unsupported(what + " over " + to_string(t) + " is not checked: XLA leaves its accumulation precision to the backend" + where(n.loc));

@@ -18,6 +18,7 @@
 #include <unordered_set>
 
 #include "libtensorright/encode/encode.h"
+#include "libtensorright/semantics/machine.h"
 
 namespace tr::enc {
 
@@ -56,8 +57,13 @@ bool same_val(const Val& a, const Val& c) {
   return a.v == c.v && a.tag.isNull() == c.tag.isNull() && (a.tag.isNull() || a.tag == c.tag);
 }
 
-// The identity of the operation: -inf for max, +inf for min, exactly 1 (finite) for *.
-bool is_identity(const Builder& b, Reducer r, const Val& c) {
+// The identity of the operation: -inf for max, +inf for min, exactly 1 (finite) for *; at a
+// fixed-width integer type t the least value, the greatest value and 1.
+bool is_identity(const Builder& b, Reducer r, const Val& c, DType t) {
+  if (is_fixed(t)) {
+    uint64_t id = r == Reducer::Prod ? 1 : mach::wrap(t, r == Reducer::Max ? mach::min_value(t) : mach::max_value(t));
+    return c.v == machine_const(b.s, t, id);
+  }
   auto tag = c.tag.isNull() ? std::optional<int64_t>(0) : Builder::int_value(c.tag);
   if (r == Reducer::Max) return tag == -1;
   if (r == Reducer::Min) return tag == 1;
@@ -210,7 +216,7 @@ void Encoder::fold_flatten(const Node& n, const std::vector<BoxEntry>& box, cons
     throw Unsupported(what + " of a " + what + " whose init depends on the outer index" + where(n.loc));
   const Val c = s.init;
   bool idempotent = n.reducer != Reducer::Prod;  // c op c = c: max, min
-  if (!(idempotent && same_val(in.init, c)) && !is_identity(b, n.reducer, in.init)) {
+  if (!(idempotent && same_val(in.init, c)) && !is_identity(b, n.reducer, in.init, n.etype.resolve(dtype))) {
     Term dummy = b.T;
     Val comb = num_op(fold_op(n.reducer), c, in.init, n, dummy);
     Term empty = box_empty(box);
@@ -363,7 +369,7 @@ void Encoder::fold_compare(const Elem& le, const Elem& re, const Term& in_range_
     // two exceeds both inits and 0, the evaluator's value of elements the model does not read.
     std::vector<Term> dom{inner, b.not_(values_equal(lhs_val, rhs_val))};
     Reducer red = l.f->red;
-    if (red != Reducer::Prod && lhs_val.tag.isNull() && rhs_val.tag.isNull()) {
+    if (red != Reducer::Prod && lhs_val.tag.isNull() && rhs_val.tag.isNull() && !is_machine(dtype)) {
       bool mx = red == Reducer::Max;
       Term top = mx ? b.max(lhs_val.v, rhs_val.v) : b.min(lhs_val.v, rhs_val.v);
       auto beyond = [&](const Term& x) { return mx ? b.lt(x, top) : b.lt(top, x); };
@@ -416,7 +422,7 @@ void Encoder::fold_compare_ranges(const Elem& le, const Elem& re, const Term& in
   // The search hints need a dominating element: for max (min) one beyond both inits and 0, the
   // evaluator's value of the elements a model does not read.
   const bool mx = l.red == Reducer::Max;
-  bool dominate = l.red != Reducer::Prod;
+  bool dominate = l.red != Reducer::Prod && !is_machine(dtype);  // the hint orders Int/Real values
   for (const Val* c : {&l.init, &r.init})
     if (!c->tag.isNull() && Builder::int_value(c->tag) != (mx ? -1 : 1)) dominate = false;  // maybe infinite
   auto beyond = [&](const Term& x, const Term& y) { return mx ? b.lt(y, x) : b.lt(x, y); };  // x beyond y
