@@ -280,13 +280,13 @@ class Enumeration {
       s_.push();
       for (size_t i = 0; i < prefix.size(); ++i)
         s_.assertFormula(prefix[i] ? v_.bits[i].at[0] : s_.mkTerm(Kind::NOT, {v_.bits[i].at[0]}));
-      cvc5::Result r = check_("enumerating the profiles of an axis");
+      Answer r = check_("enumerating the profiles of an axis");
       if (r.isUnknown() && !probe_.empty()) {
         // Models of nonlinear constraints are hard to find unbounded: look among small values
         // (a model found there is a model; anything else leaves the branch undecided).
         s_.push();
         for (const auto& t : probe_) s_.assertFormula(t);
-        cvc5::Result pr = check_("looking for a profile among small values");
+        Answer pr = check_("looking for a profile among small values");
         if (pr.isSat()) {
           r = pr;
           probed = true;
@@ -376,7 +376,7 @@ bool prove_query(cvc5::Solver& s, const enc::Encoder& e, const Term& query, cons
   axis_constraints.push_back(abstract);
   s.push();
   for (const auto& c : axis_constraints) s.assertFormula(c);
-  cvc5::Result r = check("solving the profile abstraction");
+  Answer r = check("solving the profile abstraction");
   s.pop();
   return r.isUnsat();
 }

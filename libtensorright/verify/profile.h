@@ -16,12 +16,13 @@
 #include <string>
 
 #include "libtensorright/encode/encode.h"
+#include "libtensorright/verify/answer.h"
 
 namespace tr::profile {
 
 // One metered check-sat of the solver that holds e's terms (the caller's budget per call). It may
 // throw Stop to end the attempt, e.g. when the calls so far have used the caller's limit.
-using Check = std::function<cvc5::Result(const char* what)>;
+using Check = std::function<Answer(const char* what)>;
 struct Stop {};
 
 struct Outcome {

@@ -109,7 +109,7 @@ std::int64_t units_used(const cvc5::Solver& s) {
 
 // What the forked copy of a solver call did (try_in_copy).
 struct CopyResult {
-  enum Kind : std::int32_t { Answered, ResourceOut, WallClock, Died } kind = Died;
+  enum Kind : std::int32_t { Answered, AnsweredUnsat, ResourceOut, WallClock, Died } kind = Died;
   std::int64_t units = 0;  // resource units it used (Died: unknown)
 };
 
@@ -118,9 +118,10 @@ struct CopyResult {
 // of 'int CaDiCaL::Solver::val(int)' ... can only get value in satisfied state"; the cvc5 binary
 // does the same, whatever --bv-sat-solver says). bv-solver=bitblast-internal stops cleanly but
 // needs 100x the units on floats. So a call on such terms is made first in a forked copy of the
-// process, whose death costs nothing. Only when the copy got an answer (sat or unsat) is the call
-// made here: cvc5 is deterministic under a resource limit, so it answers as the copy did. A copy
-// that ran out of budget or time tells so through a pipe, and the call is not repeated.
+// process, whose death costs nothing. Only when the copy found a model (sat) is the call made here,
+// to read the model: cvc5 is deterministic under a resource limit, so it answers as the copy did.
+// A copy that answered unsat, or ran out of budget or time, tells so through a pipe, and the call
+// is not repeated.
 CopyResult try_in_copy(cvc5::Solver& s, double timeout_s) {
   std::fflush(nullptr);
   int fds[2];
@@ -145,7 +146,8 @@ CopyResult try_in_copy(cvc5::Solver& s, double timeout_s) {
     cvc5::Result r = s.checkSat();
     CopyResult out;
     out.units = units_used(s) - before;
-    out.kind = !r.isUnknown() ? CopyResult::Answered
+    out.kind = r.isUnsat()     ? CopyResult::AnsweredUnsat
+               : !r.isUnknown() ? CopyResult::Answered
                : r.getUnknownExplanation() == cvc5::UnknownExplanation::TIMEOUT ? CopyResult::WallClock
                                                                                  : CopyResult::ResourceOut;
     ssize_t w = write(fds[1], &out, sizeof out);  // less than PIPE_BUF: never blocks, never partial
@@ -183,7 +185,7 @@ CopyResult try_in_copy(cvc5::Solver& s, double timeout_s) {
 
 // check-sat, metered; throws WallClockStop when the wall-clock safety net ended the call, and
 // SolverAborted when the call would have aborted the process (Meter::isolate).
-cvc5::Result check(cvc5::Solver& s, Meter& m, const char* what) {
+Answer check(cvc5::Solver& s, Meter& m, const char* what) {
   if (m.isolate) {
     CopyResult c = try_in_copy(s, m.timeout_s);
     if (c.kind == CopyResult::Died) {  // it ran into its budget inside the bit-blaster
@@ -193,6 +195,10 @@ cvc5::Result check(cvc5::Solver& s, Meter& m, const char* what) {
     m.units += c.units;
     if (c.kind == CopyResult::ResourceOut) throw SolverAborted{what, false};
     if (c.kind == CopyResult::WallClock) throw WallClockStop{what};
+    if (c.kind == CopyResult::AnsweredUnsat) {
+      m.max_units = std::max(m.max_units, c.units);
+      return Answer::unsat_in_copy();
+    }
   }
   std::int64_t before = units_used(s);
   cvc5::Result r = s.checkSat();
@@ -200,7 +206,7 @@ cvc5::Result check(cvc5::Solver& s, Meter& m, const char* what) {
   m.units += used;
   if (!r.isUnknown()) m.max_units = std::max(m.max_units, used);
   if (r.isUnknown() && r.getUnknownExplanation() == cvc5::UnknownExplanation::TIMEOUT) throw WallClockStop{what};
-  return r;
+  return Answer(r);
 }
 
 // ---- SMT-LIB dump ------------------------------------------------------------------------------
@@ -488,10 +494,10 @@ struct DTypeOutcome {
 
 // Checks the task's tensor-level query, then (if that is unsat) its element query, leaving the
 // deciding one asserted in the current push level (its model is read from there).
-cvc5::Result check_task(cvc5::Solver& s, const enc::Query& q, const std::function<cvc5::Result()>& solve) {
+Answer check_task(cvc5::Solver& s, const enc::Query& q, const std::function<Answer()>& solve) {
   if (!q.shape_query.isNull()) {
     s.assertFormula(q.shape_query);
-    cvc5::Result r = solve();
+    Answer r = solve();
     if (!r.isUnsat()) return r;
     s.pop();
     s.push();
@@ -548,7 +554,7 @@ void minimise(cvc5::Solver& s, enc::Encoder& e, Model& best, Meter& meter) {
     BigInt mid = lo + (hi - lo) / 2;
     s.push();
     s.assertFormula(e.b.le(metric, e.b.integer(mid)));
-    cvc5::Result r;
+    Answer r;
     try {
       r = check(s, meter, "minimising a counterexample");
     } catch (const SolverAborted&) {
@@ -722,7 +728,7 @@ class DTypeRun {
 
   // The portfolio for one rank vector; on return with a result, *s holds the query pushed (sat:
   // the model is read from it).
-  std::optional<cvc5::Result> solve(const std::vector<int>& ranks, cvc5::Solver*& s, std::unique_ptr<enc::Encoder>& e,
+  std::optional<Answer> solve(const std::vector<int>& ranks, cvc5::Solver*& s, std::unique_ptr<enc::Encoder>& e,
                                     enc::Query& q, std::unique_ptr<cvc5::Solver>& s2) {
     s = solver_.get();
     if (degraded_) {
@@ -746,7 +752,7 @@ class DTypeRun {
       if (ci == 0)
         if (auto probed = probe_exp(*s, *e, q)) return probed;  // keep the push, as below
       s->push();
-      cvc5::Result r;
+      Answer r;
       bool aborted = false, crashed = false;
       try {
         r = check_task(*s, q, [&] { return check(*s, meter_, "solving a task"); });
@@ -791,12 +797,12 @@ class DTypeRun {
   // exp argument 0: then it is algebraic (exp(0) = 1 exactly, also in the evaluator). A model of
   // that restriction is a model of the query, and it is replayed like any other. True when it is
   // satisfiable (the result is returned and the probe left pushed).
-  std::optional<cvc5::Result> probe_exp(cvc5::Solver& s, const enc::Encoder& e, const enc::Query& q) {
+  std::optional<Answer> probe_exp(cvc5::Solver& s, const enc::Encoder& e, const enc::Query& q) {
     cvc5::Term probe = exp_free_probe(e.b, q.query);
     if (probe.isNull()) return std::nullopt;
     s.push();
     s.assertFormula(probe);
-    cvc5::Result r = check(s, meter_, "probing exp(0)");
+    Answer r = check(s, meter_, "probing exp(0)");
     if (r.isSat()) return r;
     s.pop();
     return std::nullopt;
@@ -810,7 +816,7 @@ class DTypeRun {
   // satisfiable (the result is returned, *s holding the restricted query pushed). Not for a
   // query with exp: a model with a non-zero exp argument cannot replay exactly, and those with
   // every exp argument 0 are the exp probe's.
-  std::optional<cvc5::Result> probe_integers(const std::vector<int>& ranks, cvc5::Solver*& s,
+  std::optional<Answer> probe_integers(const std::vector<int>& ranks, cvc5::Solver*& s,
                                              std::unique_ptr<enc::Encoder>& e, enc::Query& q,
                                              std::unique_ptr<cvc5::Solver>& s2, bool out_of_budget) {
     if (dt_ != DType::Real) return std::nullopt;
@@ -822,7 +828,7 @@ class DTypeRun {
     q = e->build();
     s->push();
     s->assertFormula(integer_probe(*e, q));
-    cvc5::Result r = check(*s, meter_, "probing integer inputs");
+    Answer r = check(*s, meter_, "probing integer inputs");
     if (r.isSat()) return r;
     s->pop();
     return std::nullopt;
@@ -833,7 +839,7 @@ class DTypeRun {
     std::unique_ptr<enc::Encoder> e;
     std::unique_ptr<cvc5::Solver> s2;
     enc::Query q;
-    std::optional<cvc5::Result> result = solve(ranks, s, e, q, s2);
+    std::optional<Answer> result = solve(ranks, s, e, q, s2);
     if (!result) return Step::Next;
     if (result->isUnsat()) {
       s->pop();

@@ -127,7 +127,7 @@ bool profiles_prove(const tr::Rule& rule, tr::DType dt, const std::string& text)
       const std::int64_t start = units();
       proved = tr::profile::prove(s, e, q, [&](const char*) {
                  if (units() - start > 2 * kBudget) throw tr::profile::Stop{};
-                 return s.checkSat();
+                 return tr::Answer(s.checkSat());
                }).proved;
     } catch (const tr::enc::Unsupported&) {
     } catch (...) {

@@ -32,7 +32,7 @@ profile::Outcome abstract_at_bound(const Rule& rule, DType dt, int64_t budget = 
   bound::Bounds b = bound::infer(rule, dt, s);
   enc::Encoder e(s, rule, dt, b.k);
   enc::Query q = e.build();
-  return profile::prove(s, e, q, [&](const char*) { return s.checkSat(); });
+  return profile::prove(s, e, q, [&](const char*) { return Answer(s.checkSat()); });
 }
 
 const char* kConvGeneral = R"(rule g : num {
