@@ -784,7 +784,7 @@ Elem Encoder::unary_at(const Node& n, const Index& idx) {
   Term tg = v.tag;
   Val r;
   if (is_machine(t)) {
-    if (n.op == Op::Exp) throw Unsupported(std::string("exp on ") + to_string(t) + " cannot be encoded" + where(n.loc));
+    if (n.op == Op::Exp) return {x.def, {machine_exp(t, v.v), {}}, nullptr};
     return {x.def, {machine_unary(b, t, n.op, v.v), {}}, nullptr};
   }
   if (n.op == Op::Neg) {
@@ -805,6 +805,20 @@ Elem Encoder::unary_at(const Node& n, const Index& idx) {
     }
   }
   return {x.def, r, nullptr};
+}
+
+// exp at a float type t (docs/machine-types.md): an uninterpreted function of t, the same at every
+// use, about which nothing else is assumed, so a proof holds for every implementation of exp (XLA's
+// backends differ). Its value is a symbol of t's sort, read like an input element (f16, bf16: a
+// bit pattern, widened).
+Term Encoder::machine_exp(DType t, const Term& x) {
+  if (!is_float(t)) throw InternalError(std::string("exp at ") + to_string(t));
+  auto it = exp_fns.find(t);
+  if (it == exp_fns.end())
+    it = exp_fns.emplace(t, b.s.mkConst(b.s.mkFunctionSort({x.getSort()}, machine_sort(b.s, t)), "exp_" + std::string(to_string(t)))).first;
+  Term app = b.s.mkTerm(Kind::APPLY_UF, {it->second, x});
+  exp_apps.push_back({t, app});
+  return machine_value(b, t, app);
 }
 
 // Reductions over machine types (docs/machine-types.md, "Reductions"). Fixed-width integers: the

@@ -239,6 +239,10 @@ class Encoder {
   std::vector<AggInstance> agg_instances;
   std::unordered_map<Term, int> axis_const_rclass;  // constants tied to an axis -> rclass
   std::unordered_map<Term, int> uf_tensor;          // tensor function -> tensor id
+  // exp at a float type: an uninterpreted function per type (machine_exp), of the value's sort to
+  // the type's symbol sort. Its applications, for verify's exp probe.
+  std::map<DType, Term> exp_fns;
+  std::vector<std::pair<DType, Term>> exp_apps;
 
   // A condition over all (forall) or some (exists) axes of rclass r.
   template <class F>
@@ -324,6 +328,7 @@ class Encoder {
   std::vector<Term> fold_goals_;  // exactness conditions of nested folds (extra goals)
   std::vector<Term> fold_hints_;  // Query::cex_hints
   int fold_fresh_ = 0;            // counter for the names of fresh unmatched-index constants
+  Term machine_exp(DType t, const Term& x);
 };
 
 // Sort of the element type t.

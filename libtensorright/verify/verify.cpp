@@ -32,6 +32,7 @@
 #include "libtensorright/bound/bound.h"
 #include "libtensorright/check/batch.h"
 #include "libtensorright/encode/encode.h"
+#include "libtensorright/semantics/machine.h"
 #include "libtensorright/semantics/semantics.h"
 
 namespace tr {
@@ -458,8 +459,11 @@ Counterexample render(const Rule& rule, const Model& m, const SideCheck& sc, con
 
 // ---- one dtype -------------------------------------------------------------------------------------
 
-// q with every exp(x) replaced by 1 and x = 0 added (null when q has no exp).
-cvc5::Term exp_free_probe(const enc::Builder& b, const cvc5::Term& q) {
+// q with every exp(x) replaced by 1 and x = 0 added (null when q has no exp). At float types exp is
+// an uninterpreted function (enc::Encoder::machine_exp): each application's argument is a zero and
+// its value 1, as in the evaluator.
+cvc5::Term exp_free_probe(const enc::Encoder& e, const cvc5::Term& q) {
+  const enc::Builder& b = e.b;
   std::vector<cvc5::Term> exps;
   std::set<cvc5::Term> seen;
   std::function<void(const cvc5::Term&)> walk = [&](const cvc5::Term& t) {
@@ -468,11 +472,18 @@ cvc5::Term exp_free_probe(const enc::Builder& b, const cvc5::Term& q) {
     for (size_t i = 0; i < t.getNumChildren(); ++i) walk(t[i]);
   };
   walk(q);
+  std::vector<cvc5::Term> cs{q};
+  for (const auto& [t, app] : e.exp_apps)
+    if (seen.count(app)) {
+      cs.push_back(b.s.mkTerm(cvc5::Kind::FLOATINGPOINT_IS_ZERO, {app[1]}));
+      cs.push_back(b.eq(enc::machine_value(b, t, app), enc::machine_const(b.s, t, *mach::from_rational(t, Rational(1)))));
+    }
+  if (cs.size() > 1) return b.and_(cs);
   if (exps.empty()) return {};
   std::vector<cvc5::Term> ones(exps.size(), b.real(1));
-  std::vector<cvc5::Term> cs{q.substitute(exps, ones)};
-  for (const auto& x : exps) cs.push_back(b.eq(x[0], b.real(0)));
-  return b.and_(cs);
+  std::vector<cvc5::Term> rs{q.substitute(exps, ones)};
+  for (const auto& x : exps) rs.push_back(b.eq(x[0], b.real(0)));
+  return b.and_(rs);
 }
 
 // The element query with every Real input element it reads and every Real scalar an integer
@@ -798,7 +809,7 @@ class DTypeRun {
   // that restriction is a model of the query, and it is replayed like any other. True when it is
   // satisfiable (the result is returned and the probe left pushed).
   std::optional<Answer> probe_exp(cvc5::Solver& s, const enc::Encoder& e, const enc::Query& q) {
-    cvc5::Term probe = exp_free_probe(e.b, q.query);
+    cvc5::Term probe = exp_free_probe(e, q.query);
     if (probe.isNull()) return std::nullopt;
     s.push();
     s.assertFormula(probe);
@@ -820,7 +831,7 @@ class DTypeRun {
                                              std::unique_ptr<enc::Encoder>& e, enc::Query& q,
                                              std::unique_ptr<cvc5::Solver>& s2, bool out_of_budget) {
     if (dt_ != DType::Real) return std::nullopt;
-    if (integer_probe(*e, q).isNull() || !exp_free_probe(e->b, q.query).isNull()) return std::nullopt;
+    if (integer_probe(*e, q).isNull() || !exp_free_probe(*e, q.query).isNull()) return std::nullopt;
     s2 = make_solver(out_of_budget ? std::max<std::int64_t>(1, opts_.budget / 5) : opts_.budget, opts_.timeout_s,
                      configs()[0]);
     s = s2.get();
@@ -952,6 +963,9 @@ DTypeRun::Step DTypeRun::on_sat(const std::vector<int>& ranks, cvc5::Solver& s, 
     return done(Verdict::Unknown, "the model violates an assumption at an index the query did not read: " + detail);
   if (sc.inexact)
     return done(Verdict::Unknown, "the model involves exp, which the evaluator only approximates: " + detail);
+  if (!e.exp_apps.empty())
+    return done(Verdict::Unknown, "the model gives exp, uninterpreted at float types, values that the evaluator's "
+                                  "exp does not have: " + detail);
   throw InternalError("the solver's counterexample does not replay in the evaluator: " + detail);
 }
 

@@ -71,6 +71,21 @@ TEST_CASE("machine verify: f16 and bf16 verdicts, with their own bit patterns an
   CHECK(ro.cex->inputs.at(0).second == "6.55e+04 (0x7bff)");  // shrunk to the maximum
 }
 
+TEST_CASE("machine verify: exp at float types is uninterpreted: proved for every exp, never refuted by one") {
+  // exp(-0.0 + A) is exp(A) whatever exp is (A + -0.0 has A's bits).
+  Rule a = trtest::one_rule("rule a : f32, f64 {\n" + kHeader + "  lhs exp(A + -0.0)\n  rhs exp(A)\n}\n");
+  CHECK(verify(a).verdict == Verdict::Proved);
+  // A + 0.0 is +0.0 at A = -0.0: an arbitrary function tells exp(+0.0) from exp(-0.0), the
+  // evaluator's exp does not; that model does not replay, and the verdict says why.
+  Rule z = trtest::one_rule("rule z : f32 {\n" + kHeader + "  lhs exp(A + 0)\n  rhs exp(A)\n}\n");
+  RuleResult rz = verify(z);
+  CHECK(rz.verdict == Verdict::Unknown);
+  CHECK(at(rz, DType::F32).reason.find("uninterpreted") != std::string::npos);
+  // A real identity of exp is not assumed.
+  Rule m = trtest::one_rule("rule m : f32 {\n" + kHeader + "  lhs exp(A) * exp(B)\n  rhs exp(A + B)\n}\n");
+  CHECK(verify(m).verdict != Verdict::Proved);
+}
+
 TEST_CASE("machine verify: wraparound and XLA's integer division are what the verdicts see") {
   // A + 1 > A fails at the maximum only; its counterexample is that value (shrunk to MAX).
   Rule gt = trtest::one_rule("rule g : s16 {\n" + kHeader + "  lhs A + 1 > A\n  rhs const(true, {R: s})\n}\n");
