@@ -82,7 +82,7 @@ class Walker {
     }
     // An atom: comparisons of values, a Bool tensor read, ...
     for (int r : mentions(t)) need.insert({t.getId(), r, 2});
-    if (t.getKind() == Kind::APPLY_UF) {
+    if (is_read(t)) {
       record(t);
       return;
     }
@@ -93,24 +93,25 @@ class Walker {
     int& seen = visited_[t];
     if (seen) return;
     seen = kBoth;
-    if (t.getKind() == Kind::APPLY_UF) {
+    if (is_read(t)) {
       record(t);
       return;
     }
     for (size_t i = 0; i < t.getNumChildren(); ++i) walk(t[i], kBoth, need);
   }
 
-  void record(const Term& t) {
-    auto it = e_.uf_tensor.find(t[0]);
-    if (it != e_.uf_tensor.end()) accesses[it->second].insert(t);
-  }
+  // A read of an input tensor (the other uninterpreted functions, exp at float types, are walked
+  // into like any operator: their arguments hold reads and conditions).
+  bool is_read(const Term& t) const { return t.getKind() == Kind::APPLY_UF && e_.uf_tensor.count(t[0]); }
+
+  void record(const Term& t) { accesses[e_.uf_tensor.at(t[0])].insert(t); }
 
   // Non-single rclasses whose axis constants occur in t outside reads and outside registered
   // per-rclass conditions.
   const std::set<int>& mentions(const Term& t) {
     if (auto it = mention_cache_.find(t); it != mention_cache_.end()) return it->second;
     std::set<int> r;
-    if (t.getKind() == Kind::APPLY_UF || e_.registry.count(t)) {
+    if (is_read(t) || e_.registry.count(t)) {
       // accounted for elsewhere
     } else if (auto it = e_.axis_const_rclass.find(t); it != e_.axis_const_rclass.end()) {
       if (!rule_.rclasses[it->second].single) r.insert(it->second);

@@ -357,7 +357,9 @@ Term Builder::assume(const Term& t, const std::vector<std::pair<Term, bool>>& fa
           for (size_t i = 1; i < ch.size(); ++i) r = mul(r, ch[i]);
           break;
         case Kind::NEG: r = neg(ch[0]); break;
-        default: r = s.mkTerm(x.getKind(), ch); break;
+        default:  // indexed operators (bit-vector extracts, conversions) keep their indices
+          r = x.hasOp() && x.getOp().isIndexed() ? s.mkTerm(x.getOp(), ch) : s.mkTerm(x.getKind(), ch);
+          break;
       }
     }
     memo.emplace(x, r);

@@ -130,3 +130,24 @@ rule r : any {
 }
 
 TEST_SUITE_END();
+
+TEST_CASE("bound: what an uninterpreted exp (float types) holds is counted like any operand") {
+  // exp at a float type is an uninterpreted function: the pad's conditions and reads inside its
+  // argument count as they do outside it (a walk that stopped at every function application, as
+  // at tensor reads, would miss them and give a bound of 1).
+  const std::string body = R"(
+  rclass R
+  map s, lo : R
+  tensor A : {R: s}
+  pre lo >= 0
+  lhs OP(pad(A, 0, low={R: lo}))
+  rhs OP(pad(pad(A, 0, low={R: lo}), 0))
+})";
+  auto rule = [&](const std::string& op) {
+    std::string b = body;
+    for (size_t p; (p = b.find("OP")) != std::string::npos;) b.replace(p, 2, op);
+    return "rule r : f32 {" + b;
+  };
+  CHECK(bounds_of(rule("-"), DType::F32).at("R") == 2);
+  CHECK(bounds_of(rule("exp"), DType::F32).at("R") == 2);
+}
