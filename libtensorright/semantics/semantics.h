@@ -205,7 +205,8 @@ std::optional<Instance> random_instance(const Rule&, DType t, std::mt19937_64& r
 // Random testing of a rule over all its dtypes: per dtype, random instances until `trials` of them
 // have a defined left side (at most 20 * trials draws; instances whose sizes or indices leave int64
 // are skipped). Stops at the first instance where refinement fails,
-// unless the failure involves an approximated exp (counted in `inexact`).
+// unless the failure involves an approximated real exp (counted in `inexact`; at float types exp is
+// libm's rounded, a fixed function, and a failure through it counts).
 struct RandomTestResult {
   int instances = 0;     // instances drawn that satisfy the preconditions
   int lhs_defined = 0;   // ... on which the left side is defined
