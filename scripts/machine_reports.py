@@ -6,7 +6,7 @@ import json
 
 def merge(paths):
     """One report from several: per rule (file, name) the union of the dtypes; the counterexample of
-    the first report that has one; the skipped rules of every report (each name once)."""
+    the first report that has one; the rules skipped by a report and checked by none."""
     merged, by_key, skipped = {'rules': [], 'skipped': []}, {}, {}
     for path in paths:
         with open(path) as f:
@@ -23,6 +23,7 @@ def merge(paths):
             if not m.get('counterexample') and r.get('counterexample'):
                 m['counterexample'] = r['counterexample']
         for s in rep.get('skipped', []):
-            skipped.setdefault(s['name'], s)
-    merged['skipped'] = list(skipped.values())
+            skipped.setdefault((s.get('file'), s['name']), s)
+    # a rule that another report checked (at its other types) is not skipped
+    merged['skipped'] = [s for k, s in skipped.items() if k not in by_key]
     return merged
