@@ -807,13 +807,18 @@ class DTypeRun {
   // Transcendental models are out of cvc5's reach, so a query with exp is first tried with every
   // exp argument 0: then it is algebraic (exp(0) = 1 exactly, also in the evaluator). A model of
   // that restriction is a model of the query, and it is replayed like any other. True when it is
-  // satisfiable (the result is returned and the probe left pushed).
+  // satisfiable (the result is returned and the probe left pushed). At machine types the probe's
+  // call may run out of budget in the forked copy (SolverAborted): then it found nothing.
   std::optional<Answer> probe_exp(cvc5::Solver& s, const enc::Encoder& e, const enc::Query& q) {
     cvc5::Term probe = exp_free_probe(e, q.query);
     if (probe.isNull()) return std::nullopt;
     s.push();
     s.assertFormula(probe);
-    Answer r = check(s, meter_, "probing exp(0)");
+    Answer r;
+    try {
+      r = check(s, meter_, "probing exp(0)");
+    } catch (const SolverAborted&) {
+    }
     if (r.isSat()) return r;
     s.pop();
     return std::nullopt;
