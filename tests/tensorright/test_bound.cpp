@@ -129,7 +129,6 @@ rule r : any {
   CHECK(k.at("R") == 2);
 }
 
-TEST_SUITE_END();
 
 TEST_CASE("bound: what an uninterpreted exp (float types) holds is counted like any operand") {
   // exp at a float type is an uninterpreted function: the pad's conditions and reads inside its
@@ -151,3 +150,5 @@ TEST_CASE("bound: what an uninterpreted exp (float types) holds is counted like 
   CHECK(bounds_of(rule("-"), DType::F32).at("R") == 2);
   CHECK(bounds_of(rule("exp"), DType::F32).at("R") == 2);
 }
+
+TEST_SUITE_END();
