@@ -215,7 +215,10 @@ Term Encoder::iexpr(const IExpr& e, int j) {
       break;
     case IK::Scalar:
       r = scalar_consts.at(e.id);
-      if (r.getSort().isBitVector()) {  // a fixed-width integer stands for its value (signed or unsigned)
+      if (is_float(rule.scalars.at(static_cast<size_t>(e.id)).etype.resolve(dtype))) {
+        // (f16 and bf16 scalars are bit-vectors too: their bits are not their value)
+        throw InternalError("a float scalar in a condition (dtype_problem refuses it)" + where(e.loc));
+      } else if (r.getSort().isBitVector()) {  // a fixed-width integer stands for its value (signed or unsigned)
         DType t = rule.scalars.at(static_cast<size_t>(e.id)).etype.resolve(dtype);
         Term nat = b.s.mkTerm(Kind::BITVECTOR_TO_NAT, {r});
         if (is_signed_fixed(t)) {
