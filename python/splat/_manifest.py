@@ -44,6 +44,10 @@ class TensorMap:
     dims: Tuple[int, ...]
     strides_bytes: Tuple[int, ...]
     box: Tuple[int, ...]
+    element: str = ""          # "bf16" or "fp16": 16-bit elements
+    swizzle: str = "128B"
+    interleave: str = "none"
+    oob_fill: str = "zero"
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class Module:
     table_words: int = 0
     tensor_maps: Tuple[TensorMap, ...] = ()
     engine: str = ""
+    scores_floats_per_bh: int = 0        # the pipeline's compressed scores
+    kind: str = "fused"                  # "fused", "pipeline" or "backward"
 
 
 @dataclass(frozen=True)
@@ -127,7 +133,7 @@ def _kernel(obj, where):
                   programmatic_launch=r.get("programmatic_launch", bool, False, required=False))
 
 
-def _module(obj, where, kernels):
+def _module(obj, where, kernels, kind):
     r = _Reader(obj, where)
     params = []
     for i, p in enumerate(r.get("parameters", list)):
@@ -138,13 +144,17 @@ def _module(obj, where, kernels):
     for i, m in enumerate(r.get("tensor_maps", list, [], required=False)):
         mr = _Reader(m, "%s.tensor_maps[%d]" % (where, i))
         maps.append(TensorMap(tensor=mr.get("tensor", str), dims=mr.ints("dims"), strides_bytes=mr.ints("strides_bytes"),
-                              box=mr.ints("box")))
+                              box=mr.ints("box"), element=mr.get("element", str, "", required=False),
+                              swizzle=mr.get("swizzle", str, "128B", required=False),
+                              interleave=mr.get("interleave", str, "none", required=False),
+                              oob_fill=mr.get("oob_fill", str, "zero", required=False)))
     return Module(name=r.get("name", str, "", required=False), files=tuple(r.get("files", list)), parameters=tuple(params),
                   kernels=tuple(_kernel(k, "%s[%d]" % (kernels[1], i)) for i, k in enumerate(kernels[0])),
                   workspace_floats_per_bh=r.get("workspace_floats_per_bh", int, 0, required=False),
                   table_file=r.get("table_file", (str, type(None)), None, required=False),
                   table_words=r.get("table_words", int, 0, required=False), tensor_maps=tuple(maps),
-                  engine=r.get("engine", str, "", required=False))
+                  engine=r.get("engine", str, "", required=False),
+                  scores_floats_per_bh=r.get("scores_floats_per_bh", int, 0, required=False), kind=kind)
 
 
 def parse_manifest(obj, where="manifest.json"):
@@ -156,15 +166,15 @@ def parse_manifest(obj, where="manifest.json"):
     if "kernels" in obj:
         kr = _Reader(r.get("kernels", dict), where + ".kernels")
         fused = kr.get("fused", list, [], required=False)
-        forward = _module(obj, where, (fused, where + ".kernels.fused"))
+        forward = _module(obj, where, (fused, where + ".kernels.fused"), "fused")
         if "pipeline" in kr.obj:
-            pipeline = _module(obj, where, (kr.get("pipeline", list), where + ".kernels.pipeline"))
+            pipeline = _module(obj, where, (kr.get("pipeline", list), where + ".kernels.pipeline"), "pipeline")
     elif not groups:
         raise ManifestError("%s: neither 'kernels' nor 'head_groups'" % where)
     if "backward" in obj:
         b = r.get("backward", dict)
         backward = _module(b, where + ".backward", (_Reader(b, where + ".backward").get("kernels", list),
-                                                     where + ".backward.kernels"))
+                                                     where + ".backward.kernels"), "backward")
     return Manifest(name=r.get("name", str), arch=r.get("arch", str), target=r.get("target", str),
                     problem=r.get("problem", dict), pattern_hash=r.get("pattern_hash", str, "", required=False),
                     forward=forward, pipeline=pipeline, backward=backward, head_groups=groups)

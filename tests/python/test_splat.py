@@ -1,6 +1,7 @@
 """The Python package (python/splat) without PyTorch or a GPU: pattern handling, cache keys,
 splatc emit through the cache, manifest parsing and error messages. SPLATC names the built splatc."""
 
+import importlib.util
 import json
 import os
 import shutil
@@ -164,6 +165,74 @@ class CompileTest(unittest.TestCase):
     def test_a_missing_splatc_is_a_compile_error(self):
         with self.assertRaisesRegex(splat.CompileError, "splatc not found"):
             splat.compile(WINDOW, **SIZES, splatc=os.path.join(self.cache, "nope", "splatc"), cache_dir=self.cache)
+
+
+@unittest.skipUnless(os.environ.get("SPLATC"), "SPLATC (the built splatc) is not set")
+class LaunchPlanTest(unittest.TestCase):
+    """splat._launch: what a loader launches, from real manifests (no GPU)."""
+
+    def setUp(self):
+        self.cache = tempfile.mkdtemp(prefix="splat-launch-")
+
+    def tearDown(self):
+        shutil.rmtree(self.cache, ignore_errors=True)
+
+    def test_a_tma_module_binds_its_parameters_in_order_and_its_maps_span_k(self):
+        from splat import _launch
+        m = splat.compile(WINDOW, **dict(SIZES, heads=4, kv_heads=2, seq_len=1024), backward=True,
+                          cache_dir=self.cache).manifest
+        fwd = _launch.forward_module(m)
+        self.assertIs(fwd, m.forward)
+        names = ["q", "k", "v", "o", "ws", "scores", "table", "tmaps", "lse"]
+        self.assertEqual([p.name for p in fwd.parameters], names)
+        values = {n: 0x1000 * (i + 1) for i, n in enumerate(names)}
+        self.assertEqual(_launch.arguments(fwd, dict(values, scores=None, extra=7)),
+                         tuple(0 if n == "scores" else values[n] for n in names))
+        with self.assertRaisesRegex(splat.ManifestError, "parameter 8 'lse' .* has no value"):
+            _launch.arguments(fwd, {n: 1 for n in names[:-1]})
+        steps = _launch.steps(fwd, _launch.grid_sizes(m, 3, 4))
+        self.assertEqual([st.name for st in steps], [k.name for k in fwd.kernels])
+        self.assertTrue(all(st.grid[1] == 12 and st.block == (128, 1, 1) for st in steps))
+        k_bytes = 1 * 2 * 1024 * 64 * 2  # batch * kv_heads * kv_len * head_dim * 2 bytes
+        self.assertTrue(fwd.tensor_maps)
+        for tm in fwd.tensor_maps:
+            self.assertEqual((tm.element, tm.swizzle), ("bf16", "128B"))
+            self.assertEqual(_launch.map_span_bytes(tm), k_bytes)
+            self.assertEqual(_launch.map_arguments(tm, 0x10000).dims, tm.dims)
+            with self.assertRaisesRegex(splat.ManifestError, "not 16-byte aligned"):
+                _launch.map_arguments(tm, 0x10008)
+        bwd = m.backward
+        self.assertEqual([p.name for p in bwd.parameters], ["q", "k", "v", "o", "dout", "lse", "dq", "dk", "dv", "ws", "table"])
+        self.assertEqual(_launch.workspace_floats(bwd, 12), 12 * bwd.workspace_floats_per_bh)
+        self.assertGreater(bwd.workspace_floats_per_bh, 0)
+        with self.assertRaisesRegex(splat.ManifestError, "grid.y 70000 is more than one launch takes"):
+            _launch.steps(fwd, {"batch": 7000, "heads": 10})
+
+    def test_a_head_dim_without_a_fused_engine_runs_the_pipeline(self):
+        from splat import _launch
+        m = splat.compile(WINDOW, **dict(SIZES, dtype="fp32", head_dim=256), cache_dir=self.cache).manifest
+        self.assertEqual(m.forward.kernels, ())
+        mod = _launch.forward_module(m)
+        self.assertEqual((mod.kind, [k.name for k in mod.kernels]), ("pipeline", ["splat_sddmm", "splat_softmax", "splat_spmm"]))
+        self.assertEqual(_launch.scores_floats(mod, 2), 2 * mod.scores_floats_per_bh)
+        self.assertEqual(_launch.scores_floats(m.forward, 2), 0)
+
+    def test_head_groups_launch_over_their_own_heads(self):
+        from splat import _launch
+        doc = {"seq_len": 256, "head_dim": 64, "heads": 6, "dtype": "bf16",
+               "head_patterns": [{"window": {"left": 8, "right": 8}}] * 2 + [{"window": {"left": 64, "right": 0}}] * 4}
+        m = splat.compile(doc, cache_dir=self.cache).manifest
+        groups = _launch.groups(m)
+        self.assertEqual(len(groups), 2)
+        self.assertEqual([_launch.grid_sizes(g, 2, 6)["group_heads"] for g in groups], [2, 4])
+        self.assertEqual({st.grid[1] for st in _launch.steps(groups[1].forward, _launch.grid_sizes(groups[1], 2, 6))}, {8})
+
+
+class WithoutTorchTest(unittest.TestCase):
+    @unittest.skipIf(importlib.util.find_spec("torch") is not None, "PyTorch is installed")
+    def test_attention_without_pytorch_says_what_is_missing(self):
+        with self.assertRaisesRegex(ImportError, "splat.attention needs PyTorch"):
+            splat.attention  # noqa: B018 - the attribute access is the test
 
 
 class ManifestTest(unittest.TestCase):
