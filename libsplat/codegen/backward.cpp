@@ -27,8 +27,10 @@ BackwardTuning resolve(const Problem& p, BackwardTuning t) {
 }  // namespace
 
 void check_backward(const Problem& p) {
-  if (!p.head_groups.empty())
-    throw Error(p.file, "head_patterns", "the backward kernels do not take per-head patterns yet (one pattern for all heads)");
+  if ((!p.head_groups.empty() || !p.group_heads.empty()) && p.kv_heads != p.heads)
+    throw Error(p.file, "kv_heads",
+                "the backward kernels take per-head patterns without grouped K/V heads so far (kv_heads = heads = " +
+                    std::to_string(p.heads) + "), got kv_heads " + std::to_string(p.kv_heads));
   if (p.varlen) throw Error(p.file, "varlen", "the backward kernels do not take packed variable-length batches yet");
   if (p.dtype != DType::BF16 && p.dtype != DType::FP16)
     throw Error(p.file, "dtype", std::string("the backward kernels take bf16 and fp16 so far, not ") + dtype_name(p.dtype));
@@ -143,10 +145,11 @@ void header(std::ostream& s, const Problem& p, const BackwardModule& m, int64_t 
   s << "// Column plan (rows are keys, walked keys are query rows):\n";
   std::istringstream dc(describe(m.plans.cols));
   for (std::string line; std::getline(dc, line);) s << "//   " << line << "\n";
-  s << "// Entry points (launch in order; grid (grid_x, batch*heads)), parameters\n"
+  s << "// Entry points (launch in order; grid (grid_x, " << m.grid_y << ")), parameters\n"
     << "//   (const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse,\n"
     << "//    void* dq, void* dk, void* dv, float* ws, const int* table)\n\n"
     << "#define SPLAT_SEQ " << p.seq_len << "\n#define SPLAT_KV " << p.kv_len << "\n#define SPLAT_HD " << p.head_dim << "\n";
+  emit::head_defines(s, p);
   if (group > 1) s << "#define SPLAT_KV_GROUP " << group << "  // query heads per K/V head\n";
   s << device_includes() << "#include \"splat/backward.cuh\"\n"
     << "enum : int { kColTableWord = " << m.column_table_word << " };  // the column plan's table words\n";
@@ -165,7 +168,7 @@ const std::vector<ParamDesc>& backward_params() {
       {"dq", "void*", "dQ [batch, heads, seq_len, head_dim] (written)"},
       {"dk", "void*", "dK [batch, kv_heads, kv_len, head_dim] (written)"},
       {"dv", "void*", "dV [batch, kv_heads, kv_len, head_dim] (written)"},
-      {"ws", "float*", "workspace: batch*heads*workspace_floats_per_bh floats"},
+      {"ws", "float*", "workspace: batch*heads*workspace_floats_per_bh floats (a head group's: batch*group_heads*...)"},
       {"table", "const int*", "device table (table words; null when there are none)"},
   };
   return params;
@@ -211,9 +214,12 @@ BackwardTuning parse_backward_tuning(const std::string& spec) {
 
 BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const BackwardTuning& tuning) {
   if (acsr.seq_len != p.seq_len || acsr.kv_len != p.kv_len) throw std::invalid_argument("ACSR and problem sizes differ");
+  if (!p.head_groups.empty())
+    throw std::invalid_argument("generate_backward: per-head patterns have a module per head group (head_group_problems)");
   check_backward(p);
   BackwardModule m;
   m.name = p.name;
+  m.grid_y = p.group_heads.empty() ? "batch*heads" : "batch*group_heads";
   m.engine = "mma.sync";
   m.tuning = resolve(p, tuning);
   m.plans = backward_plans(p, acsr);
@@ -266,7 +272,7 @@ nlohmann::json backward_manifest(const BackwardModule& mod, const std::vector<st
   for (const KernelDesc& k : mod.kernels)
     kernels.push_back({{"name", k.name},
                        {"role", k.role},
-                       {"grid", {k.grid_x, "batch*heads", 1}},
+                       {"grid", {k.grid_x, mod.grid_y, 1}},
                        {"block", {k.block, 1, 1}},
                        {"shared_memory_dynamic_bytes", k.smem_dynamic}});
   json params = json::array();

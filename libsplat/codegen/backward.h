@@ -11,7 +11,8 @@
 //    void* dq, void* dk, void* dv, float* ws, const int* table)
 // q, o, dout, dq [batch, heads, seq_len, head_dim]; k, v, dk, dv [batch, kv_heads, kv_len, head_dim];
 // lse [batch, heads, seq_len] fp32 (the forward's, CodegenOptions::save_lse). Launch in order, grid
-// (grid_x, batch*heads), block and dynamic shared memory as in BackwardModule::kernels.
+// (grid_x, batch*heads) (a head group's module: batch*group_heads), block and dynamic shared memory
+// as in BackwardModule::kernels.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +45,7 @@ struct BackwardModule {
   int64_t workspace_floats_per_bh = 0;  // D, and the accumulators handed between passes
   int64_t nnz = 0;
   std::string engine;                 // "mma.sync"
+  std::string grid_y = "batch*heads";  // grid.y: "batch*group_heads" for a head group's module
   std::string mode = "deterministic";
   BackwardTuning tuning;              // as generated (defaults resolved)
   BackwardPlans plans;
@@ -53,9 +55,12 @@ struct BackwardModule {
 const std::vector<ParamDesc>& backward_params();
 
 // Throws splat::Error (file and field) for a problem the backward kernels do not take: fp32/tf32,
-// head_dim over 128 or not a multiple of 8, a packed variable-length batch, per-head patterns.
+// head_dim over 128 or not a multiple of 8, a packed variable-length batch, per-head patterns over
+// grouped K/V heads.
 void check_backward(const Problem& p);
-// check_backward, then the module.
+// check_backward, then the module. Per-head patterns: call it for each head group's problem
+// (head_group_problems; its module serves the group's heads, grid.y batch*group_heads); the whole
+// problem is std::invalid_argument.
 BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const BackwardTuning& tuning = {});
 
 // The backward part of manifest.json: entry points in launch order, parameters, workspace, table.

@@ -34,6 +34,9 @@ Context make_context(const Problem& p, const Acsr& acsr, const Structure& st, co
 
 // emit_common.cpp
 std::string f32_literal(double x);
+// The defines of a packed batch's or a head group's head layout (SPLAT_HEADS, SPLAT_KV_HEADS,
+// SPLAT_HEAD_GROUP, SPLAT_HEAD_IDS; device/common.cuh: q_head), none for a plain problem.
+void head_defines(std::ostream& s, const Problem& p);
 // The engine's device type, e.g. "WgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, 2, ...>".
 std::string engine_type(const Context& c, const EngineConfig& e);
 // One comment line describing the configuration; deferred_pv: band and lattice kernels.

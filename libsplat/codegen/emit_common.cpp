@@ -29,6 +29,16 @@ std::string f32_literal(double x) {
   return buf;
 }
 
+void head_defines(std::ostream& s, const Problem& p) {
+  if (p.varlen || !p.group_heads.empty())
+    s << "#define SPLAT_HEADS " << p.heads << "\n#define SPLAT_KV_HEADS " << p.kv_heads << "\n";
+  if (!p.group_heads.empty()) {
+    s << "#define SPLAT_HEAD_GROUP " << p.group_heads.size() << "  // the query heads of this module's grid.y\n#define SPLAT_HEAD_IDS ";
+    for (size_t k = 0; k < p.group_heads.size(); ++k) s << (k ? ", " : "") << p.group_heads[k];
+    s << "\n";
+  }
+}
+
 std::string engine_type(const Context& c, const EngineConfig& e) {
   const std::string& T = c.elt;
   const std::string dims = "SPLAT_HD, SPLAT_SEQ, SPLAT_KV, ";

@@ -86,13 +86,7 @@ void header(std::ostream& s, const Context& c, const std::string& pattern_hash, 
   s << "#define SPLAT_SEQ " << p.seq_len << "\n#define SPLAT_KV " << p.kv_len << "\n#define SPLAT_HD " << p.head_dim << "\n";
   if (p.varlen)
     s << "#define SPLAT_VARLEN 1  // q, o [total_tokens, heads, hd], k, v [total_tokens, kv_heads, hd]; grid.y sequences*heads\n";
-  if (p.varlen || !p.group_heads.empty())
-    s << "#define SPLAT_HEADS " << p.heads << "\n#define SPLAT_KV_HEADS " << p.kv_heads << "\n";
-  if (!p.group_heads.empty()) {
-    s << "#define SPLAT_HEAD_GROUP " << p.group_heads.size() << "  // the query heads of this module's grid.y\n#define SPLAT_HEAD_IDS ";
-    for (size_t k = 0; k < p.group_heads.size(); ++k) s << (k ? ", " : "") << p.group_heads[k];
-    s << "\n";
-  }
+  head_defines(s, p);
   if (c.lse) s << "#define SPLAT_LSE 1  // every entry point's last parameter: float* lse, each row's log-sum-exp\n";
   if (p.kv_heads != p.heads) s << "#define SPLAT_KV_GROUP " << p.heads / p.kv_heads << "  // query heads per K/V head\n";
   if (plan.global_keys && plan.global_keys->blocks) {  // global keys in blocks: WgmmaEngine::tma_load's 3D boxes

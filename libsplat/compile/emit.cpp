@@ -177,7 +177,7 @@ nlohmann::json group_manifest(const Problem& p, std::vector<nlohmann::json> grou
                               const std::vector<std::string>& files) {
   nlohmann::json m = groups.front();
   for (const char* k : {"kernels", "pattern_hash", "workspace_floats_per_bh", "scores_floats_per_bh", "table_words",
-                        "table_file", "tensor_maps", "tensor_cores", "engine", "tile", "tuning"})
+                        "table_file", "tensor_maps", "tensor_cores", "engine", "tile", "tuning", "backward"})
     m.erase(k);
   m["name"] = p.name;
   m["files"] = files;
@@ -192,42 +192,63 @@ nlohmann::json group_manifest(const Problem& p, std::vector<nlohmann::json> grou
                 "how)";
   m["launch_order"] = "every head group's module in turn, each as its own launch_order says, with its own ws, scores, "
                       "table and tensor maps; the groups write disjoint heads of o and may run in any order or "
-                      "concurrently";
+                      "concurrently; a group's backward section (--pass backward|both) likewise, after its forward, "
+                      "writing that group's heads of dq, dk and dv";
   m["head_groups"] = std::move(groups);
   return m;
 }
 
+// "head group G (heads a b c):\n" before a group's report lines.
+std::string group_title(const std::vector<Problem>& parts, size_t g) {
+  std::string heads;
+  for (int64_t h : parts[g].group_heads) heads += (heads.empty() ? "" : " ") + std::to_string(h);
+  return "head group " + std::to_string(g) + " (heads " + heads + "):\n";
+}
+
 // --pass backward|both: the backward module, after the forward's (both: it saves the log-sum-exp);
 // one manifest.json, the forward's with a "backward" section (backward only: the problem's facts).
+// Per-head patterns: each head group's manifest under head_groups has its own "backward" section.
 EmitResult emit_with_backward(const Problem& p, const EmitOptions& o, const std::string& out_dir) {
-  ModuleOutput bwd = emit_backward(p, o);  // first: a problem it does not take fails before any work
+  check_backward(p);  // first: a problem it does not take fails before any work
+  const std::vector<Problem> parts = head_group_problems(p);
+  std::vector<ModuleOutput> bwd, fwd;
+  for (const Problem& part : parts) bwd.push_back(emit_backward(part, o));
   EmitOptions fo = o;
   fo.save_lse = true;
   // --pass backward: the forward module gives the manifest its problem, layout and parameters only
   // (its files are not written), so a pattern the pipeline does not take (over 32 runs per row) is no error.
   if (o.pass == "backward") fo.pipeline = false;
-  ModuleOutput fwd = emit_module(p, fo, true);
+  for (const Problem& part : parts) fwd.push_back(emit_module(part, fo, p.head_groups.empty()));
   std::vector<std::pair<std::string, std::string>> files;
-  if (o.pass == "both") files = std::move(fwd.files);
-  for (auto& f : bwd.files) files.push_back(std::move(f));
+  for (size_t g = 0; g < parts.size(); ++g) {
+    if (o.pass == "both")
+      for (auto& f : fwd[g].files) files.push_back(std::move(f));
+    for (auto& f : bwd[g].files) files.push_back(std::move(f));
+  }
   std::vector<std::string> names;
   for (const auto& f : files) names.push_back(f.first);
   names.push_back("manifest.json");
-  nlohmann::json m = fwd.manifest;
-  if (o.pass == "backward")
-    for (const char* k : {"kernels", "workspace_floats_per_bh", "scores_floats_per_bh", "table_words", "table_file",
-                          "tensor_maps", "tensor_cores", "engine", "tile", "tuning", "launch_order"})
-      m.erase(k);
+  std::vector<nlohmann::json> groups;
+  EmitResult r;
+  for (size_t g = 0; g < parts.size(); ++g) {
+    nlohmann::json m = std::move(fwd[g].manifest);
+    if (o.pass == "backward")
+      for (const char* k : {"kernels", "workspace_floats_per_bh", "scores_floats_per_bh", "table_words", "table_file",
+                            "tensor_maps", "tensor_cores", "engine", "tile", "tuning", "launch_order"})
+        m.erase(k);
+    m["backward"] = std::move(bwd[g].manifest);
+    groups.push_back(std::move(m));
+    const std::string title = p.head_groups.empty() ? std::string() : group_title(parts, g);
+    r.resources += title + (o.pass == "both" ? fwd[g].resources : std::string()) + bwd[g].resources;
+    r.selection += title + fwd[g].selection;
+  }
+  nlohmann::json m = p.head_groups.empty() ? std::move(groups.front()) : group_manifest(p, std::move(groups), names);
   m["files"] = names;
   m["pass"] = o.pass;
-  m["backward"] = std::move(bwd.manifest);
   files.push_back({"manifest.json", m.dump(2) + "\n"});
   write_all(out_dir, files);
-  EmitResult r;
   for (const auto& f : files) r.files.push_back((fs::path(out_dir) / f.first).string());
-  r.resources = (o.pass == "both" ? fwd.resources : std::string()) + bwd.resources;
-  r.selection = fwd.selection;
-  r.tuning = fwd.tuning;
+  r.tuning = fwd.front().tuning;
   return r;
 }
 
@@ -262,10 +283,8 @@ EmitResult emit(const Problem& p, const EmitOptions& o, const std::string& out_d
     std::vector<nlohmann::json> groups;
     for (size_t g = 0; g < outs.size(); ++g) {
       groups.push_back(std::move(outs[g].manifest));
-      std::string heads;
-      for (int64_t h : parts[g].group_heads) heads += (heads.empty() ? "" : " ") + std::to_string(h);
-      r.resources += "head group " + std::to_string(g) + " (heads " + heads + "):\n" + outs[g].resources;
-      r.selection += "head group " + std::to_string(g) + " (heads " + heads + "):\n" + outs[g].selection;
+      r.resources += group_title(parts, g) + outs[g].resources;
+      r.selection += group_title(parts, g) + outs[g].selection;
     }
     files.push_back({"manifest.json", group_manifest(p, std::move(groups), names).dump(2) + "\n"});
   }

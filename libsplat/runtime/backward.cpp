@@ -1,5 +1,7 @@
 #include "libsplat/runtime/backward.h"
 
+#include <stdexcept>
+
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/compile/nvrtc.h"
 
@@ -17,8 +19,19 @@ BackwardKernel::BackwardKernel(std::shared_ptr<const BackwardModule> gen, std::s
   ws_ = std::make_shared<DeviceBuffer>(static_cast<size_t>(bh_ * gen_->workspace_floats_per_bh) * sizeof(float));
 }
 
+BackwardKernel BackwardKernel::of_head_groups(std::vector<BackwardKernel> groups) {
+  if (groups.empty()) throw std::invalid_argument("BackwardKernel::of_head_groups: no head group");
+  BackwardKernel all = groups.front();
+  all.groups_ = std::move(groups);
+  return all;
+}
+
 void BackwardKernel::launch(const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse,
                             void* dq, void* dk, void* dv, void* stream) const {
+  if (!groups_.empty()) {  // the groups write disjoint heads of dq, dk and dv, each with its own workspace
+    for (const BackwardKernel& g : groups_) g.launch(q, k, v, o, dout, lse, dq, dk, dv, stream);
+    return;
+  }
   void* ws = ws_->get();
   const void* table = table_ ? table_->get() : nullptr;
   void* args[] = {&q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, &ws, &table};
@@ -30,11 +43,15 @@ BackwardKernel build_backward(const Problem& problem, const Acsr& acsr, const Bu
   const std::string arch = opt.arch.empty() ? dev.target_arch() : opt.arch;
   auto gen = std::make_shared<const BackwardModule>(generate_backward(problem, acsr, opt.backward_tuning));
   const CompileResult img = nvrtc_compile(gen->source, gen->name + ".bwd.cu", arch, load_target(dev, arch));
-  return BackwardKernel(gen, std::make_shared<Module>(img.image), problem.batch * problem.heads);
+  return BackwardKernel(gen, std::make_shared<Module>(img.image), problem.batch * served_heads(problem));
 }
 
 BackwardKernel build_backward(const Problem& problem, const BuildOptions& opt) {
-  return build_backward(problem, analyze(problem), opt);
+  if (problem.head_groups.empty()) return build_backward(problem, analyze(problem), opt);
+  check_backward(problem);  // before any group's work
+  std::vector<BackwardKernel> groups;
+  for (const Problem& g : head_group_problems(problem)) groups.push_back(build_backward(g, analyze(g), opt));
+  return BackwardKernel::of_head_groups(std::move(groups));
 }
 
 }  // namespace splat

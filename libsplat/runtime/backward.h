@@ -29,7 +29,11 @@ class BackwardKernel {
   // workspace: launches on different streams must not overlap.
   void launch(const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse, void* dq,
               void* dk, void* dv, void* stream = nullptr) const;
-  const BackwardModule& module() const { return *gen_; }
+  const BackwardModule& module() const { return *gen_; }  // per-head patterns: head group 0's
+  // Per-head patterns: one kernel per head group (each built for its group's problem), launched in
+  // turn by launch() on its stream; empty otherwise.
+  const std::vector<BackwardKernel>& head_groups() const { return groups_; }
+  static BackwardKernel of_head_groups(std::vector<BackwardKernel> groups);
 
  private:
   struct Launch {
@@ -43,10 +47,13 @@ class BackwardKernel {
   int64_t bh_;
   std::vector<Launch> launches_;
   std::shared_ptr<DeviceBuffer> table_, ws_;
+  std::vector<BackwardKernel> groups_;
 };
 
 // Generates the problem's backward module (generate_backward), compiles it for opt.arch ("": this
-// GPU's) and loads it. Throws Error for a problem the backward kernels do not take.
+// GPU's) and loads it. Throws Error for a problem the backward kernels do not take. The first form
+// takes a problem of one pattern (a head group's too); the second runs analyze() and, for per-head
+// patterns, builds a kernel per head group (of_head_groups).
 BackwardKernel build_backward(const Problem& problem, const Acsr& acsr, const BuildOptions& opt = {});
 BackwardKernel build_backward(const Problem& problem, const BuildOptions& opt = {});
 

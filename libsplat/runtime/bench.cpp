@@ -124,9 +124,10 @@ struct Prepared {
   Problem problem;
   std::vector<PreparedPart> parts;
   std::string support_key;
-  // --pass backward|both: the backward module and its compile, or why the problem has none.
-  std::shared_ptr<const BackwardModule> bwd;
-  std::future<CompileResult> bwd_cubin;
+  // --pass backward|both: the backward module of each part (head group) and its compile, or why the
+  // problem has none.
+  std::vector<std::shared_ptr<const BackwardModule>> bwd;
+  std::vector<std::future<CompileResult>> bwd_cubin;
   std::string bwd_error;
   std::vector<PartFacts> facts() const {
     std::vector<PartFacts> f;
@@ -135,16 +136,22 @@ struct Prepared {
   }
 };
 
-// The backward module of a prepared problem, compiled in the background (or why there is none).
+// The backward modules of a prepared problem (one per head group), compiled in the background (or
+// why there are none).
 void prepare_backward(Prepared& x, const BackwardTuning& tuning, const std::string& arch, CompileTarget target) {
   try {
-    x.bwd = std::make_shared<const BackwardModule>(generate_backward(x.problem, x.parts.front().acsr, tuning));
+    check_backward(x.problem);
+    for (const PreparedPart& part : x.parts)
+      x.bwd.push_back(std::make_shared<const BackwardModule>(generate_backward(part.problem, part.acsr, tuning)));
   } catch (const Error& e) {
+    x.bwd.clear();
     x.bwd_error = e.message();
     return;
   }
-  std::string src = x.bwd->source, name = x.problem.name + ".bwd.cu";
-  x.bwd_cubin = std::async(std::launch::async, [src, name, arch, target] { return nvrtc_compile(src, name, arch, target); });
+  for (const auto& m : x.bwd) {
+    std::string src = m->source, name = m->name + ".bwd.cu";
+    x.bwd_cubin.push_back(std::async(std::launch::async, [src, name, arch, target] { return nvrtc_compile(src, name, arch, target); }));
+  }
 }
 
 // Analyses and generates on this thread, compiles every module in parallel (NVRTC is the slow part):
@@ -478,15 +485,25 @@ void set_tuning(const Prepared& x, ProblemResult& r) {
 void backward_results(Prepared& x, const std::vector<std::shared_ptr<Module>>& mods, const Inputs& in, const Reference& ref,
                       const Support& sup, const BenchOptions& opt, const DeviceBuffer& flush, ProblemResult& r) {
   const Problem& p = x.problem;
-  if (!x.bwd) {  // as a forward without a fused engine: a warning, no result
+  if (x.bwd.empty()) {  // as a forward without a fused engine: a warning, no result
     spdlog::warn("{}: no backward kernels: {}", p.name, x.bwd_error);
     return;
   }
-  const CompileResult cr = x.bwd_cubin.get();
-  r.compile_seconds += cr.seconds;
-  const Kernel fwd(x.parts.front().gen, mods.front(), KernelKind::Fused, p.batch * p.heads);
-  const BackwardKernel bwd(x.bwd, std::make_shared<Module>(cr.image), p.batch * p.heads);
-  const BackwardRun run{p, x.parts.front().acsr, fwd, bwd, in, ref, sup, opt, flush, r, tolerance(p.dtype), opt.forward};
+  std::vector<Kernel> fwds;
+  std::vector<BackwardKernel> bwds;
+  std::vector<BackwardPart> parts;
+  for (size_t g = 0; g < x.parts.size(); ++g) {
+    const CompileResult cr = x.bwd_cubin[g].get();
+    r.compile_seconds += cr.seconds;
+    const Problem& gp = x.parts[g].problem;
+    const int64_t bh = gp.batch * served_heads(gp);
+    fwds.emplace_back(x.parts[g].gen, mods[g], KernelKind::Fused, bh);
+    bwds.emplace_back(x.bwd[g], std::make_shared<Module>(cr.image), bh);
+    parts.push_back({&gp, &x.parts[g].acsr, x.bwd[g].get()});
+  }
+  const Kernel fwd = fwds.size() == 1 ? fwds.front() : Kernel::of_head_groups(std::move(fwds));
+  const BackwardKernel bwd = bwds.size() == 1 ? bwds.front() : BackwardKernel::of_head_groups(std::move(bwds));
+  const BackwardRun run{p, parts, fwd, bwd, in, ref, sup, opt, flush, r, tolerance(p.dtype), opt.forward};
   for (KernelResult& k : run_backward(run)) r.kernels.push_back(std::move(k));
 }
 

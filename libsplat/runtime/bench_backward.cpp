@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "libsplat/runtime/bench_common.h"
@@ -43,6 +44,29 @@ Gradients reference_gradients(const Problem& p, const BackwardModule& m, const A
   dk.download(g.dk.data(), dk.size());
   dv.download(g.dv.data(), dv.size());
   return g;
+}
+
+// The float64 gradients of every part: a head group's reference runs over all heads with the group's
+// pattern, and its heads' rows are kept (per-head patterns have kv_heads = heads: each K/V head is
+// its query head's).
+Gradients all_reference_gradients(const BackwardRun& b, const DeviceBuffer& dout) {
+  const Problem& p = b.problem;
+  if (b.parts.size() == 1)
+    return reference_gradients(p, *b.parts[0].module, *b.parts[0].acsr, b.inputs, dout, b.reference, b.support);
+  Gradients all{std::vector<double>(static_cast<size_t>(b.inputs.nq)), std::vector<double>(static_cast<size_t>(b.inputs.nk)),
+                std::vector<double>(static_cast<size_t>(b.inputs.nk))};
+  const size_t qrows = static_cast<size_t>(p.seq_len * p.head_dim), krows = static_cast<size_t>(p.kv_len * p.head_dim);
+  for (const BackwardPart& part : b.parts) {
+    const Gradients g = reference_gradients(p, *part.module, *part.acsr, b.inputs, dout, b.reference, b.support);
+    for (int64_t bi = 0; bi < p.batch; ++bi)
+      for (int64_t h : part.problem->group_heads) {
+        const size_t at = static_cast<size_t>(bi * p.heads + h);
+        std::copy_n(g.dq.begin() + at * qrows, qrows, all.dq.begin() + at * qrows);
+        std::copy_n(g.dk.begin() + at * krows, krows, all.dk.begin() + at * krows);
+        std::copy_n(g.dv.begin() + at * krows, krows, all.dv.begin() + at * krows);
+      }
+  }
+  return all;
 }
 
 // max|got - want| / max|want| (NaN when got has one).
@@ -104,7 +128,7 @@ std::vector<KernelResult> run_backward(const BackwardRun& b) {
   float* lp = static_cast<float*>(lse.get());
   b.forward.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get(), nullptr, lp);
   cuda_check(cudaDeviceSynchronize(), "forward run (O and the log-sum-exp)");
-  const Gradients want = reference_gradients(p, b.backward.module(), b.acsr, in, dout, b.reference, sup);
+  const Gradients want = all_reference_gradients(b, dout);
   const Grads g(in, esz);
   auto launch = [&] {
     b.backward.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get(), dout.get(), lp, g.dq.get(), g.dk.get(), g.dv.get());

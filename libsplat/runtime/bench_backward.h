@@ -11,9 +11,16 @@
 
 namespace splat {
 
+// One module of the backward: the problem's, or a head group's (its problem serves group_heads).
+struct BackwardPart {
+  const Problem* problem;
+  const Acsr* acsr;
+  const BackwardModule* module;
+};
+
 struct BackwardRun {
   const Problem& problem;
-  const Acsr& acsr;
+  const std::vector<BackwardPart>& parts;  // one, or one per head group
   const Kernel& forward;            // built with save_lse
   const BackwardKernel& backward;
   const bench_detail::Inputs& inputs;

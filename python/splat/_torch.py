@@ -211,11 +211,12 @@ class Entry:
 
     def backward(self, q, k, v, out, dout, lse, dq, dk, dv):
         b, h = q.shape[0], q.shape[1]
+        values = dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(), dout=dout.data_ptr(),
+                      lse=lse.data_ptr(), dq=dq.data_ptr(), dk=dk.data_ptr(), dv=dv.data_ptr())
         with torch.cuda.device(q.device):
-            mod = self._module(0, "backward")
-            values = dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(), dout=dout.data_ptr(),
-                          lse=lse.data_ptr(), dq=dq.data_ptr(), dk=dk.data_ptr(), dv=dv.data_ptr())
-            mod.run(_launch.grid_sizes(self.manifest, b, h), b * h, values, q.device)
+            for g, m in enumerate(_launch.groups(self.manifest)):  # the groups write disjoint heads
+                sizes = _launch.grid_sizes(m, b, h)
+                self._module(g, "backward").run(sizes, b * sizes["group_heads"], values, q.device)
 
 
 _entries: Dict[str, Entry] = {}

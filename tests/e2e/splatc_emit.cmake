@@ -67,8 +67,14 @@ trsplat_e2e(splatc_emit_backward_only OUTPUT "strided-4k-bf16\\.bwd\\.ptx.*manif
                     -o ${_emit_dir}/bwd-only)
 trsplat_e2e(splatc_emit_backward_fp32 EXIT 2 OUTPUT "window-4k-fp32\\.json: dtype: the backward kernels take bf16 and fp16 so far, not fp32"
             COMMAND splatc emit patterns/window-4k-fp32.json --pass backward -o ${_emit_dir}/bwd-fp32)
-trsplat_e2e(splatc_emit_backward_head_patterns EXIT 2 OUTPUT "head_patterns: the backward kernels do not take per-head patterns yet"
-            COMMAND splatc emit patterns/head-windows-16k-bf16.json --pass both -o ${_emit_dir}/bwd-heads)
+# Per-head patterns: a backward module per head group (NAME.hG.bwd.*); not over grouped K/V heads yet.
+trsplat_e2e(splatc_emit_backward_head_patterns
+            OUTPUT "head-bwd-ragged-bf16\\.h0\\.ptx.*head-bwd-ragged-bf16\\.h0\\.bwd\\.ptx.*head-bwd-ragged-bf16\\.h3\\.bwd\\.ptx.*manifest\\.json"
+            COMMAND splatc emit tests/gpu/head-bwd-ragged-bf16.json --pass both --target ptx --arch sm_80 --no-resources
+                    -o ${_emit_dir}/bwd-heads)
+trsplat_e2e(splatc_emit_backward_head_patterns_gqa EXIT 2
+            OUTPUT "kv_heads: the backward kernels take per-head patterns without grouped K/V heads so far \\(kv_heads = heads = 8\\), got kv_heads 2"
+            COMMAND splatc emit tests/gpu/head-windows-ragged-bf16.json --pass backward -o ${_emit_dir}/bwd-heads-gqa)
 trsplat_e2e(splatc_emit_bad_pass EXIT 2 OUTPUT "--pass: sideways not in"
             COMMAND splatc emit patterns/window-4k-bf16.json --pass sideways -o ${_emit_dir}/bad)
 trsplat_e2e(splatc_bench_bad_tune_backward EXIT 2 OUTPUT "--tune-backward: backward tuning: cw must be 32 or 64, got '48'"

@@ -161,6 +161,11 @@ class CompileTest(unittest.TestCase):
         self.assertIsNone(m.forward)
         self.assertEqual(len(m.head_groups), 2)
         self.assertEqual(m.head_groups[1].forward.kernels[0].launch_grid(batch=1, group_heads=2)[1], 2)
+        b = splat.compile(doc, backward=True, cache_dir=self.cache).manifest  # a backward module per group
+        self.assertIsNone(b.backward)
+        self.assertEqual([g.backward.kernels[0].name for g in b.head_groups], ["splat_bwd_delta"] * 2)
+        self.assertEqual(b.head_groups[1].backward.kernels[1].grid[1], "batch*group_heads")
+        self.assertEqual([p.name for p in b.head_groups[0].forward.parameters][-1], "lse")
 
     def test_a_missing_splatc_is_a_compile_error(self):
         with self.assertRaisesRegex(splat.CompileError, "splatc not found"):

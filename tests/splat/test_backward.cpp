@@ -27,11 +27,22 @@ std::vector<fs::path> json_files(const fs::path& dir) {
   return files;
 }
 
-// The problems the backward kernels take (bf16/fp16, head_dim % 8 == 0 and <= 128, one pattern, no
-// packed batch).
+// The problems the backward kernels take (bf16/fp16, head_dim % 8 == 0 and <= 128, no packed batch,
+// per-head patterns only without grouped K/V heads).
 bool backward_takes(const Problem& p) {
   return (p.dtype == DType::BF16 || p.dtype == DType::FP16) && p.head_dim % 8 == 0 && p.head_dim <= 128 &&
-         p.head_groups.empty() && !p.varlen;
+         (p.head_groups.empty() || p.kv_heads == p.heads) && !p.varlen;
+}
+
+// The problems of dir the backward takes; a per-head one as its head groups' problems (a module each).
+std::vector<Problem> backward_problems(const fs::path& dir) {
+  std::vector<Problem> out;
+  for (const fs::path& f : json_files(dir)) {
+    const Problem p = load_problem(f.string());
+    if (!backward_takes(p)) continue;
+    for (Problem& g : head_group_problems(p)) out.push_back(std::move(g));
+  }
+  return out;
 }
 
 }  // namespace
@@ -39,9 +50,7 @@ bool backward_takes(const Problem& p) {
 TEST_CASE("every backward module of patterns/ and tests/gpu compiles for sm_80 and sm_90a" * doctest::test_suite("nvrtc")) {
   int n = 0;
   for (const char* dir : {"patterns", "tests/gpu"})
-    for (const fs::path& f : json_files(fs::path(TRSPLAT_SOURCE_DIR) / dir)) {
-      const Problem p = load_problem(f.string());
-      if (!backward_takes(p)) continue;
+    for (const Problem& p : backward_problems(fs::path(TRSPLAT_SOURCE_DIR) / dir)) {
       CAPTURE(p.name);
       const BackwardModule m = generate_backward(p, analyze(p));
       // PTX for both targets (front end and code generation); CUBIN (ptxas) for sm_80 up to 8k rows.
@@ -50,6 +59,7 @@ TEST_CASE("every backward module of patterns/ and tests/gpu compiles for sm_80 a
       const bool small = p.seq_len <= 8192;
       const CompileResult r80 = test_compile(m.source, p.name + ".bwd.cu", "sm_80", small ? CompileTarget::Cubin : CompileTarget::Ptx);
       CHECK(!r80.image.empty());
+      if (!p.group_heads.empty()) CHECK(r.image.find("kGroupHeads") != std::string::npos);
       ++n;
     }
   CHECK(n > 20);
@@ -132,10 +142,9 @@ double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
 // split-KV chunks codegen makes) gives the brute-force gradients on every GPU edge-case problem the
 // backward takes: a pair visited twice or missed would show.
 TEST_CASE("cpu model of the backward pass matches brute-force gradients (tests/gpu)" * doctest::test_suite("cpu-model")) {
-  int n = 0, split = 0;
-  for (const fs::path& f : json_files(fs::path(TRSPLAT_SOURCE_DIR) / "tests/gpu")) {
-    Problem p = load_problem(f.string());
-    if (!backward_takes(p)) continue;
+  int n = 0, split = 0, groups = 0;
+  for (Problem p : backward_problems(fs::path(TRSPLAT_SOURCE_DIR) / "tests/gpu")) {
+    groups += !p.group_heads.empty();  // a head group's plans over its own pattern
     CAPTURE(p.name);
     p.head_dim = std::min<int64_t>(p.head_dim, 8);  // the traversal does not depend on it
     const BackwardPlans b = backward_plans(p, analyze(p));
@@ -157,6 +166,7 @@ TEST_CASE("cpu model of the backward pass matches brute-force gradients (tests/g
     ++n;
   }
   CHECK(n >= 30);
+  CHECK(groups >= 6);  // the per-head problems' head groups
   CHECK(split >= 5);  // plans with split-KV chunks (global rows, global keys' columns, decode)
 }
 
@@ -169,6 +179,19 @@ TEST_CASE("backward: what the kernels do not take is a located error; --tune-bac
                        doctest::Contains("at most 128, got 136"), Error);
   CHECK_THROWS_WITH_AS(check_backward(parse_problem_text(base + R"("dtype": "fp16", "head_dim": 36})", "p.json")),
                        doctest::Contains("a multiple of 8"), Error);
+  // Per-head patterns: taken with kv_heads = heads, a module per head group; not over grouped K/V heads.
+  const std::string heads = R"({"seq_len": 256, "head_dim": 64, "dtype": "bf16", "heads": 4, "head_patterns": [)"
+                            R"({"window": {"left": 8, "right": 8}}, {"window": {"left": 32, "right": 0}}])";
+  const Problem per_head = parse_problem_text(heads + "}", "p.json");
+  CHECK_NOTHROW(check_backward(per_head));
+  CHECK_THROWS_AS(generate_backward(per_head, Acsr{}), std::invalid_argument);
+  const Problem g1 = head_group_problems(per_head)[1];
+  const BackwardModule gm = generate_backward(g1, analyze(g1));
+  CHECK(gm.grid_y == "batch*group_heads");
+  CHECK(gm.source.find("#define SPLAT_HEAD_GROUP 2") != std::string::npos);
+  CHECK(gm.source.find("#define SPLAT_HEAD_IDS 2, 3") != std::string::npos);  // terms over runs of heads / n heads
+  CHECK_THROWS_WITH_AS(check_backward(parse_problem_text(heads + R"(, "kv_heads": 2})", "p.json")),
+                       doctest::Contains("per-head patterns without grouped K/V heads so far"), Error);
   CHECK(parse_backward_tuning("") == BackwardTuning{});
   const BackwardTuning t = parse_backward_tuning("cw=32,areg=0,minb=3,stages=3");
   CHECK(t.step == 32);
