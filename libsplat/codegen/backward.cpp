@@ -32,11 +32,11 @@ void check_backward(const Problem& p) {
                 "the backward kernels take per-head patterns without grouped K/V heads so far (kv_heads = heads = " +
                     std::to_string(p.heads) + "), got kv_heads " + std::to_string(p.kv_heads));
   if (p.varlen) throw Error(p.file, "varlen", "the backward kernels do not take packed variable-length batches yet");
-  if (p.dtype != DType::BF16 && p.dtype != DType::FP16)
-    throw Error(p.file, "dtype", std::string("the backward kernels take bf16 and fp16 so far, not ") + dtype_name(p.dtype));
-  if (p.head_dim % 8 != 0 || p.head_dim > 128)
+  const int chunk = dtype_bytes(p.dtype) == 4 ? 4 : 8;  // elements of a 16-byte row chunk
+  if (p.head_dim % chunk != 0 || p.head_dim > 128)
     throw Error(p.file, "head_dim",
-                "the backward kernels need head_dim a multiple of 8 and at most 128, got " + std::to_string(p.head_dim));
+                std::string("the backward kernels need head_dim a multiple of ") + std::to_string(chunk) + " (" +
+                    dtype_name(p.dtype) + ") and at most 128, got " + std::to_string(p.head_dim));
 }
 
 namespace {
@@ -48,7 +48,24 @@ emit::Context tables_context(const Problem& p, const Acsr& acsr, const Plan& pla
   return emit::make_context(p, acsr, kNoStructure, plan, kNoSelection);
 }
 
-const char* elt_type(DType t) { return t == DType::FP16 ? "f16_t" : "bf16_t"; }
+const char* elt_type(DType t) { return t == DType::FP16 ? "f16_t" : t == DType::BF16 ? "bf16_t" : "float"; }
+
+// fp32 storage (fp32 as 3xTF32, tf32): BwdTf32Engine; bf16/fp16: BwdMmaEngine.
+bool tf32_engine(const Problem& p) { return p.dtype == DType::FP32 || p.dtype == DType::TF32; }
+
+int backward_smem(const Problem& p, const BackwardTuning& tu, bool dkv) {
+  const int hd = static_cast<int>(p.head_dim);
+  return tf32_engine(p) ? geometry::bwd_tf32_smem(tu.stages, hd, dkv) : geometry::bwd_mma_smem(tu.stages, hd, dkv);
+}
+
+std::string engine_type(const Problem& p, const BackwardTuning& tu, bool dkv) {
+  const std::string k = dkv ? "true" : "false";
+  if (tf32_engine(p))
+    return "BwdTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " + std::to_string(tu.stages) + ", " +
+           (p.dtype == DType::FP32 ? "true" : "false") + ", " + std::to_string(tu.step) + ">";
+  return "BwdMmaEngine<" + std::string(elt_type(p.dtype)) + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " +
+         std::to_string(tu.stages) + ", " + (tu.a_regs ? "true" : "false") + ", " + std::to_string(tu.step) + ">";
+}
 
 std::string entry(const std::string& name, int min_blocks = 0) {
   return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlock) +
@@ -113,10 +130,8 @@ void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, 
            " (" + (dkv ? "keys" : "rows") + " grouped by " + (dkv ? "j" : "i") + " mod " + std::to_string(pass.period) + ")";
   d.grid_x = static_cast<int64_t>(pass.tiles.size());
   d.block = kBlock;
-  d.smem_dynamic = geometry::bwd_mma_smem(tu.stages, static_cast<int>(p.head_dim), dkv);
-  const std::string engine = "BwdMmaEngine<" + elt + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + (dkv ? "true" : "false") + ", " +
-                             std::to_string(tu.stages) + ", " + (tu.a_regs ? "true" : "false") + ", " +
-                             std::to_string(tu.step) + ">";
+  d.smem_dynamic = backward_smem(p, tu, dkv);
+  const std::string engine = engine_type(p, tu, dkv);
   const bool first = pi == 0, last = pi + 1 == plan.passes.size();
   const std::string T = elt;
   s << entry(d.name, tu.min_blocks) << "  (void)o;\n"
@@ -151,7 +166,7 @@ void header(std::ostream& s, const Problem& p, const BackwardModule& m, int64_t 
     << "#define SPLAT_SEQ " << p.seq_len << "\n#define SPLAT_KV " << p.kv_len << "\n#define SPLAT_HD " << p.head_dim << "\n";
   emit::head_defines(s, p);
   if (group > 1) s << "#define SPLAT_KV_GROUP " << group << "  // query heads per K/V head\n";
-  s << device_includes() << "#include \"splat/backward.cuh\"\n"
+  s << device_includes() << (tf32_engine(p) ? "#include \"splat/backward_tf32.cuh\"\n" : "#include \"splat/backward.cuh\"\n")
     << "enum : int { kColTableWord = " << m.column_table_word << " };  // the column plan's table words\n";
 }
 
@@ -220,8 +235,13 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   BackwardModule m;
   m.name = p.name;
   m.grid_y = p.group_heads.empty() ? "batch*heads" : "batch*group_heads";
-  m.engine = "mma.sync";
+  m.engine = p.dtype == DType::FP32 ? "mma.sync 3xtf32" : p.dtype == DType::TF32 ? "mma.sync tf32" : "mma.sync";
   m.tuning = resolve(p, tuning);
+  if (backward_smem(p, m.tuning, true) > geometry::kSmemPerBlock)
+    throw Error(p.file, "--tune-backward",
+                "stages=" + std::to_string(m.tuning.stages) + " needs " + std::to_string(backward_smem(p, m.tuning, true)) +
+                    " bytes of shared memory per block at head_dim " + std::to_string(p.head_dim) + " in " +
+                    dtype_name(p.dtype) + " (at most " + std::to_string(geometry::kSmemPerBlock) + ")");
   m.plans = backward_plans(p, acsr);
   m.nnz = m.plans.rows.nnz;
   m.table = m.plans.rows.table;

@@ -57,6 +57,12 @@ SPLAT_GEOMETRY_FN int tf32x3_smem(int stages, int hd) {
 SPLAT_GEOMETRY_FN int bwd_mma_smem(int stages, int hd, bool dkv) {
   return (2 + 2 * stages) * 64 * (mma_width(hd) + 8) * 2 + (dkv ? stages * 2 * 64 * 4 : 0);
 }
+// BwdTf32Engine (backward, fp32 storage): the tile's two row operands (64 rows of width + 16 floats
+// each), stages of the two walked operands (64 rows of width + 4 floats each), and for dK/dV each
+// stage's walked rows' lse and D.
+SPLAT_GEOMETRY_FN int bwd_tf32_smem(int stages, int hd, bool dkv) {
+  return (2 * 64 * (tf32_width(hd) + 16) + 2 * stages * 64 * (tf32_width(hd) + 4)) * 4 + (dkv ? stages * 2 * 64 * 4 : 0);
+}
 
 // ---- closed-form row and key tiles ----
 template <class I> SPLAT_GEOMETRY_FN I geometry_min(I a, I b) { return a < b ? a : b; }

@@ -364,7 +364,8 @@ def attention(q, k, v, pattern, *, scale=None, causal=None, q_offset=None, tf32=
     pattern: a pattern term ({"window": {...}}), a problem document, a JSON file's path, or a
     handle from splat.compile (whose sizes must match the tensors). The tensors give the sizes;
     scale (default 1/sqrt(head_dim)), causal and q_offset are the contract's fields. Returns the
-    output, shaped and typed as q. Differentiable (bf16 and fp16) with respect to q, k and v.
+    output, shaped and typed as q. Differentiable with respect to q, k and v (where splatc's
+    backward takes the problem: head_dim up to 128; per-head patterns without grouped K/V heads).
     The first call for a pattern and shape runs splatc (cached on disk, docs/python.md).
     """
     sizes = check_inputs(q, k, v)

@@ -65,8 +65,12 @@ trsplat_e2e(splatc_emit_backward OUTPUT "splat_bwd_delta: .*splat_bwd_dq_p0: [0-
 trsplat_e2e(splatc_emit_backward_only OUTPUT "strided-4k-bf16\\.bwd\\.ptx.*manifest\\.json"
             COMMAND splatc emit patterns/strided-4k-bf16.json --pass backward --target ptx --arch sm_80 --no-resources
                     -o ${_emit_dir}/bwd-only)
-trsplat_e2e(splatc_emit_backward_fp32 EXIT 2 OUTPUT "window-4k-fp32\\.json: dtype: the backward kernels take bf16 and fp16 so far, not fp32"
-            COMMAND splatc emit patterns/window-4k-fp32.json --pass backward -o ${_emit_dir}/bwd-fp32)
+# fp32 storage: the 3xTF32 engine (tf32: one tf32 product); a head_dim that is not a multiple of 4 is refused.
+trsplat_e2e(splatc_emit_backward_fp32 OUTPUT "splat_bwd_dq_p0: [0-9]+ registers.*window-4k-fp32\\.bwd\\.ptx.*manifest\\.json"
+            COMMAND splatc emit patterns/window-4k-fp32.json --pass backward --target ptx --arch sm_90a -o ${_emit_dir}/bwd-fp32)
+trsplat_e2e(splatc_emit_backward_tf32_head_dim EXIT 2
+            OUTPUT "head_dim: the backward kernels need head_dim a multiple of 4 \\(tf32\\) and at most 128, got 30"
+            COMMAND splatc emit patterns/window-4k-fp32.json --dtype tf32 --head-dim 30 --pass backward -o ${_emit_dir}/bwd-tf32)
 # Per-head patterns: a backward module per head group (NAME.hG.bwd.*); not over grouped K/V heads yet.
 trsplat_e2e(splatc_emit_backward_head_patterns
             OUTPUT "head-bwd-ragged-bf16\\.h0\\.ptx.*head-bwd-ragged-bf16\\.h0\\.bwd\\.ptx.*head-bwd-ragged-bf16\\.h3\\.bwd\\.ptx.*manifest\\.json"

@@ -131,8 +131,8 @@ class CompileTest(unittest.TestCase):
     def test_a_refused_problem_is_a_pattern_error_with_its_json_path_and_leaves_nothing(self):
         with self.assertRaisesRegex(splat.PatternError, r"pattern\.window\.left: expected a non-negative integer"):
             splat.compile({"window": {"left": -1, "right": 2}}, **SIZES, cache_dir=self.cache)
-        with self.assertRaisesRegex(splat.PatternError, "backward kernels take bf16 and fp16"):
-            splat.compile(WINDOW, **dict(SIZES, dtype="fp32"), backward=True, cache_dir=self.cache)
+        with self.assertRaisesRegex(splat.PatternError, r"head_dim a multiple of 8 \(fp16\)"):
+            splat.compile(WINDOW, **dict(SIZES, dtype="fp16", head_dim=36), backward=True, cache_dir=self.cache)
         self.assertEqual(self.entries(), [])
 
     def test_concurrent_compiles_of_one_pattern_share_one_entry(self):

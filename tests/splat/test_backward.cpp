@@ -10,6 +10,7 @@
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/codegen/backward.h"
 #include "libsplat/codegen/cpu_model.h"
+#include "libsplat/device/geometry.cuh"
 #include "libsplat/compile/resources.h"
 #include "libsplat/pattern/pattern.h"
 #include "nvrtc_cache.h"
@@ -27,10 +28,10 @@ std::vector<fs::path> json_files(const fs::path& dir) {
   return files;
 }
 
-// The problems the backward kernels take (bf16/fp16, head_dim % 8 == 0 and <= 128, no packed batch,
-// per-head patterns only without grouped K/V heads).
+// The problems the backward kernels take (head_dim <= 128 in whole 16-byte chunks: a multiple of 8 in
+// bf16/fp16, of 4 in fp32/tf32; no packed batch; per-head patterns only without grouped K/V heads).
 bool backward_takes(const Problem& p) {
-  return (p.dtype == DType::BF16 || p.dtype == DType::FP16) && p.head_dim % 8 == 0 && p.head_dim <= 128 &&
+  return p.head_dim % (dtype_bytes(p.dtype) == 4 ? 4 : 8) == 0 && p.head_dim <= 128 &&
          (p.head_groups.empty() || p.kv_heads == p.heads) && !p.varlen;
 }
 
@@ -47,18 +48,24 @@ std::vector<Problem> backward_problems(const fs::path& dir) {
 
 }  // namespace
 
-TEST_CASE("every backward module of patterns/ and tests/gpu compiles for sm_80 and sm_90a" * doctest::test_suite("nvrtc")) {
+TEST_CASE("backward modules compile for sm_80 and sm_90a: every bf16/fp16 one of patterns/ and tests/gpu, the fp32/tf32 ones of tests/gpu" * doctest::test_suite("nvrtc")) {
   int n = 0;
   for (const char* dir : {"patterns", "tests/gpu"})
     for (const Problem& p : backward_problems(fs::path(TRSPLAT_SOURCE_DIR) / dir)) {
       CAPTURE(p.name);
       const BackwardModule m = generate_backward(p, analyze(p));
-      // PTX for both targets (front end and code generation); CUBIN (ptxas) for sm_80 up to 8k rows.
+      // fp32 storage (NVRTC takes several seconds a module over 3xTF32's unrolled products): the
+      // tests/gpu problems only, which cover the plan features; sm_80 at head_dim <= 64 (where its
+      // shared memory holds the engine's stages).
+      const bool fp32 = dtype_bytes(p.dtype) == 4, small = p.seq_len <= 8192;
+      if (fp32 && std::string(dir) != "tests/gpu") continue;
+      // PTX for sm_90a (front end and code generation); for sm_80 CUBIN (ptxas) up to 8k rows, else PTX.
       const CompileResult r = test_compile(m.source, p.name + ".bwd.cu", "sm_90a", CompileTarget::Ptx);
       for (const KernelDesc& k : m.kernels) CHECK(r.image.find(".entry " + k.name) != std::string::npos);
-      const bool small = p.seq_len <= 8192;
-      const CompileResult r80 = test_compile(m.source, p.name + ".bwd.cu", "sm_80", small ? CompileTarget::Cubin : CompileTarget::Ptx);
-      CHECK(!r80.image.empty());
+      if (!fp32 || p.head_dim <= 64) {
+        const CompileResult r80 = test_compile(m.source, p.name + ".bwd.cu", "sm_80", small ? CompileTarget::Cubin : CompileTarget::Ptx);
+        CHECK(!r80.image.empty());
+      }
       if (!p.group_heads.empty()) CHECK(r.image.find("kGroupHeads") != std::string::npos);
       ++n;
     }
@@ -173,12 +180,13 @@ TEST_CASE("cpu model of the backward pass matches brute-force gradients (tests/g
 TEST_CASE("backward: what the kernels do not take is a located error; --tune-backward's keys" * doctest::test_suite("unit")) {
   const std::string base = R"({"seq_len": 256, "head_dim": 64, "pattern": {"window": {"left": 8, "right": 8}}, )";
   CHECK_NOTHROW(check_backward(parse_problem_text(base + R"("dtype": "bf16"})", "p.json")));
-  CHECK_THROWS_WITH_AS(check_backward(parse_problem_text(base + R"("dtype": "fp32"})", "p.json")),
-                       doctest::Contains("bf16 and fp16 so far, not fp32"), Error);
+  CHECK_NOTHROW(check_backward(parse_problem_text(base + R"("dtype": "fp32", "head_dim": 36})", "p.json")));
+  CHECK_THROWS_WITH_AS(check_backward(parse_problem_text(base + R"("dtype": "tf32", "head_dim": 30})", "p.json")),
+                       doctest::Contains("a multiple of 4 (tf32) and at most 128, got 30"), Error);
   CHECK_THROWS_WITH_AS(check_backward(parse_problem_text(base + R"("dtype": "bf16", "head_dim": 136})", "p.json")),
                        doctest::Contains("at most 128, got 136"), Error);
   CHECK_THROWS_WITH_AS(check_backward(parse_problem_text(base + R"("dtype": "fp16", "head_dim": 36})", "p.json")),
-                       doctest::Contains("a multiple of 8"), Error);
+                       doctest::Contains("a multiple of 8 (fp16)"), Error);
   // Per-head patterns: taken with kv_heads = heads, a module per head group; not over grouped K/V heads.
   const std::string heads = R"({"seq_len": 256, "head_dim": 64, "dtype": "bf16", "heads": 4, "head_patterns": [)"
                             R"({"window": {"left": 8, "right": 8}}, {"window": {"left": 32, "right": 0}}])";
@@ -210,4 +218,18 @@ TEST_CASE("backward: what the kernels do not take is a located error; --tune-bac
   CHECK(m.kernels.back().name.rfind("splat_bwd_dkv_p0", 0) == 0);
   CHECK(m.source.find("BwdMmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, 3, false, 32>") != std::string::npos);
   CHECK(m.source.find("__launch_bounds__(128, 3) splat_bwd_dq_p0") != std::string::npos);
+  // fp32 storage: BwdTf32Engine, 3xTF32 for fp32 and one tf32 product for tf32; shared memory as the
+  // geometry says; a tuning whose stages do not fit is a located error.
+  const Problem f = parse_problem_text(base + R"("dtype": "fp32"})", "p.json");
+  const BackwardModule fm = generate_backward(f, analyze(f));
+  CHECK(fm.engine == "mma.sync 3xtf32");
+  CHECK(fm.source.find("BwdTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, 2, true, 64>") != std::string::npos);
+  CHECK(fm.source.find("#include \"splat/backward_tf32.cuh\"") != std::string::npos);
+  CHECK(fm.kernels[1].smem_dynamic == geometry::bwd_tf32_smem(2, 64, false));
+  const Problem t32 = parse_problem_text(base + R"("dtype": "tf32", "head_dim": 128})", "p.json");
+  const BackwardModule tm = generate_backward(t32, analyze(t32));
+  CHECK(tm.engine == "mma.sync tf32");
+  CHECK(tm.source.find("BwdTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, false, 2, false, 32>") != std::string::npos);
+  CHECK_THROWS_WITH_AS(generate_backward(t32, analyze(t32), parse_backward_tuning("stages=3")),
+                       doctest::Contains("stages=3 needs 278016 bytes of shared memory per block at head_dim 128 in tf32"), Error);
 }
