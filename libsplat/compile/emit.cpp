@@ -220,28 +220,30 @@ EmitResult emit_with_backward(const Problem& p, const EmitOptions& o, const std:
   if (o.pass == "backward") fo.pipeline = false;
   for (const Problem& part : parts) fwd.push_back(emit_module(part, fo, p.head_groups.empty()));
   std::vector<std::pair<std::string, std::string>> files;
-  for (size_t g = 0; g < parts.size(); ++g) {
-    if (o.pass == "both")
-      for (auto& f : fwd[g].files) files.push_back(std::move(f));
-    for (auto& f : bwd[g].files) files.push_back(std::move(f));
-  }
-  std::vector<std::string> names;
-  for (const auto& f : files) names.push_back(f.first);
-  names.push_back("manifest.json");
   std::vector<nlohmann::json> groups;
   EmitResult r;
   for (size_t g = 0; g < parts.size(); ++g) {
+    if (o.pass == "both") files.insert(files.end(), fwd[g].files.begin(), fwd[g].files.end());
+    files.insert(files.end(), bwd[g].files.begin(), bwd[g].files.end());
+    nlohmann::json written = nlohmann::json::array();  // this module's files (a head group's manifest lists them)
+    if (o.pass == "both")
+      for (const auto& f : fwd[g].files) written.push_back(f.first);
+    for (const auto& f : bwd[g].files) written.push_back(f.first);
     nlohmann::json m = std::move(fwd[g].manifest);
     if (o.pass == "backward")
       for (const char* k : {"kernels", "workspace_floats_per_bh", "scores_floats_per_bh", "table_words", "table_file",
                             "tensor_maps", "tensor_cores", "engine", "tile", "tuning", "launch_order"})
         m.erase(k);
+    m["files"] = std::move(written);
     m["backward"] = std::move(bwd[g].manifest);
     groups.push_back(std::move(m));
     const std::string title = p.head_groups.empty() ? std::string() : group_title(parts, g);
     r.resources += title + (o.pass == "both" ? fwd[g].resources : std::string()) + bwd[g].resources;
     r.selection += title + fwd[g].selection;
   }
+  std::vector<std::string> names;
+  for (const auto& f : files) names.push_back(f.first);
+  names.push_back("manifest.json");
   nlohmann::json m = p.head_groups.empty() ? std::move(groups.front()) : group_manifest(p, std::move(groups), names);
   m["files"] = names;
   m["pass"] = o.pass;

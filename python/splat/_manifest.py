@@ -169,8 +169,8 @@ def parse_manifest(obj, where="manifest.json"):
         forward = _module(obj, where, (fused, where + ".kernels.fused"), "fused")
         if "pipeline" in kr.obj:
             pipeline = _module(obj, where, (kr.get("pipeline", list), where + ".kernels.pipeline"), "pipeline")
-    elif not groups:
-        raise ManifestError("%s: neither 'kernels' nor 'head_groups'" % where)
+    elif not groups and "backward" not in obj:
+        raise ManifestError("%s: neither 'kernels', 'backward' nor 'head_groups'" % where)
     if "backward" in obj:
         b = r.get("backward", dict)
         backward = _module(b, where + ".backward", (_Reader(b, where + ".backward").get("kernels", list),

@@ -13,6 +13,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 import splat  # noqa: E402
 
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 WINDOW = {"window": {"left": 32, "right": 32}}
 SIZES = dict(dtype="bf16", head_dim=64, batch=1, heads=2, seq_len=256)
 
@@ -221,6 +222,18 @@ class LaunchPlanTest(unittest.TestCase):
         self.assertEqual((mod.kind, [k.name for k in mod.kernels]), ("pipeline", ["splat_sddmm", "splat_softmax", "splat_spmm"]))
         self.assertEqual(_launch.scores_floats(mod, 2), 2 * mod.scores_floats_per_bh)
         self.assertEqual(_launch.scores_floats(m.forward, 2), 0)
+
+    def test_a_backward_only_manifest_of_head_groups_loads(self):
+        import subprocess
+        out = os.path.join(self.cache, "bwd")
+        subprocess.run([os.environ["SPLATC"], "-q", "emit", os.path.join(ROOT, "tests", "gpu", "head-bwd-ragged-bf16.json"),
+                        "--pass", "backward", "--target", "ptx", "--arch", "sm_80", "--no-resources", "-o", out], check=True)
+        m = splat.load_manifest(out)
+        self.assertEqual((m.forward, m.backward, len(m.head_groups)), (None, None, 4))
+        for g, group in enumerate(m.head_groups):
+            self.assertIsNone(group.forward)
+            self.assertEqual(group.backward.files, ("head-bwd-ragged-bf16.h%d.bwd.ptx" % g,))
+            self.assertTrue(os.path.isfile(os.path.join(out, group.backward.files[0])))
 
     def test_head_groups_launch_over_their_own_heads(self):
         from splat import _launch
