@@ -161,9 +161,10 @@ ModuleOutput emit_backward(const Problem& p, const EmitOptions& o) {
     nlohmann::json& e = m["kernels"][i];
     e["registers"] = r->registers;
     e["spill_stores_bytes"] = r->spill_stores_bytes;
+    e["local_bytes"] = r->local_bytes;
     e["max_blocks_per_sm"] = occ ? nlohmann::json(occ->max_blocks_per_sm) : nlohmann::json(nullptr);
-    text << k.name << ": " << r->registers << " registers, spills " << r->spill_stores_bytes << " B, " << k.smem_dynamic
-         << " B dynamic shared memory";
+    text << k.name << ": " << r->registers << " registers, spills " << r->spill_stores_bytes << " B, " << r->local_bytes
+         << " B local, " << k.smem_dynamic << " B dynamic shared memory";
     if (occ) text << ", " << occ->max_blocks_per_sm << " blocks per SM";
     text << "\n";
   }

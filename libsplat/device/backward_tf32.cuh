@@ -134,7 +134,7 @@ struct BwdTf32Engine {
     const float* ar = As + (a * BR + (threadIdx.x >> 5) * 16 + g) * LDA + 4 * t4;
 #pragma unroll
     for (int n = 0; n < CW / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-#pragma unroll
+#pragma unroll 2  // fully unrolled, d = 128 spilled 1.6-2.5 KB (fp32)
     for (int j = 0; j < HW / 16; ++j) {
       const float4 r0 = *reinterpret_cast<const float4*>(ar + 16 * j);
       const float4 r1 = *reinterpret_cast<const float4*>(ar + 8 * LDA + 16 * j);

@@ -75,10 +75,13 @@ TEST_CASE("backward modules compile for sm_80 and sm_90a: every bf16/fp16 one of
 // ptxas on the backward kernels (sm_90a): every entry point the module lists, and at most 64 bytes of
 // spills per thread (a guard against register blow-ups: the kernels run at 168-255 registers, and
 // strided's, head_dim 128's and BigBird's spill 4-32 bytes; the variants that spill none, areg=0 or
-// cw=32, measured no faster: docs/performance.md).
-TEST_CASE("backward kernels: registers and spills (window, strided, bigbird, fixed; d 64 and 128)" * doctest::test_suite("nvrtc")) {
+// cw=32, measured no faster: docs/performance.md). fp32 storage over d = 64: at most 256 bytes (its
+// dK/dV accumulators take 128 registers; with S's head-column loop fully unrolled, d = 128 spilled
+// 1.6-2.5 KB; unrolled by two, 0-176 B).
+TEST_CASE("backward kernels: registers and spills (window, strided, bigbird, fixed; d 64 and 128; fp32, tf32)" * doctest::test_suite("nvrtc")) {
   for (const char* name : {"patterns/window-4k-bf16.json", "patterns/strided-4k-bf16.json", "patterns/bigbird-4k-fp16.json",
-                           "tests/gpu/window-d128-ragged-bf16.json", "tests/gpu/fixed-causal-bf16.json"}) {
+                           "tests/gpu/window-d128-ragged-bf16.json", "tests/gpu/fixed-causal-bf16.json",
+                           "tests/gpu/window-d128-fp32.json", "tests/gpu/window-d96-tf32.json"}) {
     const Problem p = load_problem((fs::path(TRSPLAT_SOURCE_DIR) / name).string());
     CAPTURE(p.name);
     const BackwardModule m = generate_backward(p, analyze(p));
@@ -89,7 +92,7 @@ TEST_CASE("backward kernels: registers and spills (window, strided, bigbird, fix
       auto it = std::find_if(res.begin(), res.end(), [&](const KernelResources& x) { return x.name == k.name; });
       REQUIRE(it != res.end());
       MESSAGE(k.name << ": " << it->registers << " registers, spills " << it->spill_stores_bytes);
-      CHECK(it->spill_stores_bytes <= 64);
+      CHECK(it->spill_stores_bytes <= (dtype_bytes(p.dtype) == 4 && p.head_dim > 64 ? 256 : 64));
     }
   }
 }
