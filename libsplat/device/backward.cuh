@@ -70,6 +70,59 @@ __device__ __forceinline__ void bwd_reduce_kv(const float* acc, T* dk, T* dv, fl
   dv[kvh * KV * HD + x] = from_f<T>(sv);
 }
 
+// The warp's 16 rows of the tile's two row operands A1 and A2 into shared memory by cp.async (rows of
+// width HW, LD elements apart; A2's 64 rows after A1's; zeros for padding rows and columns). Row r of
+// the warp is row[r / 8] of lane 4 (r % 8).
+template <class S, class E, int HD, int HW, int LD>
+__device__ __forceinline__ void bwd_stage_rows(S* As, const E* a1, const E* a2, const i64* row) {
+  constexpr int EPC = 16 / (int)sizeof(E), CH = HW / EPC;  // 16-byte chunks per row
+  const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
+  for (int x = lane; x < 16 * CH; x += 32) {
+    const int r = x / CH, c = x % CH;
+    const int src = (r & 7) * 4;
+    const i64 i0 = __shfl_sync(0xffffffffu, row[0], src), i1 = __shfl_sync(0xffffffffu, row[1], src);
+    const i64 i = r < 8 ? i0 : i1;
+    const bool ok = i >= 0 && c * EPC < HD;
+    const i64 off = ok ? i * HD + c * EPC : 0;
+    cp_async16(As + (w0 + r) * LD + c * EPC, a1 + off, ok ? 16 : 0);
+    cp_async16(As + (64 + w0 + r) * LD + c * EPC, a2 + off, ok ? 16 : 0);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  __syncwarp();
+}
+
+// One key tile of a backward engine E (BwdMmaEngine, BwdTf32Engine), in steps of E::CW walked rows:
+// S = A1.X^T and dP = A2.Y^T (E::product_nt), P recomputed from the log-sum-exp (masked scores 0 by
+// selection, not by exp(-inf): a row with no kept key has lse -inf), dS = P * (dP - D), then
+// acc2 += P.Y (dK/dV) and acc1 += dS.X (E::product_acc). st: the stage's walked rows' lse and D
+// (dK/dV); the tile rows' own are E::lrow and E::drow (dQ).
+template <class E, class B, class Keep>
+__device__ __forceinline__ void bwd_key_tile(E& e, const B* Xb, const B* Yb, const float* st, bool full, float scale_log2,
+                                             Keep keep) {
+  constexpr int CW = E::CW, BC = E::BC;
+  const int t4 = threadIdx.x & 3;
+#pragma unroll
+  for (int c0 = 0; c0 < BC; c0 += CW) {
+    float s[CW / 8][4], dp[CW / 8][4];
+    e.product_nt(0, Xb, c0, s);
+    e.product_nt(1, Yb, c0, dp);
+#pragma unroll
+    for (int n = 0; n < CW / 8; ++n)
+#pragma unroll
+      for (int e4 = 0; e4 < 4; ++e4) {
+        const int h = e4 >> 1, c = c0 + n * 8 + 2 * t4 + (e4 & 1);
+        const float l2 = E::DKV_ ? st[c] * E::kLog2e : e.lrow[h];
+        const float dv = E::DKV_ ? st[BC + c] : e.drow[h];
+        const float p = (full || keep(h, c)) ? fast_exp2(fmaf(s[n][e4], scale_log2, -l2)) : 0.f;
+        s[n][e4] = p;
+        dp[n][e4] = p * (dp[n][e4] - dv);
+      }
+    if constexpr (E::DKV_) E::product_acc(s, Yb, c0, e.acc2);
+    E::product_acc(dp, Xb, c0, e.acc1);
+  }
+}
+
 // ================================================================================================
 // Engine (bf16 / fp16, mma.sync m16n8k16; head_dim % 8 == 0, <= 128): 64-row tiles as 4 warps x 16
 // rows; key tiles of 64 walked rows of X and Y gathered by cp.async into STAGES stages. A thread owns
@@ -90,6 +143,7 @@ struct BwdMmaEngine {
   static constexpr int CW = STEP;
   static constexpr int STAGES = NSTAGES, SMEM = splat::geometry::bwd_mma_smem(STAGES, HD, DKV);
   static constexpr int ROWS_LEN = DKV ? KV : SEQ, KV_LEN = DKV ? SEQ : KV;
+  static constexpr bool DKV_ = DKV;
   static constexpr float kLog2e = 1.4426950408889634f;
   const BwdArgs* args;
   u16* As;   // A1 rows then A2 rows (64 each)
@@ -112,24 +166,9 @@ struct BwdMmaEngine {
   __device__ __forceinline__ static i64 q_rows(const Head& hv) { return q_head(hv.bh) * SEQ; }
   __device__ __forceinline__ static i64 k_rows(const Head& hv) { return kv_head(q_head(hv.bh)) * KV; }
 
-  // The warp's 16 rows of A1 and A2 into shared memory (zeros for padding rows and columns), then
-  // into registers (AREG). Row r of the warp is row[r / 8] of lane 4 (r % 8).
+  // The warp's 16 rows of A1 and A2 into shared memory (bwd_stage_rows), then into registers (AREG).
   __device__ __forceinline__ void stage_rows(const T* a1, const T* a2, const i64* row) {
-    constexpr int CH = HW / 8;  // 16-byte chunks per row
-    const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
-    for (int x = lane; x < 16 * CH; x += 32) {
-      const int r = x / CH, c = x % CH;
-      const int src = (r & 7) * 4;
-      const i64 i0 = __shfl_sync(0xffffffffu, row[0], src), i1 = __shfl_sync(0xffffffffu, row[1], src);
-      const i64 i = r < 8 ? i0 : i1;
-      const bool ok = i >= 0 && c * 8 < HD;
-      const i64 off = ok ? i * HD + c * 8 : 0;
-      cp_async16(As + (w0 + r) * LDS + c * 8, a1 + off, ok ? 16 : 0);
-      cp_async16(As + (BR + w0 + r) * LDS + c * 8, a2 + off, ok ? 16 : 0);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncwarp();
+    bwd_stage_rows<u16, T, HD, HW, LDS>(As, a1, a2, row);
     if constexpr (AREG) {
 #pragma unroll
       for (int a = 0; a < 2; ++a)
@@ -231,34 +270,10 @@ struct BwdMmaEngine {
     }
   }
 
-  // One key tile: P recomputed from the log-sum-exp (masked scores 0), dS = P * (dP - D), and the
-  // accumulators' products.
+  // One key tile (bwd_key_tile).
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
-    const u16* Xb = Xs + buf * BC * LDS;
-    const u16* Yb = Ys + buf * BC * LDS;
-    const float* st = stats + buf * 2 * BC;
-    const int t4 = threadIdx.x & 3;
-#pragma unroll
-    for (int c0 = 0; c0 < BC; c0 += CW) {
-      float s[CW / 8][4], dp[CW / 8][4];
-      product_nt(0, Xb, c0, s);
-      product_nt(1, Yb, c0, dp);
-#pragma unroll
-      for (int n = 0; n < CW / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e >> 1, c = c0 + n * 8 + 2 * t4 + (e & 1);
-          const float l2 = DKV ? st[c] * kLog2e : lrow[h];
-          const float dv = DKV ? st[BC + c] : drow[h];
-          // Masked scores are 0 by selection, not by exp(-inf): a row with no kept key has lse -inf.
-          const float p = (full || keep(h, c)) ? fast_exp2(fmaf(s[n][e], scale_log2, -l2)) : 0.f;
-          s[n][e] = p;
-          dp[n][e] = p * (dp[n][e] - dv);
-        }
-      if constexpr (DKV) product_acc(s, Yb, c0, acc2);
-      product_acc(dp, Xb, c0, acc1);
-    }
+    bwd_key_tile(*this, Xs + buf * BC * LDS, Ys + buf * BC * LDS, stats + buf * 2 * BC, full, scale_log2, keep);
   }
 
   // A split tile's chunk: its accumulators to its slot (row slot(h) of 64), summed by bwd_combine.

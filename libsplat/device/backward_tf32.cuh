@@ -41,6 +41,7 @@ struct BwdTf32Engine {
   static_assert(STEP == 32 || STEP == 64, "32 or 64 walked rows per step");
   static constexpr int CW = STEP, STAGES = NSTAGES, SMEM = splat::geometry::bwd_tf32_smem(STAGES, HD, DKV);
   static constexpr int ROWS_LEN = DKV ? KV : SEQ, KV_LEN = DKV ? SEQ : KV;
+  static constexpr bool DKV_ = DKV;
   static constexpr float kLog2e = 1.4426950408889634f;
   const BwdArgs* args;
   float* As;     // A1 rows then A2 rows (64 each, LDA floats)
@@ -62,24 +63,9 @@ struct BwdTf32Engine {
   __device__ __forceinline__ static i64 q_rows(const Head& hv) { return q_head(hv.bh) * SEQ; }
   __device__ __forceinline__ static i64 k_rows(const Head& hv) { return kv_head(q_head(hv.bh)) * KV; }
 
-  // The warp's 16 rows of A1 and A2 into shared memory (zeros for padding rows and columns). Row r of
-  // the warp is row[r / 8] of lane 4 (r % 8).
+  // The warp's 16 rows of A1 and A2 into shared memory (bwd_stage_rows, backward.cuh).
   __device__ __forceinline__ void stage_rows(const float* a1, const float* a2, const i64* row) {
-    constexpr int CH = HW / 4;  // 16-byte chunks per row
-    const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
-    for (int x = lane; x < 16 * CH; x += 32) {
-      const int r = x / CH, c = x % CH;
-      const int src = (r & 7) * 4;
-      const i64 i0 = __shfl_sync(0xffffffffu, row[0], src), i1 = __shfl_sync(0xffffffffu, row[1], src);
-      const i64 i = r < 8 ? i0 : i1;
-      const bool ok = i >= 0 && c * 4 < HD;
-      const i64 off = ok ? i * HD + c * 4 : 0;
-      cp_async16(As + (w0 + r) * LDA + c * 4, a1 + off, ok ? 16 : 0);
-      cp_async16(As + (BR + w0 + r) * LDA + c * 4, a2 + off, ok ? 16 : 0);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncwarp();
+    bwd_stage_rows<float, float, HD, HW, LDA>(As, a1, a2, row);
   }
 
   __device__ __forceinline__ void begin(unsigned char* smem, const float* a1, const float* x, const float*, const i64* row,
@@ -166,33 +152,10 @@ struct BwdTf32Engine {
     }
   }
 
-  // One key tile: P recomputed from the log-sum-exp (masked scores 0), dS = P * (dP - D), and the
-  // accumulators' products (BwdMmaEngine::compute).
+  // One key tile (bwd_key_tile, backward.cuh).
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
-    const float* Xb = Xs + buf * BC * LDX;
-    const float* Yb = Ys + buf * BC * LDX;
-    const float* st = stats + buf * 2 * BC;
-    const int t4 = threadIdx.x & 3;
-#pragma unroll
-    for (int c0 = 0; c0 < BC; c0 += CW) {
-      float s[CW / 8][4], dp[CW / 8][4];
-      product_nt(0, Xb, c0, s);
-      product_nt(1, Yb, c0, dp);
-#pragma unroll
-      for (int n = 0; n < CW / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int h = e >> 1, c = c0 + n * 8 + 2 * t4 + (e & 1);
-          const float l2 = DKV ? st[c] * kLog2e : lrow[h];
-          const float dv = DKV ? st[BC + c] : drow[h];
-          const float p = (full || keep(h, c)) ? fast_exp2(fmaf(s[n][e], scale_log2, -l2)) : 0.f;
-          s[n][e] = p;
-          dp[n][e] = p * (dp[n][e] - dv);
-        }
-      if constexpr (DKV) product_acc(s, Yb, c0, acc2);
-      product_acc(dp, Xb, c0, acc1);
-    }
+    bwd_key_tile(*this, Xs + buf * BC * LDX, Ys + buf * BC * LDX, stats + buf * 2 * BC, full, scale_log2, keep);
   }
 
   // Row h's accumulator values at head columns 32j + 4(2t + p) .. +3, times f.
