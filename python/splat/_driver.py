@@ -6,7 +6,6 @@ caller's current context, which PyTorch's `torch.cuda.device(...)` makes the dev
 """
 
 import ctypes
-import ctypes.util
 import sys
 import threading
 from typing import Sequence
