@@ -61,6 +61,15 @@ def check_inputs(q, k, v):
     return b, h, s, d, k.shape[1], k.shape[2], _DTYPES[q.dtype]
 
 
+def _check_aligned(**tensors):
+    """The kernels move rows in 16-byte chunks: each tensor must start 16-byte aligned (a view with a
+    storage offset may not). Real tensors only (a fake one has no address)."""
+    for name, t in tensors.items():
+        if t.data_ptr() % 16:
+            raise PatternError("argument '%s' must start at a 16-byte aligned address, got %#x (a view with a storage "
+                               "offset? pass .clone())" % (name, t.data_ptr()))
+
+
 def _check_entry(manifest: Manifest, sizes, what="the compiled pattern"):
     """The tensors' sizes against the sizes the entry was compiled for."""
     b, h, s, d, kvh, kvl, dtype = sizes
@@ -240,6 +249,7 @@ def attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, entry_p
                       save_lse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
     e = entry(entry_path)
     _check_entry(e.manifest, check_inputs(q, k, v), e.path)
+    _check_aligned(q=q, k=k, v=v)
     out = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device) if save_lse else q.new_empty(0, dtype=torch.float32)
     e.forward(q, k, v, out, lse if save_lse else None)
@@ -260,6 +270,7 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: t
     if dout.shape != q.shape or dout.dtype != q.dtype or not dout.is_contiguous() or lse.shape != q.shape[:3]:
         raise SplatError("attention_backward: dout %s %s or lse %s do not match q %s"
                          % (tuple(dout.shape), dout.dtype, tuple(lse.shape), tuple(q.shape)))
+    _check_aligned(q=q, k=k, v=v, out=out, dout=dout, lse=lse)
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
     e.backward(q, k, v, out, dout, lse, dq, dk, dv)
     return dq, dk, dv

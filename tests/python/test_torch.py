@@ -280,6 +280,12 @@ class GpuTest(unittest.TestCase):
         with torch.no_grad():
             self.assertEqual(splat.attention(q, k, v, WINDOW, cache_dir=self.cache).shape, q.shape)
 
+    def test_a_misaligned_view_is_refused(self):
+        q, k, v = self.qkv(grad=False)
+        flat = torch.randn(q.numel() + 1, device="cuda").to(q.dtype)
+        with self.assertRaisesRegex(splat.PatternError, "argument 'q' must start at a 16-byte aligned address"):
+            splat.attention(flat[1:].view(q.shape), k, v, WINDOW, cache_dir=self.cache)
+
     def test_the_tensor_maps_follow_new_k_and_v(self):
         q, k, v = self.qkv(grad=False)
         outs = []
