@@ -380,6 +380,11 @@ def attention(q, k, v, pattern, *, scale=None, causal=None, q_offset=None, tf32=
     The first call for a pattern and shape runs splatc (cached on disk, docs/python.md).
     """
     sizes = check_inputs(q, k, v)
+    if isinstance(pattern, Compiled):
+        given = [n for n, x in (("scale", scale), ("causal", causal), ("q_offset", q_offset), ("tf32", tf32), ("tune", tune))
+                 if x is not None]
+        if given:
+            raise PatternError("argument '%s' cannot change a compiled pattern: give it to splat.compile" % given[0])
     need_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     if arch is None:
         arch = pattern.manifest.arch if isinstance(pattern, Compiled) else _arch_of(q.device)

@@ -123,6 +123,8 @@ class WithoutGpuTest(unittest.TestCase):
         mode, q, k, v = fake_qkv(s=256)
         with mode:
             self.assertEqual(tuple(splat.attention(q, k, v, c).shape), (1, 4, 256, 64))
+            with self.assertRaisesRegex(splat.PatternError, "argument 'scale' cannot change a compiled pattern"):
+                splat.attention(q, k, v, c, scale=0.5)
 
     def test_a_refused_problem_is_a_pattern_error(self):
         mode, q, k, v = fake_qkv()
