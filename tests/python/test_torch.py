@@ -126,6 +126,16 @@ class WithoutGpuTest(unittest.TestCase):
             with self.assertRaisesRegex(splat.PatternError, "argument 'scale' cannot change a compiled pattern"):
                 splat.attention(q, k, v, c, scale=0.5)
 
+    def test_the_training_demo_runs_its_dense_backend_on_the_cpu(self):
+        with tempfile.TemporaryDirectory() as out:
+            run = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train_long_context.py"), "--device", "cpu",
+                                  "--backends", "sdpa", "--seq", "256", "--window", "64", "--lag", "20", "--steps", "4",
+                                  "--layers", "1", "--heads", "2", "--out", out], capture_output=True, text=True, timeout=300)
+            self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+            self.assertRegex(run.stdout, r"\| sdpa \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|")
+            with open(os.path.join(out, "losses.json")) as f:
+                self.assertEqual(len(json.load(f)["results"]["sdpa"]["loss"]), 4)
+
     def test_a_refused_problem_is_a_pattern_error(self):
         mode, q, k, v = fake_qkv()
         with mode:
