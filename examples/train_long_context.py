@@ -57,7 +57,12 @@ def check_mask_against_splatc(args):
             json.dump(doc, f)
         subprocess.run([splatc, "-q", "analyze", p, "--coo", coo], check=True, stdout=subprocess.DEVNULL)
         with open(coo) as f:
-            ij = torch.tensor([int(x) for x in f.read().split()], dtype=torch.int64).view(-1, 2)
+            text = f.read()
+        try:
+            import numpy
+            ij = torch.from_numpy(numpy.fromstring(text, dtype=numpy.int64, sep=" ")).view(-1, 2)
+        except ImportError:
+            ij = torch.tensor([int(x) for x in text.split()], dtype=torch.int64).view(-1, 2)
     mask = torch.zeros(args.seq, args.seq, dtype=torch.bool)
     mask[ij[:, 0], ij[:, 1]] = True
     if not torch.equal(mask, dense_mask(args, "cpu")):
@@ -192,8 +197,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backends", default="splat,flex,sdpa")
     ap.add_argument("--steps", type=int, default=300)
-    ap.add_argument("--seq", type=int, default=8192)
-    ap.add_argument("--window", type=int, default=512)
+    ap.add_argument("--seq", type=int, default=16384)
+    ap.add_argument("--window", type=int, default=1024)
     ap.add_argument("--sinks", type=int, default=16)
     ap.add_argument("--lag", type=int, default=200)
     ap.add_argument("--copy", type=float, default=0.7)
@@ -201,7 +206,7 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--head-dim", type=int, default=64)
-    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda")

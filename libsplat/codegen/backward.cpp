@@ -75,6 +75,8 @@ std::string entry(const std::string& name, int min_blocks = 0) {
 }
 
 struct Layout {
+  int64_t delta = 0;               // words per bh of D: seq_len rounded up to 4, so that the regions
+                                   // after it stay 16-byte aligned (the fp32 engine stores float4)
   int64_t dq_acc = 0, kv_acc = 0;  // words per bh of the hand-over regions (0: none)
   int64_t split = 0;               // words per bh of the split chunks' partials (0: none)
   bool reduce = false;             // grouped-query heads: dK/dV reduced over each K/V head's query heads
@@ -84,7 +86,7 @@ struct Layout {
 // partials) and the engine's arguments.
 std::string args_decl(const Problem& p, bool dkv, const Layout& lay) {
   std::ostringstream s;
-  s << "  float* dq_acc = ws + (i64)gridDim.y * SPLAT_SEQ;\n"
+  s << "  float* dq_acc = ws + (i64)gridDim.y * " << lay.delta << ";\n"
     << "  float* kv_acc = dq_acc + (i64)gridDim.y * " << lay.dq_acc << ";\n"
     << "  float* split_ws = kv_acc + (i64)gridDim.y * " << lay.kv_acc << ";\n";
   if (dkv)
@@ -250,11 +252,12 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   const int64_t group = p.heads / p.kv_heads;
   Layout lay;
   lay.reduce = group > 1;
+  lay.delta = (p.seq_len + 3) / 4 * 4;
   lay.dq_acc = m.plans.rows.passes.size() > 1 ? p.seq_len * p.head_dim : 0;
   lay.kv_acc = m.plans.cols.passes.size() > 1 || lay.reduce ? p.kv_len * 2 * p.head_dim : 0;
   for (const PlanPass& pass : m.plans.rows.passes) lay.split = std::max(lay.split, pass.slots * 64 * p.head_dim);
   for (const PlanPass& pass : m.plans.cols.passes) lay.split = std::max(lay.split, pass.slots * 128 * p.head_dim);
-  m.workspace_floats_per_bh = p.seq_len + lay.dq_acc + lay.kv_acc + lay.split;
+  m.workspace_floats_per_bh = lay.delta + lay.dq_acc + lay.kv_acc + lay.split;
   const std::string elt = elt_type(p.dtype);
   std::ostringstream s;
   header(s, p, m, group);
@@ -278,7 +281,7 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
     r.role = "dK, dV: each K/V head's sum over its " + std::to_string(group) + " query heads";
     r.grid_x = (p.kv_len * p.head_dim + kBlock * group - 1) / (kBlock * group);
     s << "\n" << entry(r.name) << "  (void)q; (void)k; (void)v; (void)o; (void)dout; (void)lse; (void)dq; (void)table;\n"
-      << "  bwd_reduce_kv<" << elt << ", SPLAT_KV, SPLAT_HD, SPLAT_KV_GROUP>(ws + (i64)gridDim.y * (SPLAT_SEQ + " << lay.dq_acc
+      << "  bwd_reduce_kv<" << elt << ", SPLAT_KV, SPLAT_HD, SPLAT_KV_GROUP>(ws + (i64)gridDim.y * (" << lay.delta + lay.dq_acc
       << "), static_cast<" << elt << "*>(dk), static_cast<" << elt << "*>(dv), " << emit::f32_literal(p.scale) << ");\n}\n";
     m.kernels.push_back(r);
   }

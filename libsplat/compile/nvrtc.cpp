@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -82,7 +83,17 @@ namespace {
 std::vector<std::string> compile_options(const std::string& arch, CompileTarget target, bool resource_info) {
   std::vector<std::string> o = {"--gpu-architecture=" + (target == CompileTarget::Ptx ? "compute_" + arch.substr(3) : arch),
                                 "--std=c++17", "--extra-device-vectorization"};
-  if (resource_info && target == CompileTarget::Cubin) o.push_back("--ptxas-options=-v");
+  if (resource_info && target == CompileTarget::Cubin) {
+    o.push_back("--ptxas-options=-v");
+    // NVRTC 12.9 and later keep a cache of their own: on a hit ptxas does not run and the log has no
+    // report (seen on the H200 as "no ptxas resource report" when a module was compiled twice).
+    int major = 0, minor = 0;
+    if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS && (major > 12 || (major == 12 && minor >= 9)))
+      o.push_back("--no-cache");
+  }
+  // For compute-sanitizer and ncu reports that name the device header and line (docs/testing.md).
+  if (const char* v = std::getenv("SPLATC_LINEINFO"); v != nullptr && std::string(v) == "1")
+    o.push_back("--generate-line-info");
   return o;
 }
 

@@ -191,9 +191,39 @@ def rel_err(x, ref):
 TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "tf32": torch.float32}
 
 
+def problem_sizes(problem):
+    """(batch, heads, seq_len, head_dim, kv_heads, kv_len, dtype) as splat.attention sees the tensors."""
+    h = problem.get("heads", 1)
+    dtype = problem.get("dtype", "fp32")
+    return (problem.get("batch", 1), h, problem["seq_len"], problem["head_dim"], problem.get("kv_heads", h),
+            problem.get("kv_len", problem["seq_len"]), "fp32" if dtype == "tf32" else dtype)
+
+
+def takes_gradients(problem):
+    """The problems splatc's backward takes: whole 16-byte row chunks up to 128, per-head patterns without grouped K/V."""
+    b, h, s, d, kvh, kvl, dtype = problem_sizes(problem)
+    return d <= 128 and d % (4 if dtype == "fp32" else 8) == 0 and ("head_patterns" not in problem or kvh == h)
+
+
+def compile_all(paths, cache):
+    """splatc emit for every problem at once (a process each, as many as cores), as splat.attention
+    would on its first call: the checks that follow find their entries in memory."""
+    from concurrent.futures import ThreadPoolExecutor
+    from splat._torch import _arch_of, _resolve  # what splat.attention resolves its entry with
+    arch = _arch_of(torch.device("cuda"))
+
+    def one(path):
+        with open(path) as f:
+            problem = json.load(f)
+        return _resolve(path, problem_sizes(problem), takes_gradients(problem), (None, None, None, None, arch, None, None, cache))
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        list(pool.map(one, paths))
+
+
 def check_problem(path, cache):
     """(name, forward error, gradient error or None, tolerance) for one tests/gpu problem."""
-    problem = json.load(open(path))
+    with open(path) as f:
+        problem = json.load(f)
     dtype = problem.get("dtype", "fp32")
     b, h, s, d = problem.get("batch", 1), problem.get("heads", 1), problem["seq_len"], problem["head_dim"]
     kvh, kvl = problem.get("kv_heads", h), problem.get("kv_len", s)
@@ -203,8 +233,7 @@ def check_problem(path, cache):
     mask = dense_mask(path, problem)
     scale = problem.get("scale", d ** -0.5)
     tol = 1e-5 if dtype == "fp32" else 2e-2
-    # The problems splatc's backward takes: whole 16-byte row chunks up to 128, per-head patterns without grouped K/V.
-    grads = d <= 128 and d % (4 if dtype in ("fp32", "tf32") else 8) == 0 and ("head_patterns" not in problem or kvh == h)
+    grads = takes_gradients(problem)
     for t in (q, k, v):
         t.requires_grad_(grads)
     out = splat.attention(q, k, v, path, cache_dir=cache)
@@ -226,9 +255,13 @@ class GpuTest(unittest.TestCase):
 
     def test_every_gpu_problem_against_float64(self):
         rows, bad = [], []
+        paths = []
         for path in sorted(glob.glob(os.path.join(ROOT, "tests", "gpu", "*.json"))):
-            if "varlen" in json.load(open(path)):
-                continue
+            with open(path) as f:
+                if "varlen" not in json.load(f):
+                    paths.append(path)
+        compile_all(paths, self.cache)
+        for path in paths:
             name, fwd, bwd, tol = check_problem(path, self.cache)
             ok = fwd <= tol and (bwd is None or bwd <= tol)
             rows.append("%-36s fwd %.2e  grad %s  tol %.0e  %s" % (name, fwd, "-" if bwd is None else "%.2e" % bwd, tol,

@@ -180,6 +180,22 @@ TEST_CASE("cpu model of the backward pass matches brute-force gradients (tests/g
   CHECK(split >= 5);  // plans with split-KV chunks (global rows, global keys' columns, decode)
 }
 
+// Decode: one query row, batch*heads = 6. D takes 6 floats, so the regions after it would start 24
+// bytes in and the fp32 engine's float4 stores of its accumulators would fault (misaligned address
+// on the H200); D's region is rounded up to 4 floats per bh.
+TEST_CASE("backward workspace: every region after D starts 16-byte aligned whatever batch*heads is" * doctest::test_suite("unit")) {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    const Problem p = parse_problem_text(std::string(R"({"seq_len": 1, "kv_len": 5000, "q_offset": 4999, "head_dim": 64, )") +
+                                             R"("heads": 2, "kv_heads": 1, "batch": 3, "causal": true, "dtype": ")" + dtype +
+                                             R"(", "pattern": {"window": {"left": 2000, "right": 0}}})",
+                                         "p.json");
+    const BackwardModule m = generate_backward(p, analyze(p));
+    CHECK(m.workspace_floats_per_bh % 4 == 0);
+    CHECK(m.source.find("float* dq_acc = ws + (i64)gridDim.y * 4;") != std::string::npos);
+    CHECK(m.source.find("(ws + (i64)gridDim.y * (4), ") != std::string::npos);  // the grouped heads' sum
+  }
+}
+
 TEST_CASE("backward: what the kernels do not take is a located error; --tune-backward's keys" * doctest::test_suite("unit")) {
   const std::string base = R"({"seq_len": 256, "head_dim": 64, "pattern": {"window": {"left": 8, "right": 8}}, )";
   CHECK_NOTHROW(check_backward(parse_problem_text(base + R"("dtype": "bf16"})", "p.json")));
