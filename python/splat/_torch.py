@@ -113,7 +113,8 @@ class _Loaded:
                                  % (path, module.table_file, len(self.table_bytes), module.table_words))
         self.map_args = [m for m in module.tensor_maps]
         self.devices: Dict[int, Optional[torch.Tensor]] = {}  # device -> its table (None: no table)
-        self.maps: "OrderedDict[tuple, Tuple[torch.Tensor, torch.Tensor]]" = OrderedDict()
+        # (device, k, v) -> (pinned host copy, device copy, ids of the streams that read it)
+        self.maps: "OrderedDict[tuple, Tuple[torch.Tensor, torch.Tensor, set]]" = OrderedDict()
         self.captured_maps = []  # maps copied in a graph capture: the graph reads them, kept for its life
         self.lock = threading.Lock()
 
@@ -143,12 +144,18 @@ class _Loaded:
         tensors = {"k": k, "v": v}
         key = (k.device.index, k.data_ptr(), v.data_ptr())
         capturing = torch.cuda.is_current_stream_capturing()
+        stream = torch.cuda.current_stream(k.device)
         with self.lock:
             hit = self.maps.get(key)
             if hit is not None:
                 self.maps.move_to_end(key)
                 if capturing:
                     self.captured_maps.append(hit)  # a graph reads it: never evicted
+                elif stream.stream_id not in hit[2]:
+                    # Read on a stream other than the one it was allocated on: its memory must not be
+                    # reused (after an eviction) before this stream's kernels are done with it.
+                    hit[1].record_stream(stream)
+                    hit[2].add(stream.stream_id)
                 return hit[1].data_ptr()
         args = []
         for m in self.map_args:
@@ -163,9 +170,9 @@ class _Loaded:
         dev.copy_(host, non_blocking=True)  # stream-ordered; captured as a copy node in a graph
         with self.lock:
             if capturing:
-                self.captured_maps.append((host, dev))
+                self.captured_maps.append((host, dev, set()))
             else:
-                self.maps[key] = (host, dev)
+                self.maps[key] = (host, dev, {stream.stream_id})
                 while len(self.maps) > self.MAPS_KEPT:
                     self.maps.popitem(last=False)
         return dev.data_ptr()

@@ -341,6 +341,14 @@ class GpuTest(unittest.TestCase):
         mask = torch.zeros(4, 1000, 1000, dtype=torch.bool)
         i = torch.arange(1000)
         mask[:, (i[:, None] - i[None, :]).abs() <= 64] = True
+        # The last pair again, on a stream of its own: its kept map is read there too.
+        k2, v2, o = outs[-1]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            o_side = splat.attention(q, k2, v2, WINDOW, cache_dir=self.cache)
+        torch.cuda.current_stream().wait_stream(side)
+        self.assertTrue(torch.equal(o_side, o))
         for k2, v2, o in outs[:3] + outs[-3:]:
             ref = reference(q.double(), k2.double(), v2.double(), mask, 64 ** -0.5)
             self.assertLess(rel_err(o, ref), 2e-2)
