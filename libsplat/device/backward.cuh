@@ -123,6 +123,26 @@ __device__ __forceinline__ void bwd_key_tile(E& e, const B* Xb, const B* Yb, con
   }
 }
 
+// The start of a tile in either backward engine E (storage type T): the walked operands' bases (X
+// and Y, at the other side's rows), the lse and D bases, the tile's rows of A1 and A2 staged
+// (E::stage_rows) and, for dQ, each of the thread's rows' lse (log2 units) and D.
+template <class T, int HD, int SEQ, class E>
+__device__ __forceinline__ void bwd_begin_rows(E& e, const T* a1, const T* x, const i64* row, const Head& hv) {
+  const T* a2 = static_cast<const T*>(e.args->a2);
+  const i64 arows = E::DKV_ ? E::k_rows(hv) : E::q_rows(hv), xrows = E::DKV_ ? E::q_rows(hv) : E::k_rows(hv);
+  e.xg = x + xrows * HD;
+  e.yg = static_cast<const T*>(e.args->y) + xrows * HD;
+  e.lse_g = e.args->lse + E::q_rows(hv);
+  e.delta_g = e.args->delta + hv.bh * SEQ;
+  e.stage_rows(a1 + arows * HD, a2 + arows * HD, row);
+  if constexpr (!E::DKV_)
+#pragma unroll
+    for (int h = 0; h < E::ROWS; ++h) {
+      e.lrow[h] = row[h] >= 0 ? e.lse_g[row[h]] * E::kLog2e : 0.f;
+      e.drow[h] = row[h] >= 0 ? e.delta_g[row[h]] : 0.f;
+    }
+}
+
 // ================================================================================================
 // Engine (bf16 / fp16, mma.sync m16n8k16; head_dim % 8 == 0, <= 128): 64-row tiles as 4 warps x 16
 // rows; key tiles of 64 walked rows of X and Y gathered by cp.async into STAGES stages. A thread owns
@@ -188,19 +208,7 @@ struct BwdMmaEngine {
     Xs = As + 2 * BR * LDS;
     Ys = Xs + STAGES * BC * LDS;
     stats = reinterpret_cast<float*>(Ys + STAGES * BC * LDS);
-    const T* a2 = static_cast<const T*>(args->a2);
-    const i64 arows = DKV ? k_rows(hv) : q_rows(hv), xrows = DKV ? q_rows(hv) : k_rows(hv);
-    xg = x + xrows * HD;
-    yg = static_cast<const T*>(args->y) + xrows * HD;
-    lse_g = args->lse + q_rows(hv);
-    delta_g = args->delta + hv.bh * SEQ;
-    stage_rows(a1 + arows * HD, a2 + arows * HD, row);
-    if constexpr (!DKV)
-#pragma unroll
-      for (int h = 0; h < ROWS; ++h) {
-        lrow[h] = row[h] >= 0 ? lse_g[row[h]] * kLog2e : 0.f;
-        drow[h] = row[h] >= 0 ? delta_g[row[h]] : 0.f;
-      }
+    bwd_begin_rows<T, HD, SEQ>(*this, a1, x, row, hv);
     const int t4 = threadIdx.x & 3;
     const float* ws = args->acc_ws + (hv.bh * ROWS_LEN) * (DKV ? 2 * HD : HD);
 #pragma unroll

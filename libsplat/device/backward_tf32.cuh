@@ -74,19 +74,7 @@ struct BwdTf32Engine {
     Xs = As + 2 * BR * LDA;
     Ys = Xs + STAGES * BC * LDX;
     stats = Ys + STAGES * BC * LDX;
-    const float* a2 = static_cast<const float*>(args->a2);
-    const i64 arows = DKV ? k_rows(hv) : q_rows(hv), xrows = DKV ? q_rows(hv) : k_rows(hv);
-    xg = x + xrows * HD;
-    yg = static_cast<const float*>(args->y) + xrows * HD;
-    lse_g = args->lse + q_rows(hv);
-    delta_g = args->delta + hv.bh * SEQ;
-    stage_rows(a1 + arows * HD, a2 + arows * HD, row);
-    if constexpr (!DKV)
-#pragma unroll
-      for (int h = 0; h < ROWS; ++h) {
-        lrow[h] = row[h] >= 0 ? lse_g[row[h]] * kLog2e : 0.f;
-        drow[h] = row[h] >= 0 ? delta_g[row[h]] : 0.f;
-      }
+    bwd_begin_rows<float, HD, SEQ>(*this, a1, x, row, hv);
     const int t4 = threadIdx.x & 3;
     constexpr int W = DKV ? 2 * HD : HD;
     const float* ws = args->acc_ws + (hv.bh * ROWS_LEN) * W;
