@@ -116,6 +116,7 @@ class _Loaded:
         # (device, k, v) -> (pinned host copy, device copy, ids of the streams that read it)
         self.maps: "OrderedDict[tuple, Tuple[torch.Tensor, torch.Tensor, set]]" = OrderedDict()
         self.captured_maps = []  # maps copied in a graph capture: the graph reads them, kept for its life
+        self.plans: Dict[tuple, list] = {}  # sizes -> the launches (_launch.steps)
         self.lock = threading.Lock()
 
     def prepare(self, device: torch.device):
@@ -190,7 +191,11 @@ class _Loaded:
         args = _launch.arguments(self.module, values)
         stream = torch.cuda.current_stream(device).cuda_stream
         drv = driver()
-        for st in _launch.steps(self.module, sizes):
+        key = tuple(sorted(sizes.items()))
+        plan = self.plans.get(key)
+        if plan is None:  # the grids evaluated once per shape (the manifest's expressions)
+            plan = self.plans[key] = _launch.steps(self.module, sizes)
+        for st in plan:
             drv.launch(self.kernels[st.name], st.grid, st.block, st.smem, stream, args, st.name)
         return ws, sc  # the caller keeps them alive until the launches are queued
 
