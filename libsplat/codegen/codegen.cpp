@@ -67,12 +67,16 @@ int64_t append_row_offsets(const Problem& p, const Acsr& acsr, const CodegenOpti
   return word;
 }
 
-// Fused state handed from pass to pass [seq_len][head_dim + 2], then the split-KV partials.
+// Fused state handed from pass to pass [seq_len][head_dim + 2], then the split-KV partials
+// [slots * 64][head_dim + 2], which start at a multiple of 4 floats (split_region in
+// online_softmax.cuh): 4 floats per batch*heads more cover that rounding of the whole state.
 int64_t workspace_floats(const Problem& p, const Plan& plan, const CodegenOptions& opt) {
   int max_slots = 0;
   for (const PlanPass& pass : plan.passes) max_slots = std::max(max_slots, pass.slots);
   if (!opt.fused || (plan.passes.size() <= 1 && max_slots == 0)) return 0;
-  return (p.seq_len + int64_t{64} * max_slots) * (p.head_dim + 2);
+  const int64_t state = p.seq_len * (p.head_dim + 2);
+  if (max_slots == 0) return state;
+  return state + 4 + int64_t{64} * max_slots * (p.head_dim + 2);
 }
 
 void emit_fused(std::ostream& s, const emit::Context& c, const KernelSpec& k) {

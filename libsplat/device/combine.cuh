@@ -20,7 +20,7 @@ __device__ __forceinline__ void fused_combine(const SplitD* splits, T* o, float*
   const SplitD sp = splits[blockIdx.x / BPT];
   const int r0 = (int)(blockIdx.x % BPT) * RB;
   const i64 bh = blockIdx.y;
-  const float* wsplit = ws + (i64)gridDim.y * SEQ * (HD + 2);
+  const float* wsplit = split_region<SEQ, HD>(ws);
   const float* pml = split_ml(wsplit, NSLOTS, HD, 0);  // the slots' (m, l)
   // Slot row of chunk c for tile row r: slot0 + 64 c + r (O row at wsplit + HD slot, (m, l) at pml + 2 slot).
   const i64 slot0 = split_row(bh, NSLOTS, sp.slot_begin, 0);

@@ -308,7 +308,7 @@ __device__ __forceinline__ void fused_pass(const Item* items, const TileD* tiles
     }
   }
   if constexpr (NSLOTS > 0) {
-    if (tile.split_slot >= 0) return e.end_partial(bh, NSLOTS, tile.split_slot, ws + (i64)gridDim.y * SEQ * (HD + 2));
+    if (tile.split_slot >= 0) return e.end_partial(bh, NSLOTS, tile.split_slot, split_region<SEQ, HD>(ws));
   }
   // The tile's rows are phase + PERIOD * m, m in [m_begin, m_end); every copy has landed.
   if constexpr (StagedEnd<E>::value && LAST)

@@ -18,6 +18,13 @@ __device__ __forceinline__ i64 split_row(i64 bh, int nslots, int slot, int r) { 
 template <class F> __device__ __forceinline__ F* split_ml(F* wsplit, int nslots, int hd, i64 row) {
   return wsplit + (i64)gridDim.y * nslots * 64 * hd + row * 2;
 }
+// The split partials' region: after the pass-to-pass state (gridDim.y * SEQ * (HD + 2) floats),
+// from the next multiple of 4 floats, as the fp32 engines store their O rows as float4 (that
+// state's size is 8 mod 16 bytes when gridDim.y * SEQ is odd). codegen's workspace_floats counts
+// the 4 floats.
+template <int SEQ, int HD, class F> __device__ __forceinline__ F* split_region(F* ws) {
+  return ws + (((i64)gridDim.y * SEQ * (HD + 2) + 3) & ~(i64)3);
+}
 
 // The exponents' reference for a running max m: m, or 0 for a row with no kept key yet (m = -inf),
 // so that exp2(-inf - ref) = 0 rather than NaN.

@@ -614,6 +614,34 @@ TEST_CASE("grouped-query heads and q_offset: K/V layout, tensor maps, hash, fill
   CHECK(generate(shifted, analyze(shifted), co).pattern_hash != m.pattern_hash);
 }
 
+TEST_CASE("split-KV workspace: the partials start 16-byte aligned and fit when batch*heads*seq_len is odd") {
+  // The fp32/tf32 engines store a partial O row as float4; the partials follow the pass-to-pass
+  // state of gridDim.y * seq_len * (head_dim + 2) floats, which is 8 mod 16 bytes at an odd
+  // gridDim.y * seq_len. The device rounds their start up to 4 floats (split_region); the
+  // workspace must hold that rounding for every batch*heads.
+  for (const char* dtype : {"tf32", "fp32", "bf16"}) {
+    CAPTURE(dtype);
+    const std::string doc = R"({"seq_len": 1, "kv_len": 6000, "q_offset": 5999, "head_dim": 64, "heads": 3,
+        "batch": 1, "dtype": ")" + std::string(dtype) + R"(", "causal": true, "pattern": {"window": {"left": 4000, "right": 0}}})";
+    Problem p = parse_problem_text(doc, "decode-odd");
+    CodegenOptions co;
+    co.arch = "sm_90a";
+    co.pipeline = false;
+    GeneratedModule m = generate(p, analyze(p), co);
+    int slots = 0;
+    for (const PlanPass& pass : m.plan.passes) slots = std::max(slots, pass.slots);
+    REQUIRE(slots > 0);  // decode at 3 heads fills the GPU with chunks
+    for (int64_t bh : {1, 3, 5, 7, 96}) {
+      CAPTURE(bh);
+      const int64_t state = bh * p.seq_len * (p.head_dim + 2);
+      const int64_t split_begin = (state + 3) / 4 * 4;  // split_region
+      CHECK(split_begin % 4 == 0);
+      const int64_t split_floats = bh * slots * 64 * (p.head_dim + 2);
+      CHECK(split_begin + split_floats <= bh * m.workspace_floats_per_bh);
+    }
+  }
+}
+
 TEST_CASE("the GPU edge-case problems in tests/gpu compile to CUBIN for sm_80 and sm_90a" * doctest::test_suite("nvrtc")) {
   int n = 0;
   for (const auto& e : fs::directory_iterator(fs::path(TRSPLAT_SOURCE_DIR) / "tests" / "gpu")) {
