@@ -31,7 +31,6 @@ void check_backward(const Problem& p) {
     throw Error(p.file, "kv_heads",
                 "the backward kernels take per-head patterns without grouped K/V heads so far (kv_heads = heads = " +
                     std::to_string(p.heads) + "), got kv_heads " + std::to_string(p.kv_heads));
-  if (p.varlen) throw Error(p.file, "varlen", "the backward kernels do not take packed variable-length batches yet");
   const int chunk = dtype_bytes(p.dtype) == 4 ? 4 : 8;  // elements of a 16-byte row chunk
   if (p.head_dim % chunk != 0 || p.head_dim > 128)
     throw Error(p.file, "head_dim",
@@ -67,12 +66,15 @@ std::string engine_type(const Problem& p, const BackwardTuning& tu, bool dkv) {
          std::to_string(tu.stages) + ", " + (tu.a_regs ? "true" : "false") + ", " + std::to_string(tu.step) + ">";
 }
 
-std::string entry(const std::string& name, int min_blocks = 0) {
+// An entry point's signature (backward_params; a packed batch's last parameter, cu_seqlens).
+std::string entry(const Problem& p, const std::string& name, int min_blocks = 0) {
   return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlock) +
          (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ") " + name +
          "(const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse, void* dq, "
-         "void* dk, void* dv, float* ws, const int* table) {\n";
+         "void* dk, void* dv, float* ws, const int* table" + (p.varlen ? ", const int* cu_seqlens" : "") + ") {\n";
 }
+// What the device functions take for cu_seqlens.
+const char* cu_arg(const Problem& p) { return p.varlen ? "cu_seqlens" : "nullptr"; }
 
 struct Layout {
   int64_t delta = 0;               // words per bh of D: seq_len rounded up to 4, so that the regions
@@ -107,7 +109,7 @@ void combine_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t p
   d.role = std::string(dkv ? "dK/dV" : "dQ") + " pass " + std::to_string(pi + 1) + ": the split tiles' chunks summed";
   d.grid_x = static_cast<int64_t>(pass.splits.size());
   d.block = kBlock;
-  s << entry(d.name) << "  (void)q; (void)k; (void)o; (void)table;\n" << args_decl(p, dkv, lay) << "  bwd_combine<" << elt
+  s << entry(p, d.name) << "  (void)q; (void)k; (void)o; (void)table;\n" << args_decl(p, dkv, lay) << "  bwd_combine<" << elt
     << ", SPLAT_SEQ, SPLAT_KV, SPLAT_HD, " << (dkv ? "true" : "false") << ", " << pass.period << ", " << pass.slots << ", "
     << (pi + 1 == plan.passes.size() ? "true" : "false") << ">(" << (dkv ? "kCol" : "k") << "Splits" << pi << ", args);\n}\n";
   kernels.push_back(d);
@@ -117,7 +119,7 @@ void combine_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t p
 void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, bool dkv, const Layout& lay,
                 const BackwardTuning& tu, const std::string& elt, std::vector<KernelDesc>& kernels) {
   const PlanPass& pass = plan.passes[pi];
-  const bool unmasked = pass_unmasked(pass, 64);
+  const bool unmasked = !p.varlen && pass_unmasked(pass, 64);  // a packed batch's sequences end inside key tiles
   const std::string k = dkv ? "kCol" : "k", n = std::to_string(pi);
   static const Acsr kNoAcsr{};
   emit::pass_tables(s, tables_context(p, kNoAcsr, plan), pi, pass, unmasked, k);
@@ -136,7 +138,7 @@ void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, 
   const std::string engine = engine_type(p, tu, dkv);
   const bool first = pi == 0, last = pi + 1 == plan.passes.size();
   const std::string T = elt;
-  s << entry(d.name, tu.min_blocks) << "  (void)o;\n"
+  s << entry(p, d.name, tu.min_blocks) << "  (void)o;\n"
     << "  static_assert(" << engine << "::SMEM == " << d.smem_dynamic << ", \"shared memory as the manifest says\");\n"
     << args_decl(p, dkv, lay);
   s << "  fused_pass<" << engine << ", " << T << ", " << (dkv ? "SPLAT_KV" : "SPLAT_SEQ") << ", SPLAT_HD, " << pass.period
@@ -145,7 +147,7 @@ void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, 
     << n << ", " << k << "Walks" << n << ", " << k << "GroupItems" << n << ", " << k << "GroupRowBegin" << n << ", " << k
     << "GroupRowEndMax" << n << ", " << emit::f32_literal(p.scale * 1.4426950408889634) << ", static_cast<const " << T
     << "*>(" << (dkv ? "k" : "q") << "), static_cast<const " << T << "*>(" << (dkv ? "q" : "k") << "), nullptr, nullptr, ws, nullptr, "
-    << (dkv ? "table + kColTableWord" : "table") << ", nullptr, nullptr, -1, -1, &args);\n}\n";
+    << (dkv ? "table + kColTableWord" : "table") << ", nullptr, " << cu_arg(p) << ", -1, -1, &args);\n}\n";
   kernels.push_back(d);
   if (!pass.splits.empty()) combine_entry(s, p, plan, pi, dkv, lay, elt, kernels);
 }
@@ -164,8 +166,10 @@ void header(std::ostream& s, const Problem& p, const BackwardModule& m, int64_t 
   for (std::string line; std::getline(dc, line);) s << "//   " << line << "\n";
   s << "// Entry points (launch in order; grid (grid_x, " << m.grid_y << ")), parameters\n"
     << "//   (const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse,\n"
-    << "//    void* dq, void* dk, void* dv, float* ws, const int* table)\n\n"
+    << "//    void* dq, void* dk, void* dv, float* ws, const int* table" << (p.varlen ? ", const int* cu_seqlens" : "") << ")\n\n"
     << "#define SPLAT_SEQ " << p.seq_len << "\n#define SPLAT_KV " << p.kv_len << "\n#define SPLAT_HD " << p.head_dim << "\n";
+  if (p.varlen)
+    s << "#define SPLAT_VARLEN 1  // q, o, dout, dq [total_tokens, heads, hd], k, v, dk, dv [total_tokens, kv_heads, hd]\n";
   emit::head_defines(s, p);
   if (group > 1) s << "#define SPLAT_KV_GROUP " << group << "  // query heads per K/V head\n";
   s << device_includes() << (tf32_engine(p) ? "#include \"splat/backward_tf32.cuh\"\n" : "#include \"splat/backward.cuh\"\n")
@@ -236,7 +240,8 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   check_backward(p);
   BackwardModule m;
   m.name = p.name;
-  m.grid_y = p.group_heads.empty() ? "batch*heads" : "batch*group_heads";
+  m.varlen = p.varlen.has_value();
+  m.grid_y = std::string(m.varlen ? "sequences" : "batch") + (p.group_heads.empty() ? "*heads" : "*group_heads");
   m.engine = p.dtype == DType::FP32 ? "mma.sync 3xtf32" : p.dtype == DType::TF32 ? "mma.sync tf32" : "mma.sync";
   m.tuning = resolve(p, tuning);
   if (backward_smem(p, m.tuning, true) > geometry::kSmemPerBlock)
@@ -265,9 +270,9 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   delta.name = "splat_bwd_delta";
   delta.role = "D = rowsum(dO * O) of each query row";
   delta.grid_x = (p.seq_len + 3) / 4;
-  s << "\n" << entry(delta.name) << "  (void)q; (void)k; (void)v; (void)lse; (void)dq; (void)dk; (void)dv; (void)table;\n"
+  s << "\n" << entry(p, delta.name) << "  (void)q; (void)k; (void)v; (void)lse; (void)dq; (void)dk; (void)dv; (void)table;\n"
     << "  bwd_delta<" << elt << ", SPLAT_SEQ, SPLAT_HD>(static_cast<const " << elt << "*>(o), static_cast<const " << elt
-    << "*>(dout), ws);\n}\n";
+    << "*>(dout), ws, " << cu_arg(p) << ");\n}\n";
   m.kernels.push_back(delta);
   s << "\n// ---- dQ: the row plan ----\n";
   emit::items(s, tables_context(p, acsr, m.plans.rows), "k");
@@ -280,9 +285,9 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
     r.name = "splat_bwd_reduce";
     r.role = "dK, dV: each K/V head's sum over its " + std::to_string(group) + " query heads";
     r.grid_x = (p.kv_len * p.head_dim + kBlock * group - 1) / (kBlock * group);
-    s << "\n" << entry(r.name) << "  (void)q; (void)k; (void)v; (void)o; (void)dout; (void)lse; (void)dq; (void)table;\n"
+    s << "\n" << entry(p, r.name) << "  (void)q; (void)k; (void)v; (void)o; (void)dout; (void)lse; (void)dq; (void)table;\n"
       << "  bwd_reduce_kv<" << elt << ", SPLAT_KV, SPLAT_HD, SPLAT_KV_GROUP>(ws + (i64)gridDim.y * (" << lay.delta + lay.dq_acc
-      << "), static_cast<" << elt << "*>(dk), static_cast<" << elt << "*>(dv), " << emit::f32_literal(p.scale) << ");\n}\n";
+      << "), static_cast<" << elt << "*>(dk), static_cast<" << elt << "*>(dv), " << emit::f32_literal(p.scale) << ", " << cu_arg(p) << ");\n}\n";
     m.kernels.push_back(r);
   }
   m.source = s.str();
@@ -303,7 +308,17 @@ nlohmann::json backward_manifest(const BackwardModule& mod, const std::vector<st
     const ParamDesc& d = backward_params()[i];
     params.push_back({{"index", i}, {"name", d.name}, {"type", d.type}, {"bytes", 8}, {"description", d.description}});
   }
+  if (mod.varlen) {
+    const ParamDesc& d = varlen_param();
+    params.push_back({{"index", params.size()}, {"name", d.name}, {"type", d.type}, {"bytes", 8}, {"description", d.description}});
+  }
+  const std::string layout =
+      mod.varlen ? "packed variable-length batch: q, o, dout, dq: [total_tokens, heads, head_dim]; k, v, dk, dv: "
+                   "[total_tokens, kv_heads, head_dim]; lse: [total_tokens, heads] (the forward's); grid.y and ws count "
+                   "sequences in place of batch; tokens from cu_seqlens[sequences] on are not written"
+                 : "as the parameters say: [batch, heads, seq_len, head_dim] and [batch, kv_heads, kv_len, head_dim]";
   return json{{"files", files},
+              {"layout", layout},
               {"mode", mod.mode},
               {"engine", mod.engine},
               {"parameters", params},

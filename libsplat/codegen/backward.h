@@ -45,7 +45,9 @@ struct BackwardModule {
   int64_t workspace_floats_per_bh = 0;  // D, and the accumulators handed between passes
   int64_t nnz = 0;
   std::string engine;                 // "mma.sync" (bf16/fp16), "mma.sync 3xtf32" (fp32), "mma.sync tf32"
-  std::string grid_y = "batch*heads";  // grid.y: "batch*group_heads" for a head group's module
+  std::string grid_y = "batch*heads";  // grid.y: "batch*group_heads" for a head group's module;
+                                       // a packed batch: "sequences*heads" ("sequences*group_heads")
+  bool varlen = false;                 // a packed variable-length batch: the entries take cu_seqlens (parameter 11)
   std::string mode = "deterministic";
   BackwardTuning tuning;              // as generated (defaults resolved)
   BackwardPlans plans;
@@ -55,8 +57,8 @@ struct BackwardModule {
 const std::vector<ParamDesc>& backward_params();
 
 // Throws splat::Error (file and field) for a problem the backward kernels do not take: head_dim over
-// 128 or not whole 16-byte row chunks (a multiple of 8 in bf16/fp16, of 4 in fp32/tf32), a packed
-// variable-length batch, per-head patterns over grouped K/V heads.
+// 128 or not whole 16-byte row chunks (a multiple of 8 in bf16/fp16, of 4 in fp32/tf32), per-head
+// patterns over grouped K/V heads.
 void check_backward(const Problem& p);
 // check_backward, then the module. Per-head patterns: call it for each head group's problem
 // (head_group_problems; its module serves the group's heads, grid.y batch*group_heads); the whole

@@ -316,7 +316,7 @@ std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, const Struc
 
 CpuGradients cpu_model_backward(const Plan& rows, const Plan& cols, int64_t d, double scale, const std::vector<double>& q,
                                 const std::vector<double>& k, const std::vector<double>& v,
-                                const std::vector<double>& dout) {
+                                const std::vector<double>& dout, int64_t length) {
   const int64_t L = rows.seq_len, KV = rows.kv_len;
   if (cols.seq_len != KV || cols.kv_len != L) throw std::invalid_argument("cpu_model_backward: the plans' shapes differ");
   const auto dot = [&](const std::vector<double>& a, int64_t i, const std::vector<double>& b, int64_t j) {
@@ -327,7 +327,7 @@ CpuGradients cpu_model_backward(const Plan& rows, const Plan& cols, int64_t d, d
   CpuGradients g{std::vector<double>(static_cast<size_t>(L * d)), std::vector<double>(static_cast<size_t>(KV * d)),
                  std::vector<double>(static_cast<size_t>(KV * d))};
   std::vector<double> lse(static_cast<size_t>(L), -INFINITY), delta(static_cast<size_t>(L), 0.0);
-  const auto row_visits = cpu_model_visits(rows), col_visits = cpu_model_visits(cols);
+  const auto row_visits = cpu_model_visits(rows, Unstructured{}, length), col_visits = cpu_model_visits(cols, Unstructured{}, length);
   for (int64_t i = 0; i < L; ++i) {  // the dQ kernel: the forward's statistics, D and dQ over the row's visits
     const std::vector<int64_t>& js = row_visits[static_cast<size_t>(i)];
     if (js.empty()) continue;

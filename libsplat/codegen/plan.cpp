@@ -697,7 +697,9 @@ std::string describe(const Plan& plan, const StructureKind& structure) {
 // partial sums to a slot of their own and add them in slot order (no atomics).
 BackwardPlans backward_plans(const Problem& p, const Acsr& acsr) {
   TileShape shape;
-  shape.batch_heads = p.batch * p.heads;
+  // No split tiles in a packed batch (plan_shape): its sequences' lengths are known at launch only.
+  shape.split = !p.varlen;
+  shape.batch_heads = p.varlen ? 0 : p.batch * p.heads;
   BackwardPlans b;
   b.rows = make_plan(acsr, analyze_structure(acsr), shape);
   b.columns = column_acsr(acsr, p.limits, p.file);

@@ -36,13 +36,15 @@ __device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_by
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
 }
 
-// D = rowsum(dO * O) of each query row, fp32: one warp a row, grid (ceil(SEQ / 4), batch*heads).
+// D = rowsum(dO * O) of each query row, fp32: one warp a row, grid (ceil(SEQ / 4), batch*heads)
+// (a packed batch: sequences*heads, the rows below the sequence's length).
 template <class T, int SEQ, int HD>
-__device__ __forceinline__ void bwd_delta(const T* o, const T* dout, float* delta) {
+__device__ __forceinline__ void bwd_delta(const T* o, const T* dout, float* delta, const int* cu_seqlens) {
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const i64 bh = blockIdx.y, i = (i64)blockIdx.x * 4 + w;
-  if (i >= SEQ) return;
-  const i64 base = (q_head(bh) * SEQ + i) * HD;
+  const Head hv = make_head<SEQ, SEQ>(bh, cu_seqlens);
+  if (i >= hv.len) return;
+  const i64 base = (head_q0<SEQ>(hv) + i * kQStep) * HD;
   float sum = 0.f;
   for (int c = lane; c < HD; c += 32) sum += to_f(o[base + c]) * to_f(dout[base + c]);
   sum = lane_sum<32>(sum);
@@ -52,13 +54,20 @@ __device__ __forceinline__ void bwd_delta(const T* o, const T* dout, float* delt
 // Grouped-query heads: dK and dV of K/V head kvh are the sums over its GROUP query heads' fp32
 // accumulators ([batch*heads][KV][2*HD], dK then dV), in head order (the same bits run to run).
 // grid (ceil(KV * HD / (blockDim.x * GROUP)), batch*heads): the GROUP query heads' blocks of a K/V head
-// take its elements in turn.
+// take its elements in turn. A packed batch (grid.y sequences*heads): the keys below the sequence's
+// length, written at their tokens' rows.
 template <class T, int KV, int HD, int GROUP>
-__device__ __forceinline__ void bwd_reduce_kv(const float* acc, T* dk, T* dv, float scale) {
+__device__ __forceinline__ void bwd_reduce_kv(const float* acc, T* dk, T* dv, float scale, const int* cu_seqlens) {
   const i64 kvh = blockIdx.y / GROUP;
   const i64 x = ((i64)(blockIdx.y % GROUP) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
   if (x >= (i64)KV * HD) return;
   const i64 j = x / HD, c = x % HD;
+  i64 at = kvh * KV * HD + x;  // the element of dK and dV
+  if constexpr (SPLAT_VARLEN) {
+    const Head hv = make_head<KV, KV>(kvh * GROUP, cu_seqlens);
+    if (j >= hv.len) return;
+    at = (head_k0<KV>(hv) + j * kKvStep) * HD + c;
+  }
   float sk = 0.f, sv = 0.f;
 #pragma unroll 1
   for (int g = 0; g < GROUP; ++g) {
@@ -66,14 +75,14 @@ __device__ __forceinline__ void bwd_reduce_kv(const float* acc, T* dk, T* dv, fl
     sk += a[c];
     sv += a[HD + c];
   }
-  dk[kvh * KV * HD + x] = from_f<T>(sk * scale);
-  dv[kvh * KV * HD + x] = from_f<T>(sv);
+  dk[at] = from_f<T>(sk * scale);
+  dv[at] = from_f<T>(sv);
 }
 
 // The warp's 16 rows of the tile's two row operands A1 and A2 into shared memory by cp.async (rows of
 // width HW, LD elements apart; A2's 64 rows after A1's; zeros for padding rows and columns). Row r of
-// the warp is row[r / 8] of lane 4 (r % 8).
-template <class S, class E, int HD, int HW, int LD>
+// the warp is row[r / 8] of lane 4 (r % 8); in the tensors, rows are RSTEP * HD elements apart.
+template <class S, class E, int HD, int HW, int LD, int RSTEP>
 __device__ __forceinline__ void bwd_stage_rows(S* As, const E* a1, const E* a2, const i64* row) {
   constexpr int EPC = 16 / (int)sizeof(E), CH = HW / EPC;  // 16-byte chunks per row
   const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
@@ -83,13 +92,26 @@ __device__ __forceinline__ void bwd_stage_rows(S* As, const E* a1, const E* a2, 
     const i64 i0 = __shfl_sync(0xffffffffu, row[0], src), i1 = __shfl_sync(0xffffffffu, row[1], src);
     const i64 i = r < 8 ? i0 : i1;
     const bool ok = i >= 0 && c * EPC < HD;
-    const i64 off = ok ? i * HD + c * EPC : 0;
+    const i64 off = ok ? i * (RSTEP * HD) + c * EPC : 0;
     cp_async16(As + (w0 + r) * LD + c * EPC, a1 + off, ok ? 16 : 0);
     cp_async16(As + (64 + w0 + r) * LD + c * EPC, a2 + off, ok ? 16 : 0);
   }
   cp_async_commit();
   cp_async_wait<0>();
   __syncwarp();
+}
+
+// dK/dV: the walked query rows' lse and D of a key tile into a stage's stats (lse: 64, then D: 64),
+// one per thread of 2 * BC; the lse in the tensor's row order ([batch*heads][SEQ], a packed batch's
+// [tokens][heads]), D in the workspace's ([grid.y][SEQ]).
+template <int BC>
+__device__ __forceinline__ void bwd_load_stats(float* st, const float* lse_g, const float* delta_g, const WalkD& w, int u0,
+                                               const int* table) {
+  const int r = threadIdx.x & (BC - 1);
+  const bool ok = u0 + r < w.count;
+  const i64 j = ok ? walk_key(w, u0 + r, table) : 0;
+  const float* src = threadIdx.x < BC ? lse_g : delta_g;
+  cp_async4(st + threadIdx.x, src + (kQStep == 1 || threadIdx.x >= BC ? j : j * kQStep), ok ? 4 : 0);
 }
 
 // One key tile of a backward engine E (BwdMmaEngine, BwdTf32Engine), in steps of E::CW walked rows:
@@ -138,7 +160,7 @@ __device__ __forceinline__ void bwd_begin_rows(E& e, const T* a1, const T* x, co
   if constexpr (!E::DKV_)
 #pragma unroll
     for (int h = 0; h < E::ROWS; ++h) {
-      e.lrow[h] = row[h] >= 0 ? e.lse_g[row[h]] * E::kLog2e : 0.f;
+      e.lrow[h] = row[h] >= 0 ? e.lse_g[row[h] * kQStep] * E::kLog2e : 0.f;
       e.drow[h] = row[h] >= 0 ? e.delta_g[row[h]] : 0.f;
     }
 }
@@ -182,13 +204,15 @@ struct BwdMmaEngine {
   __device__ __forceinline__ static int slot(int h) { return (threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 2) + 8 * h; }
   __device__ __forceinline__ void bind(const void* extra) { args = static_cast<const BwdArgs*>(extra); }
 
-  // Offsets of the head's rows: query rows (Q, dO, lse) and key rows (K, V).
-  __device__ __forceinline__ static i64 q_rows(const Head& hv) { return q_head(hv.bh) * SEQ; }
-  __device__ __forceinline__ static i64 k_rows(const Head& hv) { return kv_head(q_head(hv.bh)) * KV; }
+  // Offsets of the head's rows: query rows (Q, dO, lse) and key rows (K, V); in a packed batch its
+  // sequence's, the rows of the tile's operands ASTEP and of the walked ones XSTEP (x HD) apart.
+  __device__ __forceinline__ static i64 q_rows(const Head& hv) { return head_q0<SEQ>(hv); }
+  __device__ __forceinline__ static i64 k_rows(const Head& hv) { return head_k0<KV>(hv); }
+  static constexpr int ASTEP = DKV ? kKvStep : kQStep, XSTEP = DKV ? kQStep : kKvStep;
 
   // The warp's 16 rows of A1 and A2 into shared memory (bwd_stage_rows), then into registers (AREG).
   __device__ __forceinline__ void stage_rows(const T* a1, const T* a2, const i64* row) {
-    bwd_stage_rows<u16, T, HD, HW, LDS>(As, a1, a2, row);
+    bwd_stage_rows<u16, T, HD, HW, LDS, ASTEP>(As, a1, a2, row);
     if constexpr (AREG) {
 #pragma unroll
       for (int a = 0; a < 2; ++a)
@@ -225,14 +249,8 @@ struct BwdMmaEngine {
 
   // Walked rows base + u*step, u in [u0, u0 + BC), of X and Y into stage buf (and their lse and D).
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
-    gather_kv<HD, HW, BC, NT, LDS, LDS>(Xs + buf * BC * LDS, Ys + buf * BC * LDS, xg, yg, w, u0, table);
-    if constexpr (DKV) {
-      const int r = threadIdx.x & (BC - 1);
-      const bool ok = u0 + r < w.count;
-      const i64 j = ok ? walk_key(w, u0 + r, table) : 0;
-      const float* src = threadIdx.x < BC ? lse_g : delta_g;
-      cp_async4(stats + buf * 2 * BC + threadIdx.x, src + j, ok ? 4 : 0);
-    }
+    gather_kv<HD, HW, BC, NT, LDS, LDS, XSTEP>(Xs + buf * BC * LDS, Ys + buf * BC * LDS, xg, yg, w, u0, table);
+    if constexpr (DKV) bwd_load_stats<BC>(stats + buf * 2 * BC, lse_g, delta_g, w, u0, table);
   }
 
   // s[CW/8][4] = A(a) . B^T over the CW walked rows from c0 of the stage at Bb.
@@ -322,8 +340,8 @@ struct BwdMmaEngine {
           *reinterpret_cast<float2*>(ws + i * W + col) = make_float2(a0, a1);
           if constexpr (DKV) *reinterpret_cast<float2*>(ws + i * W + HD + col) = make_float2(acc2[d][2 * h], acc2[d][2 * h + 1]);
         } else {
-          *reinterpret_cast<u32*>(o1 + i * HD + col) = pack2<T>(a0 * sc, a1 * sc);
-          if constexpr (DKV) *reinterpret_cast<u32*>(o2 + i * HD + col) = pack2<T>(acc2[d][2 * h], acc2[d][2 * h + 1]);
+          *reinterpret_cast<u32*>(o1 + i * (ASTEP * HD) + col) = pack2<T>(a0 * sc, a1 * sc);
+          if constexpr (DKV) *reinterpret_cast<u32*>(o2 + i * (ASTEP * HD) + col) = pack2<T>(acc2[d][2 * h], acc2[d][2 * h + 1]);
         }
       }
     }
@@ -336,6 +354,7 @@ struct BwdMmaEngine {
 // ROWS_LEN: rows of the pass's tiles (dQ: SEQ; dK/dV: KV).
 template <class T, int SEQ, int KV, int HD, bool DKV, int PERIOD, int NSLOTS, bool LAST>
 __device__ __forceinline__ void bwd_combine(const SplitD* splits, const BwdArgs& a) {
+  static_assert(!SPLAT_VARLEN || NSLOTS < 0, "a packed batch's plans have no split tiles");
   constexpr int W = DKV ? 2 * HD : HD, ROWS_LEN = DKV ? KV : SEQ;
   const SplitD sp = splits[blockIdx.x];
   const i64 bh = blockIdx.y;

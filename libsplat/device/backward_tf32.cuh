@@ -60,12 +60,13 @@ struct BwdTf32Engine {
   // Head column of accumulator element e of n-tile dn (MmaTf32Engine::ocol).
   __device__ __forceinline__ static int ocol(int dn, int e, int t4) { return (dn >> 2) * 32 + (2 * t4 + (e & 1)) * 4 + (dn & 3); }
   __device__ __forceinline__ void bind(const void* extra) { args = static_cast<const BwdArgs*>(extra); }
-  __device__ __forceinline__ static i64 q_rows(const Head& hv) { return q_head(hv.bh) * SEQ; }
-  __device__ __forceinline__ static i64 k_rows(const Head& hv) { return kv_head(q_head(hv.bh)) * KV; }
+  __device__ __forceinline__ static i64 q_rows(const Head& hv) { return head_q0<SEQ>(hv); }
+  __device__ __forceinline__ static i64 k_rows(const Head& hv) { return head_k0<KV>(hv); }
+  static constexpr int ASTEP = DKV ? kKvStep : kQStep, XSTEP = DKV ? kQStep : kKvStep;  // BwdMmaEngine's
 
   // The warp's 16 rows of A1 and A2 into shared memory (bwd_stage_rows, backward.cuh).
   __device__ __forceinline__ void stage_rows(const float* a1, const float* a2, const i64* row) {
-    bwd_stage_rows<float, float, HD, HW, LDA>(As, a1, a2, row);
+    bwd_stage_rows<float, float, HD, HW, LDA, ASTEP>(As, a1, a2, row);
   }
 
   __device__ __forceinline__ void begin(unsigned char* smem, const float* a1, const float* x, const float*, const i64* row,
@@ -92,14 +93,8 @@ struct BwdTf32Engine {
 
   // Walked rows base + u*step, u in [u0, u0 + BC), of X and Y into stage buf (and their lse and D).
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
-    gather_kv<HD, HW, BC, NT, LDX, LDX>(Xs + buf * BC * LDX, Ys + buf * BC * LDX, xg, yg, w, u0, table);
-    if constexpr (DKV) {
-      const int r = threadIdx.x & (BC - 1);
-      const bool ok = u0 + r < w.count;
-      const i64 j = ok ? walk_key(w, u0 + r, table) : 0;
-      const float* src = threadIdx.x < BC ? lse_g : delta_g;
-      cp_async4(stats + buf * 2 * BC + threadIdx.x, src + j, ok ? 4 : 0);
-    }
+    gather_kv<HD, HW, BC, NT, LDX, LDX, XSTEP>(Xs + buf * BC * LDX, Ys + buf * BC * LDX, xg, yg, w, u0, table);
+    if constexpr (DKV) bwd_load_stats<BC>(stats + buf * 2 * BC, lse_g, delta_g, w, u0, table);
   }
 
   // s[CW/8][4] = A(a) . B^T over the CW walked rows from c0 of the stage at Bb.
@@ -189,7 +184,7 @@ struct BwdTf32Engine {
       if (to_ws)
         store_row(h, ws + i * W, ws + i * W + HD, 1.f, 1.f);
       else
-        store_row(h, o1 + i * HD, DKV ? o2 + i * HD : nullptr, args->scale, 1.f);
+        store_row(h, o1 + i * (ASTEP * HD), DKV ? o2 + i * (ASTEP * HD) : nullptr, args->scale, 1.f);
     }
   }
 };

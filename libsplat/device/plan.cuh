@@ -58,7 +58,9 @@ __device__ __forceinline__ WalkD clip_walk(WalkD w, int len, const int* table) {
 // NT % CH spare threads copy nothing: their rows would be those of threads t < CH, unordered writes
 // of the same bytes from another warp (a race, racecheck's write-write error); where there are
 // fewer chunks than threads (d < 32 in bf16) the rounds stop at BC rows.
-template <int HD, int HW, int BC, int NT, int LDK, int LDV, class S, class E>
+// KSTEP: walked rows are KSTEP * HD elements apart (a packed batch interleaves the heads' rows: key
+// rows kKvStep, the backward's walked query rows kQStep).
+template <int HD, int HW, int BC, int NT, int LDK, int LDV, int KSTEP = kKvStep, class S, class E>
 __device__ __forceinline__ void gather_kv(S* kd, S* vd, const E* kg, const E* vg, const WalkD& w, int u0,
                                           const int* table) {
   static_assert(sizeof(S) == sizeof(E), "stage and tensor elements differ in size");
@@ -68,15 +70,14 @@ __device__ __forceinline__ void gather_kv(S* kd, S* vd, const E* kg, const E* vg
   if constexpr (NT % CH != 0)
     if (r0 >= RSTEP) return;
   const bool col = HD == HW || c * EPC < HD;  // a padding chunk: zeros
-  // Key rows are kKvStep * HD elements apart (a packed batch interleaves the heads' rows).
-  const i64 off = ((i64)w.base + (i64)(u0 + r0) * w.step) * (kKvStep * HD) + c * EPC;
-  const i64 dstep = (i64)RSTEP * w.step * (kKvStep * HD);
+  const i64 off = ((i64)w.base + (i64)(u0 + r0) * w.step) * (KSTEP * HD) + c * EPC;
+  const i64 dstep = (i64)RSTEP * w.step * (KSTEP * HD);
 #pragma unroll
   for (int k = 0; k < (BC + RSTEP - 1) / RSTEP; ++k) {
     const int r = r0 + k * RSTEP;
     if (r >= BC) break;
     const bool ok = col && u0 + r < w.count;
-    const i64 o = !ok ? 0 : table != nullptr && w.step == 0 ? (i64)table[w.base + u0 + r] * (kKvStep * HD) + c * EPC : off + k * dstep;
+    const i64 o = !ok ? 0 : table != nullptr && w.step == 0 ? (i64)table[w.base + u0 + r] * (KSTEP * HD) + c * EPC : off + k * dstep;
     cp_async16(kd + r * LDK + c * EPC, kg + o, ok ? 16 : 0);
     cp_async16(vd + r * LDV + c * EPC, vg + o, ok ? 16 : 0);
   }

@@ -123,16 +123,17 @@ __device__ __forceinline__ void reference_attention(const void* qv, const void* 
 }
 
 // ---- the backward pass in float64 (splatc bench --pass backward) ----
-// The gradients of a plain batch: P_ij = exp(scale q_i.k_j - lse_i) with the float64 reference's
-// log-sum-exp, dP_ij = dO_i.v_j, D_i = sum_j P_ij dP_ij, dS_ij = P_ij (dP_ij - D_i);
-// dQ_i = scale sum_j dS_ij k_j, dK_j = scale sum_i dS_ij q_i, dV_j = sum_i P_ij dO_i (summed over a K/V
-// head's query heads).
-// One block of 128 threads per (row, batch*head): D_i (delta) and dQ_i over the row's runs.
+// The gradients: P_ij = exp(scale q_i.k_j - lse_i) with the float64 reference's log-sum-exp,
+// dP_ij = dO_i.v_j, D_i = sum_j P_ij dP_ij, dS_ij = P_ij (dP_ij - D_i); dQ_i = scale sum_j dS_ij k_j,
+// dK_j = scale sum_i dS_ij q_i, dV_j = sum_i P_ij dO_i (summed over a K/V head's query heads).
+// cu_seqlens != nullptr: a packed variable-length batch, as reference_attention takes it (lse and
+// delta at the query rows' [total, heads] index); the runs are clipped to the sequence's length.
+// One block of 128 threads per (row, batch*head or sequence*head): D_i (delta) and dQ_i over the row's runs.
 template <class T>
 __device__ __forceinline__ void reference_backward_rows(const void* qv, const void* kv, const void* vv, const void* dov,
                                                         const double* lse, const long long* row_ptr, const int* runs,
                                                         long long seq, long long kvl, double scale, long long group,
-                                                        double* delta, double* dq) {
+                                                        const int* cu_seqlens, long long heads, double* delta, double* dq) {
   const T* q = static_cast<const T*>(qv);
   const T* k = static_cast<const T*>(kv);
   const T* v = static_cast<const T*>(vv);
@@ -140,7 +141,17 @@ __device__ __forceinline__ void reference_backward_rows(const void* qv, const vo
   __shared__ double qs[SPLAT_HD], ds_row[SPLAT_HD], ps[128];
   __shared__ long long js[128];
   __shared__ double red[4];
-  const long long row = blockIdx.x, bh = blockIdx.y, qrow = bh * seq + row, k0 = bh / group * kvl;
+  const long long row = blockIdx.x, bh = blockIdx.y;
+  // Q row of this block; K/V row of key j: k0 + j * kstep; keys below len.
+  long long qrow = bh * seq + row, k0 = bh / group * kvl, kstep = 1, len = kvl;
+  if (cu_seqlens != nullptr) {
+    const long long b = bh / heads, h = bh % heads, start = cu_seqlens[b];
+    len = cu_seqlens[b + 1] - start;
+    if (row >= len) return;
+    qrow = (start + row) * heads + h;
+    kstep = heads / group;
+    k0 = start * kstep + h / group;
+  }
   for (int x = threadIdx.x; x < SPLAT_HD; x += 128) {
     qs[x] = (double)to_f(q[qrow * SPLAT_HD + x]);
     ds_row[x] = (double)to_f(dout[qrow * SPLAT_HD + x]);
@@ -148,12 +159,12 @@ __device__ __forceinline__ void reference_backward_rows(const void* qv, const vo
   __syncthreads();
   const double l = lse[qrow];
   const long long rb = row_ptr[row], re = row_ptr[row + 1];
-  // P and dP of kept key t of run r (this thread's), and D as their sum.
+  // P and dP of key j, this thread's.
   auto p_dp = [&](long long j, double& p, double& dp) {
     double s = 0.0, d = 0.0;
     for (int x = 0; x < SPLAT_HD; ++x) {
-      s += qs[x] * (double)to_f(k[(k0 + j) * SPLAT_HD + x]);
-      d += ds_row[x] * (double)to_f(v[(k0 + j) * SPLAT_HD + x]);
+      s += qs[x] * (double)to_f(k[(k0 + j * kstep) * SPLAT_HD + x]);
+      d += ds_row[x] * (double)to_f(v[(k0 + j * kstep) * SPLAT_HD + x]);
     }
     p = exp(s * scale - l);
     dp = d;
@@ -161,7 +172,8 @@ __device__ __forceinline__ void reference_backward_rows(const void* qv, const vo
   double dsum = 0.0;
   for (long long r = rb; r < re; ++r) {
     const int* run = runs + 3 * r;
-    for (long long t = threadIdx.x; t < run[2]; t += 128) {
+    const long long cnt = reference_run_count(run, len);
+    for (long long t = threadIdx.x; t < cnt; t += 128) {
       double p, dp;
       p_dp(run[0] + t * (long long)run[1], p, dp);
       dsum += p * dp;
@@ -176,21 +188,22 @@ __device__ __forceinline__ void reference_backward_rows(const void* qv, const vo
   for (int a = 0; a < NA; ++a) acc[a] = 0.0;
   for (long long r = rb; r < re; ++r) {
     const int* run = runs + 3 * r;
-    for (long long t0 = 0; t0 < run[2]; t0 += 128) {
+    const long long cnt = reference_run_count(run, len);
+    for (long long t0 = 0; t0 < cnt; t0 += 128) {
       const long long t = t0 + threadIdx.x;
       __syncthreads();
-      if (t < run[2]) {
+      if (t < cnt) {
         double p, dp;
         js[threadIdx.x] = run[0] + t * (long long)run[1];
         p_dp(js[threadIdx.x], p, dp);
         ps[threadIdx.x] = p * (dp - D);
       }
       __syncthreads();
-      const int nc = (int)min((long long)128, run[2] - t0);
+      const int nc = (int)min((long long)128, cnt - t0);
       for (int c = 0; c < nc; ++c)
         for (int a = 0; a < NA; ++a) {
           const int x = threadIdx.x + 128 * a;
-          if (x < SPLAT_HD) acc[a] += ps[c] * (double)to_f(k[(k0 + js[c]) * SPLAT_HD + x]);
+          if (x < SPLAT_HD) acc[a] += ps[c] * (double)to_f(k[(k0 + js[c] * kstep) * SPLAT_HD + x]);
         }
     }
   }
@@ -201,20 +214,32 @@ __device__ __forceinline__ void reference_backward_rows(const void* qv, const vo
   if (threadIdx.x == 0) delta[qrow] = D;
 }
 
-// One block of 128 threads per (key, batch*kv_head): dK_j and dV_j over the column runs (the rows
-// keeping key j) of each of the K/V head's group query heads.
+// One block of 128 threads per (key, batch*kv_head or sequence*kv_head): dK_j and dV_j over the
+// column runs (the rows keeping key j) of each of the K/V head's group query heads.
 template <class T>
 __device__ __forceinline__ void reference_backward_cols(const void* qv, const void* kv, const void* vv, const void* dov,
                                                         const double* lse, const double* delta, const long long* col_ptr,
                                                         const int* runs, long long seq, long long kvl, double scale,
-                                                        long long group, double* dk, double* dv) {
+                                                        long long group, const int* cu_seqlens, long long heads,
+                                                        double* dk, double* dv) {
   const T* q = static_cast<const T*>(qv);
   const T* k = static_cast<const T*>(kv);
   const T* v = static_cast<const T*>(vv);
   const T* dout = static_cast<const T*>(dov);
   __shared__ double ks[SPLAT_HD], vs[SPLAT_HD], ps[128], dss[128];
   __shared__ long long is[128];
-  const long long j = blockIdx.x, kvh = blockIdx.y, krow = kvh * kvl + j;
+  const long long j = blockIdx.x, kvh = blockIdx.y;
+  // K/V row of this block; query row i of the group's head g: q0 + g * qhead + i * qstep; rows below len.
+  long long krow = kvh * kvl + j, q0 = kvh * group * seq, qhead = seq, qstep = 1, len = seq;
+  if (cu_seqlens != nullptr) {
+    const long long kvheads = heads / group, b = kvh / kvheads, kh = kvh % kvheads, start = cu_seqlens[b];
+    len = cu_seqlens[b + 1] - start;
+    if (j >= len) return;
+    krow = (start + j) * kvheads + kh;
+    q0 = start * heads + kh * group;
+    qhead = 1;
+    qstep = heads;
+  }
   for (int x = threadIdx.x; x < SPLAT_HD; x += 128) {
     ks[x] = (double)to_f(k[krow * SPLAT_HD + x]);
     vs[x] = (double)to_f(v[krow * SPLAT_HD + x]);
@@ -224,14 +249,14 @@ __device__ __forceinline__ void reference_backward_cols(const void* qv, const vo
   for (int a = 0; a < NA; ++a) ak[a] = av[a] = 0.0;
   const long long rb = col_ptr[j], re = col_ptr[j + 1];
   for (long long g = 0; g < group; ++g) {
-    const long long q0 = (kvh * group + g) * seq;  // query rows of this head
     for (long long r = rb; r < re; ++r) {
       const int* run = runs + 3 * r;
-      for (long long t0 = 0; t0 < run[2]; t0 += 128) {
+      const long long cnt = reference_run_count(run, len);
+      for (long long t0 = 0; t0 < cnt; t0 += 128) {
         const long long t = t0 + threadIdx.x;
         __syncthreads();
-        if (t < run[2]) {
-          const long long i = q0 + run[0] + t * (long long)run[1];
+        if (t < cnt) {
+          const long long i = q0 + g * qhead + (run[0] + t * (long long)run[1]) * qstep;
           double s = 0.0, d = 0.0;
           for (int x = 0; x < SPLAT_HD; ++x) {
             s += (double)to_f(q[i * SPLAT_HD + x]) * ks[x];
@@ -243,7 +268,7 @@ __device__ __forceinline__ void reference_backward_cols(const void* qv, const vo
           dss[threadIdx.x] = p * (d - delta[i]);
         }
         __syncthreads();
-        const int nc = (int)min((long long)128, run[2] - t0);
+        const int nc = (int)min((long long)128, cnt - t0);
         for (int c = 0; c < nc; ++c)
           for (int a = 0; a < NA; ++a) {
             const int x = threadIdx.x + 128 * a;

@@ -32,10 +32,30 @@ void BackwardKernel::launch(const void* q, const void* k, const void* v, const v
     for (const BackwardKernel& g : groups_) g.launch(q, k, v, o, dout, lse, dq, dk, dv, stream);
     return;
   }
+  if (gen_->varlen) throw std::invalid_argument("a packed variable-length batch's backward: launch_varlen gives its cu_seqlens");
   void* ws = ws_->get();
   const void* table = table_ ? table_->get() : nullptr;
   void* args[] = {&q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, &ws, &table};
   for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, bh_, l.block, l.smem, args, stream);
+}
+
+void BackwardKernel::launch_varlen(const void* q, const void* k, const void* v, const void* o, const void* dout,
+                                   const float* lse, void* dq, void* dk, void* dv, const int* cu_seqlens,
+                                   int64_t sequences, void* stream) const {
+  if (!groups_.empty()) {
+    for (const BackwardKernel& g : groups_) g.launch_varlen(q, k, v, o, dout, lse, dq, dk, dv, cu_seqlens, sequences, stream);
+    return;
+  }
+  if (!gen_->varlen) throw std::invalid_argument("launch_varlen: the backward was built for a plain batch (launch)");
+  if (sequences < 0 || cu_seqlens == nullptr) throw std::invalid_argument("launch_varlen: no cu_seqlens");
+  if (sequences == 0) return;
+  const int64_t grid_y = sequences * bh_;  // bh_: heads (a packed batch has batch 1)
+  const size_t ws_bytes = static_cast<size_t>(grid_y * gen_->workspace_floats_per_bh) * sizeof(float);
+  if (!ws_ || ws_->size() < ws_bytes) ws_ = std::make_shared<DeviceBuffer>(ws_bytes);
+  void* ws = ws_->get();
+  const void* table = table_ ? table_->get() : nullptr;
+  void* args[] = {&q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, &ws, &table, &cu_seqlens};
+  for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, grid_y, l.block, l.smem, args, stream);
 }
 
 BackwardKernel build_backward(const Problem& problem, const Acsr& acsr, const BuildOptions& opt) {

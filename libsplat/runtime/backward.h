@@ -29,6 +29,13 @@ class BackwardKernel {
   // workspace: launches on different streams must not overlap.
   void launch(const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse, void* dq,
               void* dk, void* dv, void* stream = nullptr) const;
+  // A packed variable-length batch (a problem with varlen): q, o, dout, dq [total_tokens, heads,
+  // head_dim]; k, v, dk, dv [total_tokens, kv_heads, head_dim]; lse [total_tokens, heads] (the
+  // forward's launch_varlen); cu_seqlens [sequences + 1] int32 in device memory, as the forward's.
+  // Rows and keys past the last sequence's end are not written. The workspace grows to the number of
+  // sequences. launch() on such a kernel, or this on another, is std::invalid_argument.
+  void launch_varlen(const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse,
+                     void* dq, void* dk, void* dv, const int* cu_seqlens, int64_t sequences, void* stream = nullptr) const;
   const BackwardModule& module() const { return *gen_; }  // per-head patterns: head group 0's
   // Per-head patterns: one kernel per head group (each built for its group's problem), launched in
   // turn by launch() on its stream; empty otherwise.
@@ -46,7 +53,8 @@ class BackwardKernel {
   std::shared_ptr<Module> mod_;
   int64_t bh_;
   std::vector<Launch> launches_;
-  std::shared_ptr<DeviceBuffer> table_, ws_;
+  std::shared_ptr<DeviceBuffer> table_;
+  mutable std::shared_ptr<DeviceBuffer> ws_;  // grown by launch_varlen
   std::vector<BackwardKernel> groups_;
 };
 

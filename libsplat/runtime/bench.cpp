@@ -531,12 +531,16 @@ std::string support_source(DType t, int64_t hd) {
        "                         group_heads, lse);\n}\n";
   s += "extern \"C\" __global__ void __launch_bounds__(128) splat_reference_bwd_rows(const void* q, const void* k,\n"
        "    const void* v, const void* dout, const double* lse, const long long* row_ptr, const int* runs, long long seq,\n"
-       "    long long kvl, double scale, long long group, double* delta, double* dq) {\n"
-       "  reference_backward_rows<T>(q, k, v, dout, lse, row_ptr, runs, seq, kvl, scale, group, delta, dq);\n}\n";
+       "    long long kvl, double scale, long long group, const int* cu_seqlens, long long heads, double* delta,\n"
+       "    double* dq) {\n"
+       "  reference_backward_rows<T>(q, k, v, dout, lse, row_ptr, runs, seq, kvl, scale, group, cu_seqlens, heads, delta,\n"
+       "                             dq);\n}\n";
   s += "extern \"C\" __global__ void __launch_bounds__(128) splat_reference_bwd_cols(const void* q, const void* k,\n"
        "    const void* v, const void* dout, const double* lse, const double* delta, const long long* col_ptr,\n"
-       "    const int* runs, long long seq, long long kvl, double scale, long long group, double* dk, double* dv) {\n"
-       "  reference_backward_cols<T>(q, k, v, dout, lse, delta, col_ptr, runs, seq, kvl, scale, group, dk, dv);\n}\n";
+       "    const int* runs, long long seq, long long kvl, double scale, long long group, const int* cu_seqlens,\n"
+       "    long long heads, double* dk, double* dv) {\n"
+       "  reference_backward_cols<T>(q, k, v, dout, lse, delta, col_ptr, runs, seq, kvl, scale, group, cu_seqlens, heads,\n"
+       "                             dk, dv);\n}\n";
   return s;
 }
 

@@ -14,7 +14,7 @@ namespace {
 using namespace bench_detail;
 
 // The float64 gradients (reference.cuh: reference_backward_rows, reference_backward_cols) from the
-// inputs and the float64 forward's log-sum-exp.
+// inputs and the float64 forward's log-sum-exp; a packed batch's sequence by sequence (in.cu).
 struct Gradients {
   std::vector<double> dq, dk, dv;
 };
@@ -30,13 +30,15 @@ Gradients reference_gradients(const Problem& p, const BackwardModule& m, const A
   double *deltap = static_cast<double*>(delta.get()), *dqp = static_cast<double*>(dq.get());
   double *dkp = static_cast<double*>(dk.get()), *dvp = static_cast<double*>(dv.get());
   const void *rp = rows.ptr.get(), *rr = rows.runs.get(), *cp = cols.ptr.get(), *cr = cols.runs.get();
-  long long seq = p.seq_len, kvl = p.kv_len, group = p.heads / p.kv_heads;
+  long long seq = p.seq_len, kvl = p.kv_len, group = p.heads / p.kv_heads, heads = p.heads;
   double scale = p.scale;
-  void* rargs[] = {&qp, &kp, &vp, &dop, &lp, &rp, &rr, &seq, &kvl, &scale, &group, &deltap, &dqp};
-  launch_kernel(sup.ref_bwd_rows, p.seq_len, p.batch * p.heads, 128, 0, rargs, nullptr);
+  const void* cup = in.cu.get();  // null unless varlen
+  const int64_t units = p.varlen ? in.shape.sequences() : p.batch;  // batch entries or sequences
+  void* rargs[] = {&qp, &kp, &vp, &dop, &lp, &rp, &rr, &seq, &kvl, &scale, &group, &cup, &heads, &deltap, &dqp};
+  launch_kernel(sup.ref_bwd_rows, p.seq_len, units * p.heads, 128, 0, rargs, nullptr);
   const double* dcp = deltap;
-  void* cargs[] = {&qp, &kp, &vp, &dop, &lp, &dcp, &cp, &cr, &seq, &kvl, &scale, &group, &dkp, &dvp};
-  launch_kernel(sup.ref_bwd_cols, p.kv_len, p.batch * p.kv_heads, 128, 0, cargs, nullptr);
+  void* cargs[] = {&qp, &kp, &vp, &dop, &lp, &dcp, &cp, &cr, &seq, &kvl, &scale, &group, &cup, &heads, &dkp, &dvp};
+  launch_kernel(sup.ref_bwd_cols, p.kv_len, units * p.kv_heads, 128, 0, cargs, nullptr);
   cuda_check(cudaDeviceSynchronize(), "backward reference kernels");
   Gradients g{std::vector<double>(static_cast<size_t>(in.nq)), std::vector<double>(static_cast<size_t>(in.nk)),
               std::vector<double>(static_cast<size_t>(in.nk))};
@@ -55,15 +57,20 @@ Gradients all_reference_gradients(const BackwardRun& b, const DeviceBuffer& dout
     return reference_gradients(p, *b.parts[0].module, *b.parts[0].acsr, b.inputs, dout, b.reference, b.support);
   Gradients all{std::vector<double>(static_cast<size_t>(b.inputs.nq)), std::vector<double>(static_cast<size_t>(b.inputs.nk)),
                 std::vector<double>(static_cast<size_t>(b.inputs.nk))};
-  const size_t qrows = static_cast<size_t>(p.seq_len * p.head_dim), krows = static_cast<size_t>(p.kv_len * p.head_dim);
+  // Consecutive elements of one head: a head's rows ([batch, heads, rows, d]), or one row (a packed
+  // batch's [tokens, heads, d]).
+  const int64_t qrun = p.varlen ? p.head_dim : p.seq_len * p.head_dim, krun = p.varlen ? p.head_dim : p.kv_len * p.head_dim;
   for (const BackwardPart& part : b.parts) {
     const Gradients g = reference_gradients(p, *part.module, *part.acsr, b.inputs, dout, b.reference, b.support);
-    for (int64_t bi = 0; bi < p.batch; ++bi)
-      for (int64_t h : part.problem->group_heads) {
-        const size_t at = static_cast<size_t>(bi * p.heads + h);
-        std::copy_n(g.dq.begin() + at * qrows, qrows, all.dq.begin() + at * qrows);
-        std::copy_n(g.dk.begin() + at * krows, krows, all.dk.begin() + at * krows);
-        std::copy_n(g.dv.begin() + at * krows, krows, all.dv.begin() + at * krows);
+    std::vector<char> served(static_cast<size_t>(p.heads));
+    for (int64_t h : part.problem->group_heads) served[static_cast<size_t>(h)] = 1;
+    for (int64_t at = 0; at * qrun < b.inputs.nq; ++at)
+      if (served[static_cast<size_t>(at % p.heads)])
+        std::copy_n(g.dq.begin() + at * qrun, qrun, all.dq.begin() + at * qrun);
+    for (int64_t at = 0; at * krun < b.inputs.nk; ++at)  // kv_heads = heads here
+      if (served[static_cast<size_t>(at % p.heads)]) {
+        std::copy_n(g.dk.begin() + at * krun, krun, all.dk.begin() + at * krun);
+        std::copy_n(g.dv.begin() + at * krun, krun, all.dv.begin() + at * krun);
       }
   }
   return all;
@@ -126,12 +133,23 @@ std::vector<KernelResult> run_backward(const BackwardRun& b) {
     launch1d(sup.fill, n, args);
   }
   float* lp = static_cast<float*>(lse.get());
-  b.forward.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get(), nullptr, lp);
+  const int* cu = static_cast<const int*>(in.cu.get());  // null unless varlen
+  auto forward = [&] {
+    if (cu == nullptr)
+      b.forward.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get(), nullptr, lp);
+    else
+      b.forward.launch_varlen(in.q.get(), in.k.get(), in.v.get(), in.o.get(), cu, in.shape.sequences(), nullptr, lp);
+  };
+  forward();
   cuda_check(cudaDeviceSynchronize(), "forward run (O and the log-sum-exp)");
   const Gradients want = all_reference_gradients(b, dout);
   const Grads g(in, esz);
   auto launch = [&] {
-    b.backward.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get(), dout.get(), lp, g.dq.get(), g.dk.get(), g.dv.get());
+    if (cu == nullptr)
+      b.backward.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get(), dout.get(), lp, g.dq.get(), g.dk.get(), g.dv.get());
+    else
+      b.backward.launch_varlen(in.q.get(), in.k.get(), in.v.get(), in.o.get(), dout.get(), lp, g.dq.get(), g.dk.get(),
+                               g.dv.get(), cu, in.shape.sequences());
   };
   KernelResult kr;
   kr.kind = "backward";
@@ -167,7 +185,7 @@ std::vector<KernelResult> run_backward(const BackwardRun& b) {
     both.kind = "fwd+bwd";
     both.note = "forward with the log-sum-exp, then backward; checked as the two above";
     time_runs(b.opt, b.flush, [&] { g.poison(); }, [&] {
-      b.forward.launch(in.q.get(), in.k.get(), in.v.get(), in.o.get(), nullptr, lp);
+      forward();
       launch();
     }, both);
     rates(b.result, 3.5, 3.0, both);

@@ -79,6 +79,10 @@ trsplat_e2e(splatc_emit_backward_head_patterns
 trsplat_e2e(splatc_emit_backward_head_patterns_gqa EXIT 2
             OUTPUT "kv_heads: the backward kernels take per-head patterns without grouped K/V heads so far \\(kv_heads = heads = 8\\), got kv_heads 2"
             COMMAND splatc emit tests/gpu/head-windows-ragged-bf16.json --pass backward -o ${_emit_dir}/bwd-heads-gqa)
+# A packed variable-length batch: the backward entries take cu_seqlens (the manifest's parameter 11).
+trsplat_e2e(splatc_emit_backward_varlen
+            OUTPUT "splat_bwd_dkv_p0: [0-9]+ registers.*varlen-window-bf16\\.bwd\\.ptx.*manifest\\.json"
+            COMMAND splatc emit patterns/varlen-window-bf16.json --pass both --target ptx --arch sm_90a -o ${_emit_dir}/bwd-varlen)
 trsplat_e2e(splatc_emit_bad_pass EXIT 2 OUTPUT "--pass: sideways not in"
             COMMAND splatc emit patterns/window-4k-bf16.json --pass sideways -o ${_emit_dir}/bad)
 trsplat_e2e(splatc_bench_bad_tune_backward EXIT 2 OUTPUT "--tune-backward: backward tuning: cw must be 32 or 64, got '48'"

@@ -29,10 +29,10 @@ std::vector<fs::path> json_files(const fs::path& dir) {
 }
 
 // The problems the backward kernels take (head_dim <= 128 in whole 16-byte chunks: a multiple of 8 in
-// bf16/fp16, of 4 in fp32/tf32; no packed batch; per-head patterns only without grouped K/V heads).
+// bf16/fp16, of 4 in fp32/tf32; per-head patterns only without grouped K/V heads).
 bool backward_takes(const Problem& p) {
   return p.head_dim % (dtype_bytes(p.dtype) == 4 ? 4 : 8) == 0 && p.head_dim <= 128 &&
-         (p.head_groups.empty() || p.kv_heads == p.heads) && !p.varlen;
+         (p.head_groups.empty() || p.kv_heads == p.heads);
 }
 
 // The problems of dir the backward takes; a per-head one as its head groups' problems (a module each).
@@ -100,16 +100,18 @@ TEST_CASE("backward kernels: registers and spills (window, strided, bigbird, fix
 namespace {
 
 // One head's gradients by brute force over the pattern's own mask (kept(), not the analysis).
+// length >= 0: one sequence of a packed batch, the pattern's (i, j) with i, j < length (the arrays
+// keep their full sizes).
 CpuGradients brute_force_backward(const Problem& p, const std::vector<double>& q, const std::vector<double>& k,
-                                  const std::vector<double>& v, const std::vector<double>& dout) {
-  const int64_t L = p.seq_len, KV = p.kv_len, d = p.head_dim;
+                                  const std::vector<double>& v, const std::vector<double>& dout, int64_t length = -1) {
+  const int64_t L = length >= 0 ? length : p.seq_len, KV = length >= 0 ? length : p.kv_len, d = p.head_dim;
   const auto dot = [&](const std::vector<double>& a, int64_t i, const std::vector<double>& b, int64_t j) {
     double s = 0;
     for (int64_t x = 0; x < d; ++x) s += a[static_cast<size_t>(i * d + x)] * b[static_cast<size_t>(j * d + x)];
     return s;
   };
-  CpuGradients g{std::vector<double>(static_cast<size_t>(L * d)), std::vector<double>(static_cast<size_t>(KV * d)),
-                 std::vector<double>(static_cast<size_t>(KV * d))};
+  CpuGradients g{std::vector<double>(static_cast<size_t>(p.seq_len * d)), std::vector<double>(static_cast<size_t>(p.kv_len * d)),
+                 std::vector<double>(static_cast<size_t>(p.kv_len * d))};
   for (int64_t i = 0; i < L; ++i) {
     std::vector<int64_t> js;
     for (int64_t j = 0; j < KV; ++j)
@@ -178,6 +180,76 @@ TEST_CASE("cpu model of the backward pass matches brute-force gradients (tests/g
   CHECK(n >= 30);
   CHECK(groups >= 6);  // the per-head problems' head groups
   CHECK(split >= 5);  // plans with split-KV chunks (global rows, global keys' columns, decode)
+}
+
+// A packed variable-length batch: both plans are the longest sequence's, without split tiles, and
+// the kernels clip their rows and walks to each sequence's length (fused_pass): walked so, they give
+// the brute-force gradients of the pattern's (i, j) with i, j < length, at lengths around tile
+// edges and the problem's own.
+TEST_CASE("cpu model of the backward pass: a packed batch's sequences (both plans clipped to each length)" * doctest::test_suite("cpu-model")) {
+  int n = 0;
+  for (Problem p : backward_problems(fs::path(TRSPLAT_SOURCE_DIR) / "tests/gpu")) {
+    if (!p.varlen) continue;
+    CAPTURE(p.name);
+    p.head_dim = std::min<int64_t>(p.head_dim, 8);
+    const BackwardPlans b = backward_plans(p, analyze(p));
+    for (const Plan* plan : {&b.rows, &b.cols})
+      for (const PlanPass& pass : plan->passes) CHECK(pass.slots == 0);
+    std::mt19937_64 rng(static_cast<uint64_t>(n) + 101);
+    std::normal_distribution<double> nd;
+    auto fill = [&](int64_t rows) {
+      std::vector<double> x(static_cast<size_t>(rows * p.head_dim));
+      for (double& e : x) e = nd(rng);
+      return x;
+    };
+    const std::vector<double> q = fill(p.seq_len), k = fill(p.kv_len), v = fill(p.kv_len), dout = fill(p.seq_len);
+    std::vector<int64_t> lengths = {0, 1, 2, 63, 64, 65, 129, p.seq_len - 1, p.seq_len};
+    lengths.insert(lengths.end(), p.varlen->lengths.begin(), p.varlen->lengths.end());
+    for (int64_t len : lengths) {
+      if (len > p.seq_len) continue;
+      CAPTURE(len);
+      const CpuGradients want = brute_force_backward(p, q, k, v, dout, len);
+      const CpuGradients got = cpu_model_backward(b.rows, b.cols, p.head_dim, p.scale, q, k, v, dout, len);
+      CHECK(max_rel(got.dq, want.dq) < 1e-10);
+      CHECK(max_rel(got.dk, want.dk) < 1e-10);
+      CHECK(max_rel(got.dv, want.dv) < 1e-10);
+    }
+    ++n;
+  }
+  CHECK(n >= 6);
+}
+
+// The module of a packed batch: cu_seqlens as the entries' last parameter and in the manifest, the
+// grid over sequences, no unmasked pass (a sequence ends inside key tiles) and no split tiles.
+TEST_CASE("backward of a packed variable-length batch: module, parameters and manifest" * doctest::test_suite("unit")) {
+  const Problem p = parse_problem_text(
+      R"({"name": "vb", "seq_len": 4096, "head_dim": 64, "heads": 8, "kv_heads": 2, "dtype": "bf16", "causal": true,
+          "varlen": {"max_total_tokens": 65536, "lengths": [4096, 100, 0, 1]},
+          "pattern": {"union": [{"window": {"left": 255, "right": 0}}, {"global": {"tokens": [0, 1, 2, 3]}}]}})",
+      "vb.json");
+  const BackwardModule m = generate_backward(p, analyze(p));
+  CHECK(m.varlen);
+  CHECK(m.grid_y == "sequences*heads");
+  CHECK(m.source.find("#define SPLAT_VARLEN 1") != std::string::npos);
+  CHECK(m.source.find("const int* table, const int* cu_seqlens) {") != std::string::npos);
+  CHECK(m.source.find("ws, cu_seqlens);") != std::string::npos);  // bwd_delta
+  CHECK(m.source.find(", cu_seqlens, -1, -1, &args);") != std::string::npos);  // fused_pass
+  CHECK(m.source.find("splat_bwd_reduce") != std::string::npos);  // grouped heads
+  CHECK(m.source.find("true, true, true") == std::string::npos);  // no NOMASK pass (FIRST, LAST, NOMASK)
+  for (const KernelDesc& k : m.kernels) CHECK(k.name.find("combine") == std::string::npos);
+  const nlohmann::json j = backward_manifest(m, {"vb.bwd.ptx"});
+  REQUIRE(j["parameters"].size() == 12);
+  CHECK(j["parameters"][11]["name"] == "cu_seqlens");
+  CHECK(j["parameters"][11]["index"] == 11);
+  CHECK(j["layout"].get<std::string>().find("[total_tokens, heads, head_dim]") != std::string::npos);
+  // A plain batch's entries keep their eleven parameters.
+  Problem plain = p;
+  plain.varlen.reset();
+  const BackwardModule pm = generate_backward(plain, analyze(plain));
+  CHECK_FALSE(pm.varlen);
+  CHECK(pm.grid_y == "batch*heads");
+  CHECK(pm.source.find("cu_seqlens") == std::string::npos);
+  CHECK(backward_manifest(pm, {"p.bwd.ptx"})["parameters"].size() == 11);
 }
 
 // Decode: one query row, batch*heads = 6. D takes 6 floats, so the regions after it would start 24
