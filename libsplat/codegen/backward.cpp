@@ -27,10 +27,6 @@ BackwardTuning resolve(const Problem& p, BackwardTuning t) {
 }  // namespace
 
 void check_backward(const Problem& p) {
-  if ((!p.head_groups.empty() || !p.group_heads.empty()) && p.kv_heads != p.heads)
-    throw Error(p.file, "kv_heads",
-                "the backward kernels take per-head patterns without grouped K/V heads so far (kv_heads = heads = " +
-                    std::to_string(p.heads) + "), got kv_heads " + std::to_string(p.kv_heads));
   const int chunk = dtype_bytes(p.dtype) == 4 ? 4 : 8;  // elements of a 16-byte row chunk
   if (p.head_dim % chunk != 0 || p.head_dim > 128)
     throw Error(p.file, "head_dim",
@@ -82,20 +78,57 @@ struct Layout {
   int64_t dq_acc = 0, kv_acc = 0;  // words per bh of the hand-over regions (0: none)
   int64_t split = 0;               // words per bh of the split chunks' partials (0: none)
   bool reduce = false;             // grouped-query heads: dK/dV reduced over each K/V head's query heads
+  // Per-head patterns over grouped K/V heads: the head groups' dK/dV accumulators ([batch*heads][kv_len]
+  // [2d], slot q_head) in a region all groups' modules share, first in the workspace; shared: its
+  // words per bh of this group's grid (heads / group_heads of a query head's, rounded up).
+  bool shared = false;
+  int64_t shared_words = 0;
 };
 
+Layout layout_of(const Problem& p, const BackwardPlans& plans) {
+  Layout lay;
+  lay.reduce = p.kv_heads != p.heads;
+  lay.shared = lay.reduce && !p.group_heads.empty();
+  lay.delta = (p.seq_len + 3) / 4 * 4;
+  lay.dq_acc = plans.rows.passes.size() > 1 ? p.seq_len * p.head_dim : 0;
+  const int64_t kv_words = p.kv_len * 2 * p.head_dim;
+  if (lay.shared) {
+    const int64_t gh = static_cast<int64_t>(p.group_heads.size());
+    lay.shared_words = (p.heads * kv_words + gh - 1) / gh;
+  } else if (plans.cols.passes.size() > 1 || lay.reduce) {
+    lay.kv_acc = kv_words;
+  }
+  for (const PlanPass& pass : plans.rows.passes) lay.split = std::max(lay.split, pass.slots * 64 * p.head_dim);
+  for (const PlanPass& pass : plans.cols.passes) lay.split = std::max(lay.split, pass.slots * 128 * p.head_dim);
+  return lay;
+}
+
+// In the device code: the query heads of all groups (batch or sequences x heads), and the shared
+// region's floats (their dK/dV accumulators).
+const char* kAllHeads = "(i64)(gridDim.y / SPLAT_HEAD_GROUP) * SPLAT_HEADS";
+std::string shared_floats(const Problem& p) { return std::string(kAllHeads) + " * " + std::to_string(p.kv_len * 2 * p.head_dim); }
+
 // The entry's workspace regions ([grid.y][per bh] each: D, the dQ and dK/dV hand-over, the split
-// partials) and the engine's arguments.
+// partials; with a shared region, that first and D from `own` on) and the engine's arguments.
 std::string args_decl(const Problem& p, bool dkv, const Layout& lay) {
   std::ostringstream s;
-  s << "  float* dq_acc = ws + (i64)gridDim.y * " << lay.delta << ";\n"
-    << "  float* kv_acc = dq_acc + (i64)gridDim.y * " << lay.dq_acc << ";\n"
-    << "  float* split_ws = kv_acc + (i64)gridDim.y * " << lay.kv_acc << ";\n";
+  const char* d = "ws";
+  if (lay.shared) {
+    d = "own";
+    s << "  float* own = ws + " << shared_floats(p) << ";  // after the head groups' shared dK/dV\n"
+      << "  float* dq_acc = own + (i64)gridDim.y * " << lay.delta << ";\n"
+      << "  float* kv_acc = ws;\n"
+      << "  float* split_ws = dq_acc + (i64)gridDim.y * " << lay.dq_acc << ";\n";
+  } else {
+    s << "  float* dq_acc = ws + (i64)gridDim.y * " << lay.delta << ";\n"
+      << "  float* kv_acc = dq_acc + (i64)gridDim.y * " << lay.dq_acc << ";\n"
+      << "  float* split_ws = kv_acc + (i64)gridDim.y * " << lay.kv_acc << ";\n";
+  }
   if (dkv)
-    s << "  const BwdArgs args = {v, dout, lse, ws, dk, dv, kv_acc, split_ws, " << emit::f32_literal(p.scale) << ", "
+    s << "  const BwdArgs args = {v, dout, lse, " << d << ", dk, dv, kv_acc, split_ws, " << emit::f32_literal(p.scale) << ", "
       << (lay.reduce ? "true" : "false") << "};\n  (void)dq; (void)dq_acc;\n";
   else
-    s << "  const BwdArgs args = {dout, v, lse, ws, dq, nullptr, dq_acc, split_ws, " << emit::f32_literal(p.scale)
+    s << "  const BwdArgs args = {dout, v, lse, " << d << ", dq, nullptr, dq_acc, split_ws, " << emit::f32_literal(p.scale)
       << ", false};\n  (void)dk; (void)dv; (void)kv_acc;\n";
   return s.str();
 }
@@ -152,6 +185,24 @@ void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, 
   if (!pass.splits.empty()) combine_entry(s, p, plan, pi, dkv, lay, elt, kernels);
 }
 
+// Grouped-query heads: each K/V head's dK and dV, its query heads' accumulators summed in head order
+// (bwd_reduce_kv). With a shared region, in the last head group's module, over every query head.
+void reduce_entry(std::ostream& s, const Problem& p, const Layout& lay, const std::string& elt,
+                  std::vector<KernelDesc>& kernels) {
+  const int64_t group = p.heads / p.kv_heads;
+  KernelDesc r;
+  r.name = "splat_bwd_reduce";
+  r.role = "dK, dV: each K/V head's sum over its " + std::to_string(group) + " query heads" +
+           (lay.shared ? " (every head group's, from the shared region)" : "");
+  r.grid_x = (p.kv_len * p.head_dim + kBlock * group - 1) / (kBlock * group);
+  const std::string acc = lay.shared ? "ws" : "ws + (i64)gridDim.y * (" + std::to_string(lay.delta + lay.dq_acc) + ")";
+  s << "\n" << entry(p, r.name) << "  (void)q; (void)k; (void)v; (void)o; (void)dout; (void)lse; (void)dq; (void)table;\n"
+    << "  bwd_reduce_kv<" << elt << ", SPLAT_KV, SPLAT_HD, SPLAT_KV_GROUP>(" << acc << ", static_cast<" << elt
+    << "*>(dk), static_cast<" << elt << "*>(dv), " << emit::f32_literal(p.scale) << ", " << cu_arg(p)
+    << (lay.shared ? std::string(", ") + kAllHeads : std::string()) << ");\n}\n";
+  kernels.push_back(r);
+}
+
 void header(std::ostream& s, const Problem& p, const BackwardModule& m, int64_t group) {
   s << "// Generated by splatc " << TRSPLAT_VERSION << " for pattern \"" << p.name << "\": the backward pass. Do not edit.\n"
     << "// Problem: seq_len " << p.seq_len << ", kv_len " << p.kv_len << ", head_dim " << p.head_dim << ", dtype "
@@ -172,6 +223,8 @@ void header(std::ostream& s, const Problem& p, const BackwardModule& m, int64_t 
     s << "#define SPLAT_VARLEN 1  // q, o, dout, dq [total_tokens, heads, hd], k, v, dk, dv [total_tokens, kv_heads, hd]\n";
   emit::head_defines(s, p);
   if (group > 1) s << "#define SPLAT_KV_GROUP " << group << "  // query heads per K/V head\n";
+  if (m.shared_kv)
+    s << "#define SPLAT_BWD_SHARED_KV 1  // dK/dV accumulators in the head groups' shared region (backward.cuh)\n";
   s << device_includes() << (tf32_engine(p) ? "#include \"splat/backward_tf32.cuh\"\n" : "#include \"splat/backward.cuh\"\n")
     << "enum : int { kColTableWord = " << m.column_table_word << " };  // the column plan's table words\n";
 }
@@ -255,14 +308,9 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   m.column_table_word = static_cast<int64_t>(m.table.size());
   m.table.insert(m.table.end(), m.plans.cols.table.begin(), m.plans.cols.table.end());
   const int64_t group = p.heads / p.kv_heads;
-  Layout lay;
-  lay.reduce = group > 1;
-  lay.delta = (p.seq_len + 3) / 4 * 4;
-  lay.dq_acc = m.plans.rows.passes.size() > 1 ? p.seq_len * p.head_dim : 0;
-  lay.kv_acc = m.plans.cols.passes.size() > 1 || lay.reduce ? p.kv_len * 2 * p.head_dim : 0;
-  for (const PlanPass& pass : m.plans.rows.passes) lay.split = std::max(lay.split, pass.slots * 64 * p.head_dim);
-  for (const PlanPass& pass : m.plans.cols.passes) lay.split = std::max(lay.split, pass.slots * 128 * p.head_dim);
-  m.workspace_floats_per_bh = lay.delta + lay.dq_acc + lay.kv_acc + lay.split;
+  const Layout lay = layout_of(p, m.plans);
+  m.shared_kv = lay.shared;
+  m.workspace_floats_per_bh = lay.shared_words + lay.delta + lay.dq_acc + lay.kv_acc + lay.split;
   const std::string elt = elt_type(p.dtype);
   std::ostringstream s;
   header(s, p, m, group);
@@ -272,7 +320,7 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   delta.grid_x = (p.seq_len + 3) / 4;
   s << "\n" << entry(p, delta.name) << "  (void)q; (void)k; (void)v; (void)lse; (void)dq; (void)dk; (void)dv; (void)table;\n"
     << "  bwd_delta<" << elt << ", SPLAT_SEQ, SPLAT_HD>(static_cast<const " << elt << "*>(o), static_cast<const " << elt
-    << "*>(dout), ws, " << cu_arg(p) << ");\n}\n";
+    << "*>(dout), ws" << (lay.shared ? " + " + shared_floats(p) : std::string()) << ", " << cu_arg(p) << ");\n}\n";
   m.kernels.push_back(delta);
   s << "\n// ---- dQ: the row plan ----\n";
   emit::items(s, tables_context(p, acsr, m.plans.rows), "k");
@@ -280,16 +328,7 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   s << "\n// ---- dK/dV: the column plan ----\n";
   emit::items(s, tables_context(p, m.plans.columns, m.plans.cols), "kCol");
   for (size_t pi = 0; pi < m.plans.cols.passes.size(); ++pi) pass_entry(s, p, m.plans.cols, pi, true, lay, m.tuning, elt, m.kernels);
-  if (lay.reduce) {
-    KernelDesc r;
-    r.name = "splat_bwd_reduce";
-    r.role = "dK, dV: each K/V head's sum over its " + std::to_string(group) + " query heads";
-    r.grid_x = (p.kv_len * p.head_dim + kBlock * group - 1) / (kBlock * group);
-    s << "\n" << entry(p, r.name) << "  (void)q; (void)k; (void)v; (void)o; (void)dout; (void)lse; (void)dq; (void)table;\n"
-      << "  bwd_reduce_kv<" << elt << ", SPLAT_KV, SPLAT_HD, SPLAT_KV_GROUP>(ws + (i64)gridDim.y * (" << lay.delta + lay.dq_acc
-      << "), static_cast<" << elt << "*>(dk), static_cast<" << elt << "*>(dv), " << emit::f32_literal(p.scale) << ", " << cu_arg(p) << ");\n}\n";
-    m.kernels.push_back(r);
-  }
+  if (lay.reduce && (!lay.shared || p.group_index + 1 == p.group_count)) reduce_entry(s, p, lay, elt, m.kernels);
   m.source = s.str();
   return m;
 }
@@ -317,15 +356,23 @@ nlohmann::json backward_manifest(const BackwardModule& mod, const std::vector<st
                    "[total_tokens, kv_heads, head_dim]; lse: [total_tokens, heads] (the forward's); grid.y and ws count "
                    "sequences in place of batch; tokens from cu_seqlens[sequences] on are not written"
                  : "as the parameters say: [batch, heads, seq_len, head_dim] and [batch, kv_heads, kv_len, head_dim]";
-  return json{{"files", files},
-              {"layout", layout},
-              {"mode", mod.mode},
-              {"engine", mod.engine},
-              {"parameters", params},
-              {"kernels", kernels},
-              {"launch_order", "every entry in order on one stream (each reads what the ones before wrote)"},
-              {"workspace_floats_per_bh", mod.workspace_floats_per_bh},
-              {"table_words", mod.table.size()}};
+  json j{{"files", files},
+         {"layout", layout},
+         {"mode", mod.mode},
+         {"engine", mod.engine},
+         {"parameters", params},
+         {"kernels", kernels},
+         {"launch_order", "every entry in order on one stream (each reads what the ones before wrote)"},
+         {"workspace_floats_per_bh", mod.workspace_floats_per_bh},
+         {"table_words", mod.table.size()}};
+  if (mod.shared_kv) {
+    j["workspace_shared"] = true;
+    j["launch_order"] = "the head groups' backward entries group after group, each group's in order, on one stream and "
+                        "with one ws for all groups, of the largest group's grid.y*workspace_floats_per_bh floats: its "
+                        "first region holds every query head's dK/dV accumulators, and the last group's "
+                        "splat_bwd_reduce writes dK and dV from them";
+  }
+  return j;
 }
 
 }  // namespace splat

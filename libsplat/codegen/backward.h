@@ -48,6 +48,10 @@ struct BackwardModule {
   std::string grid_y = "batch*heads";  // grid.y: "batch*group_heads" for a head group's module;
                                        // a packed batch: "sequences*heads" ("sequences*group_heads")
   bool varlen = false;                 // a packed variable-length batch: the entries take cu_seqlens (parameter 11)
+  // Per-head patterns over grouped K/V heads: the head groups' modules share one workspace (its
+  // first region holds every query head's dK/dV accumulators); the last group's splat_bwd_reduce
+  // writes dK and dV. Launch the groups in order with one ws of the largest group's size.
+  bool shared_kv = false;
   std::string mode = "deterministic";
   BackwardTuning tuning;              // as generated (defaults resolved)
   BackwardPlans plans;
@@ -57,8 +61,7 @@ struct BackwardModule {
 const std::vector<ParamDesc>& backward_params();
 
 // Throws splat::Error (file and field) for a problem the backward kernels do not take: head_dim over
-// 128 or not whole 16-byte row chunks (a multiple of 8 in bf16/fp16, of 4 in fp32/tf32), per-head
-// patterns over grouped K/V heads.
+// 128 or not whole 16-byte row chunks (a multiple of 8 in bf16/fp16, of 4 in fp32/tf32).
 void check_backward(const Problem& p);
 // check_backward, then the module. Per-head patterns: call it for each head group's problem
 // (head_group_problems; its module serves the group's heads, grid.y batch*group_heads); the whole

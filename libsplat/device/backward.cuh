@@ -25,11 +25,22 @@ struct BwdArgs {
   const float* delta;  // D per query row, [grid.y][SEQ] (bwd_delta)
   void* out1;          // dQ, or dK (the output tensors, in the element type)
   void* out2;          // dV
-  float* acc_ws;       // fp32 accumulators handed from pass to pass ([grid.y][rows][HD], dK/dV: [rows][2*HD])
+  float* acc_ws;       // fp32 accumulators handed from pass to pass ([grid.y][rows][HD], dK/dV: [rows][2*HD];
+                       // SPLAT_BWD_SHARED_KV: dK/dV's slots are query heads, bwd_acc_slot)
   float* split_ws;     // split tiles' chunk partials ([grid.y][slots][64][HD], dK/dV: [64][2*HD])
   float scale;         // the softmax scale (dQ and dK are scaled by it)
   bool acc_out;        // the last pass writes fp32 accumulators to acc_ws too (grouped-query heads: reduced after)
 };
+
+// Per-head patterns over grouped K/V heads (SPLAT_BWD_SHARED_KV): a K/V head's query heads may lie in
+// several head groups, each a module of its own, so every group's dK/dV kernels leave their fp32
+// accumulators in one region of the workspace that all groups share, slot q_head(bh) (the query head
+// across the groups) rather than bh, and the last group's bwd_reduce_kv sums each K/V head's query
+// heads in head order.
+#ifndef SPLAT_BWD_SHARED_KV
+#define SPLAT_BWD_SHARED_KV 0
+#endif
+template <bool DKV> __device__ __forceinline__ i64 bwd_acc_slot(i64 bh) { return DKV && SPLAT_BWD_SHARED_KV ? q_head(bh) : bh; }
 
 // cp.async of 4 bytes (src_bytes 0: zero).
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
@@ -53,20 +64,20 @@ __device__ __forceinline__ void bwd_delta(const T* o, const T* dout, float* delt
 
 // Grouped-query heads: dK and dV of K/V head kvh are the sums over its GROUP query heads' fp32
 // accumulators ([batch*heads][KV][2*HD], dK then dV), in head order (the same bits run to run).
-// grid (ceil(KV * HD / (blockDim.x * GROUP)), batch*heads): the GROUP query heads' blocks of a K/V head
-// take its elements in turn. A packed batch (grid.y sequences*heads): the keys below the sequence's
-// length, written at their tokens' rows.
+// Query-head slot y (of batch*heads): the GROUP slots of a K/V head take its elements in turn, blocks
+// x of ceil(KV * HD / (blockDim.x * GROUP)). A packed batch (slots sequences*heads): the keys below
+// the sequence's length, written at their tokens' rows.
 template <class T, int KV, int HD, int GROUP>
-__device__ __forceinline__ void bwd_reduce_kv(const float* acc, T* dk, T* dv, float scale, const int* cu_seqlens) {
-  const i64 kvh = blockIdx.y / GROUP;
-  const i64 x = ((i64)(blockIdx.y % GROUP) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+__device__ __forceinline__ void bwd_reduce_kv_slot(const float* acc, T* dk, T* dv, float scale, const int* cu_seqlens, i64 y) {
+  const i64 kvh = y / GROUP;
+  const i64 x = ((y % GROUP) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
   if (x >= (i64)KV * HD) return;
   const i64 j = x / HD, c = x % HD;
   i64 at = kvh * KV * HD + x;  // the element of dK and dV
-  if constexpr (SPLAT_VARLEN) {
-    const Head hv = make_head<KV, KV>(kvh * GROUP, cu_seqlens);
-    if (j >= hv.len) return;
-    at = (head_k0<KV>(hv) + j * kKvStep) * HD + c;
+  if constexpr (SPLAT_VARLEN) {  // query head kvh * GROUP of the packed batch (not a head group's slot)
+    const i64 qh = kvh * GROUP, b = qh / SPLAT_HEADS, h = qh % SPLAT_HEADS, start = cu_seqlens[b];
+    if (j >= cu_seqlens[b + 1] - start) return;
+    at = ((start + j) * SPLAT_KV_HEADS + h / GROUP) * HD + c;
   }
   float sk = 0.f, sv = 0.f;
 #pragma unroll 1
@@ -77,6 +88,14 @@ __device__ __forceinline__ void bwd_reduce_kv(const float* acc, T* dk, T* dv, fl
   }
   dk[at] = from_f<T>(sk * scale);
   dv[at] = from_f<T>(sv);
+}
+// grid (ceil(KV * HD / (blockDim.x * GROUP)), Y): slots = -1, block row y reduces slot y (Y =
+// batch*heads); else the slots [0, slots) in turn (SPLAT_BWD_SHARED_KV: the last head group's module,
+// whose Y is batch*group_heads, reduces every query head's slot).
+template <class T, int KV, int HD, int GROUP>
+__device__ __forceinline__ void bwd_reduce_kv(const float* acc, T* dk, T* dv, float scale, const int* cu_seqlens, i64 slots = -1) {
+  if (slots < 0) return bwd_reduce_kv_slot<T, KV, HD, GROUP>(acc, dk, dv, scale, cu_seqlens, blockIdx.y);
+  for (i64 y = blockIdx.y; y < slots; y += gridDim.y) bwd_reduce_kv_slot<T, KV, HD, GROUP>(acc, dk, dv, scale, cu_seqlens, y);
 }
 
 // The warp's 16 rows of the tile's two row operands A1 and A2 into shared memory by cp.async (rows of
@@ -234,7 +253,7 @@ struct BwdMmaEngine {
     stats = reinterpret_cast<float*>(Ys + STAGES * BC * LDS);
     bwd_begin_rows<T, HD, SEQ>(*this, a1, x, row, hv);
     const int t4 = threadIdx.x & 3;
-    const float* ws = args->acc_ws + (hv.bh * ROWS_LEN) * (DKV ? 2 * HD : HD);
+    const float* ws = args->acc_ws + (bwd_acc_slot<DKV>(hv.bh) * ROWS_LEN) * (DKV ? 2 * HD : HD);
 #pragma unroll
     for (int d = 0; d < HW / 8; ++d)
 #pragma unroll
@@ -322,7 +341,7 @@ struct BwdMmaEngine {
   __device__ __forceinline__ void end(const i64* row, const Head& hv, bool last, T*, float*) {
     const int t4 = threadIdx.x & 3;
     constexpr int W = DKV ? 2 * HD : HD;
-    float* ws = args->acc_ws + (hv.bh * ROWS_LEN) * W;
+    float* ws = args->acc_ws + (bwd_acc_slot<DKV>(hv.bh) * ROWS_LEN) * W;
     const bool to_ws = !last || args->acc_out;
     const i64 orows = DKV ? k_rows(hv) : q_rows(hv);
     T* o1 = static_cast<T*>(args->out1) + orows * HD;
@@ -368,7 +387,7 @@ __device__ __forceinline__ void bwd_combine(const SplitD* splits, const BwdArgs&
     for (int sl = sp.slot_begin; sl < sp.slot_begin + sp.slot_count; ++sl) sum += part[((i64)sl * 64 + r) * W + c];
     const i64 i = sp.phase + (i64)PERIOD * (sp.m_begin + r);
     if (to_ws) {
-      a.acc_ws[(bh * ROWS_LEN + i) * W + c] = sum;
+      a.acc_ws[(bwd_acc_slot<DKV>(bh) * ROWS_LEN + i) * W + c] = sum;
     } else if (c < HD) {
       static_cast<T*>(a.out1)[(orow0 + i) * HD + c] = from_f<T>(sum * a.scale);
     } else {

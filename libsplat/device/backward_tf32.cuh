@@ -78,7 +78,7 @@ struct BwdTf32Engine {
     bwd_begin_rows<float, HD, SEQ>(*this, a1, x, row, hv);
     const int t4 = threadIdx.x & 3;
     constexpr int W = DKV ? 2 * HD : HD;
-    const float* ws = args->acc_ws + (hv.bh * ROWS_LEN) * W;
+    const float* ws = args->acc_ws + (bwd_acc_slot<DKV>(hv.bh) * ROWS_LEN) * W;
 #pragma unroll
     for (int d = 0; d < HW / 8; ++d)
 #pragma unroll
@@ -172,7 +172,7 @@ struct BwdTf32Engine {
   // the fp32 accumulators to the workspace (a later pass, or the grouped-query reduction, continues).
   __device__ __forceinline__ void end(const i64* row, const Head& hv, bool last, float*, float*) {
     constexpr int W = DKV ? 2 * HD : HD;
-    float* ws = args->acc_ws + (hv.bh * ROWS_LEN) * W;
+    float* ws = args->acc_ws + (bwd_acc_slot<DKV>(hv.bh) * ROWS_LEN) * W;
     const bool to_ws = !last || args->acc_out;
     const i64 orows = DKV ? k_rows(hv) : q_rows(hv);
     float* o1 = static_cast<float*>(args->out1) + orows * HD;

@@ -215,13 +215,14 @@ __device__ __forceinline__ void reference_backward_rows(const void* qv, const vo
 }
 
 // One block of 128 threads per (key, batch*kv_head or sequence*kv_head): dK_j and dV_j over the
-// column runs (the rows keeping key j) of each of the K/V head's group query heads.
+// column runs (the rows keeping key j) of each of the K/V head's group query heads; head_on != nullptr:
+// only of the query heads h (of heads) with head_on[h] (a head group's, with per-head patterns).
 template <class T>
 __device__ __forceinline__ void reference_backward_cols(const void* qv, const void* kv, const void* vv, const void* dov,
                                                         const double* lse, const double* delta, const long long* col_ptr,
                                                         const int* runs, long long seq, long long kvl, double scale,
                                                         long long group, const int* cu_seqlens, long long heads,
-                                                        double* dk, double* dv) {
+                                                        const int* head_on, double* dk, double* dv) {
   const T* q = static_cast<const T*>(qv);
   const T* k = static_cast<const T*>(kv);
   const T* v = static_cast<const T*>(vv);
@@ -249,6 +250,7 @@ __device__ __forceinline__ void reference_backward_cols(const void* qv, const vo
   for (int a = 0; a < NA; ++a) ak[a] = av[a] = 0.0;
   const long long rb = col_ptr[j], re = col_ptr[j + 1];
   for (long long g = 0; g < group; ++g) {
+    if (head_on != nullptr && !head_on[kvh % (heads / group) * group + g]) continue;  // block-uniform
     for (long long r = rb; r < re; ++r) {
       const int* run = runs + 3 * r;
       const long long cnt = reference_run_count(run, len);

@@ -752,6 +752,8 @@ Problem head_group(const Problem& p, size_t g) {
   r.head_groups.clear();
   r.pattern = p.head_groups[g].pattern;
   r.group_heads = p.head_groups[g].heads;
+  r.group_index = static_cast<int64_t>(g);
+  r.group_count = static_cast<int64_t>(p.head_groups.size());
   r.name = p.name + ".h" + std::to_string(g);
   // The groups share the problem's work limit: analysing all of them stays within it.
   r.limits.work_shares = static_cast<int64_t>(p.head_groups.size());

@@ -148,6 +148,7 @@ struct Problem {
   // A problem of one head group (head_group()): the query heads its kernels serve, ascending; grid.y
   // runs over batch x these heads. Empty: every head.
   std::vector<int64_t> group_heads;
+  int64_t group_index = 0, group_count = 1;  // a head group's place among the problem's (head_group())
   std::optional<Varlen> varlen;  // a packed variable-length batch: seq_len is its longest sequence
   std::string file;              // source file, "" when parsed from memory
   Limits limits;                 // the limits it was read under (Limits above)

@@ -1,5 +1,6 @@
 #include "libsplat/runtime/backward.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "libsplat/analysis/analysis.h"
@@ -23,12 +24,26 @@ BackwardKernel BackwardKernel::of_head_groups(std::vector<BackwardKernel> groups
   if (groups.empty()) throw std::invalid_argument("BackwardKernel::of_head_groups: no head group");
   BackwardKernel all = groups.front();
   all.groups_ = std::move(groups);
+  all.share_workspace(1);
   return all;
+}
+
+// Per-head patterns over grouped K/V heads (BackwardModule::shared_kv): one workspace for every head
+// group, of the largest group's size for `units` batch entries or sequences (at least what the groups
+// hold now); groups without it keep their own.
+void BackwardKernel::share_workspace(int64_t units) const {
+  if (groups_.empty() || !groups_.front().gen_->shared_kv) return;
+  size_t bytes = 0;
+  for (const BackwardKernel& g : groups_)
+    bytes = std::max({bytes, g.ws_->size(), static_cast<size_t>(units * g.bh_ * g.gen_->workspace_floats_per_bh) * sizeof(float)});
+  std::shared_ptr<DeviceBuffer> ws = groups_.front().ws_;
+  if (ws->size() < bytes) ws = std::make_shared<DeviceBuffer>(bytes);
+  for (const BackwardKernel& g : groups_) g.ws_ = ws;
 }
 
 void BackwardKernel::launch(const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse,
                             void* dq, void* dk, void* dv, void* stream) const {
-  if (!groups_.empty()) {  // the groups write disjoint heads of dq, dk and dv, each with its own workspace
+  if (!groups_.empty()) {  // disjoint heads of dq, dk and dv (over grouped K/V heads: one workspace, dk and dv at the end)
     for (const BackwardKernel& g : groups_) g.launch(q, k, v, o, dout, lse, dq, dk, dv, stream);
     return;
   }
@@ -43,6 +58,7 @@ void BackwardKernel::launch_varlen(const void* q, const void* k, const void* v, 
                                    const float* lse, void* dq, void* dk, void* dv, const int* cu_seqlens,
                                    int64_t sequences, void* stream) const {
   if (!groups_.empty()) {
+    share_workspace(sequences);  // grown to the sequences, as each group would grow its own
     for (const BackwardKernel& g : groups_) g.launch_varlen(q, k, v, o, dout, lse, dq, dk, dv, cu_seqlens, sequences, stream);
     return;
   }

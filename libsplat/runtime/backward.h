@@ -38,7 +38,8 @@ class BackwardKernel {
                      void* dq, void* dk, void* dv, const int* cu_seqlens, int64_t sequences, void* stream = nullptr) const;
   const BackwardModule& module() const { return *gen_; }  // per-head patterns: head group 0's
   // Per-head patterns: one kernel per head group (each built for its group's problem), launched in
-  // turn by launch() on its stream; empty otherwise.
+  // turn by launch() on its stream; empty otherwise. Over grouped K/V heads the groups share one
+  // workspace (BackwardModule::shared_kv), and the last group's kernels write dK and dV.
   const std::vector<BackwardKernel>& head_groups() const { return groups_; }
   static BackwardKernel of_head_groups(std::vector<BackwardKernel> groups);
 
@@ -49,6 +50,7 @@ class BackwardKernel {
     int block;
     size_t smem;
   };
+  void share_workspace(int64_t units) const;
   std::shared_ptr<const BackwardModule> gen_;
   std::shared_ptr<Module> mod_;
   int64_t bh_;

@@ -538,9 +538,9 @@ std::string support_source(DType t, int64_t hd) {
   s += "extern \"C\" __global__ void __launch_bounds__(128) splat_reference_bwd_cols(const void* q, const void* k,\n"
        "    const void* v, const void* dout, const double* lse, const double* delta, const long long* col_ptr,\n"
        "    const int* runs, long long seq, long long kvl, double scale, long long group, const int* cu_seqlens,\n"
-       "    long long heads, double* dk, double* dv) {\n"
+       "    long long heads, const int* head_on, double* dk, double* dv) {\n"
        "  reference_backward_cols<T>(q, k, v, dout, lse, delta, col_ptr, runs, seq, kvl, scale, group, cu_seqlens, heads,\n"
-       "                             dk, dv);\n}\n";
+       "                             head_on, dk, dv);\n}\n";
   return s;
 }
 

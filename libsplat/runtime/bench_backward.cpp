@@ -18,8 +18,10 @@ using namespace bench_detail;
 struct Gradients {
   std::vector<double> dq, dk, dv;
 };
+// group_heads: the query heads whose dK/dV contributions count (a head group's); empty: all.
 Gradients reference_gradients(const Problem& p, const BackwardModule& m, const Acsr& acsr, const Inputs& in,
-                              const DeviceBuffer& dout, const Reference& ref, const Support& sup) {
+                              const DeviceBuffer& dout, const Reference& ref, const Support& sup,
+                              const std::vector<int64_t>& group_heads = {}) {
   const DeviceRuns rows(acsr), cols(m.plans.columns);
   DeviceBuffer dlse(ref.lse.size() * sizeof(double)), delta(ref.lse.size() * sizeof(double));
   dlse.upload(ref.lse.data(), dlse.size());
@@ -37,7 +39,12 @@ Gradients reference_gradients(const Problem& p, const BackwardModule& m, const A
   void* rargs[] = {&qp, &kp, &vp, &dop, &lp, &rp, &rr, &seq, &kvl, &scale, &group, &cup, &heads, &deltap, &dqp};
   launch_kernel(sup.ref_bwd_rows, p.seq_len, units * p.heads, 128, 0, rargs, nullptr);
   const double* dcp = deltap;
-  void* cargs[] = {&qp, &kp, &vp, &dop, &lp, &dcp, &cp, &cr, &seq, &kvl, &scale, &group, &cup, &heads, &dkp, &dvp};
+  std::vector<int32_t> on(static_cast<size_t>(p.heads), group_heads.empty() ? 1 : 0);
+  for (int64_t h : group_heads) on[static_cast<size_t>(h)] = 1;
+  DeviceBuffer don(on.size() * sizeof(int32_t));
+  don.upload(on.data(), don.size());
+  const void* onp = group_heads.empty() ? nullptr : don.get();
+  void* cargs[] = {&qp, &kp, &vp, &dop, &lp, &dcp, &cp, &cr, &seq, &kvl, &scale, &group, &cup, &heads, &onp, &dkp, &dvp};
   launch_kernel(sup.ref_bwd_cols, p.kv_len, units * p.kv_heads, 128, 0, cargs, nullptr);
   cuda_check(cudaDeviceSynchronize(), "backward reference kernels");
   Gradients g{std::vector<double>(static_cast<size_t>(in.nq)), std::vector<double>(static_cast<size_t>(in.nk)),
@@ -49,8 +56,8 @@ Gradients reference_gradients(const Problem& p, const BackwardModule& m, const A
 }
 
 // The float64 gradients of every part: a head group's reference runs over all heads with the group's
-// pattern, and its heads' rows are kept (per-head patterns have kv_heads = heads: each K/V head is
-// its query head's).
+// pattern; its heads' dQ rows are kept, and dK and dV are the sums over the groups of their heads'
+// contributions (a K/V head's query heads may lie in several groups).
 Gradients all_reference_gradients(const BackwardRun& b, const DeviceBuffer& dout) {
   const Problem& p = b.problem;
   if (b.parts.size() == 1)
@@ -59,19 +66,19 @@ Gradients all_reference_gradients(const BackwardRun& b, const DeviceBuffer& dout
                 std::vector<double>(static_cast<size_t>(b.inputs.nk))};
   // Consecutive elements of one head: a head's rows ([batch, heads, rows, d]), or one row (a packed
   // batch's [tokens, heads, d]).
-  const int64_t qrun = p.varlen ? p.head_dim : p.seq_len * p.head_dim, krun = p.varlen ? p.head_dim : p.kv_len * p.head_dim;
+  const int64_t qrun = p.varlen ? p.head_dim : p.seq_len * p.head_dim;
   for (const BackwardPart& part : b.parts) {
-    const Gradients g = reference_gradients(p, *part.module, *part.acsr, b.inputs, dout, b.reference, b.support);
+    const std::vector<int64_t>& heads = part.problem->group_heads;
+    const Gradients g = reference_gradients(p, *part.module, *part.acsr, b.inputs, dout, b.reference, b.support, heads);
     std::vector<char> served(static_cast<size_t>(p.heads));
-    for (int64_t h : part.problem->group_heads) served[static_cast<size_t>(h)] = 1;
+    for (int64_t h : heads) served[static_cast<size_t>(h)] = 1;
     for (int64_t at = 0; at * qrun < b.inputs.nq; ++at)
       if (served[static_cast<size_t>(at % p.heads)])
         std::copy_n(g.dq.begin() + at * qrun, qrun, all.dq.begin() + at * qrun);
-    for (int64_t at = 0; at * krun < b.inputs.nk; ++at)  // kv_heads = heads here
-      if (served[static_cast<size_t>(at % p.heads)]) {
-        std::copy_n(g.dk.begin() + at * krun, krun, all.dk.begin() + at * krun);
-        std::copy_n(g.dv.begin() + at * krun, krun, all.dv.begin() + at * krun);
-      }
+    for (size_t e = 0; e < all.dk.size(); ++e) {
+      all.dk[e] += g.dk[e];
+      all.dv[e] += g.dv[e];
+    }
   }
   return all;
 }

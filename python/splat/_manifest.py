@@ -64,6 +64,7 @@ class Module:
     engine: str = ""
     scores_floats_per_bh: int = 0        # the pipeline's compressed scores
     kind: str = "fused"                  # "fused", "pipeline" or "backward"
+    workspace_shared: bool = False       # backward, per-head patterns over grouped K/V heads: one ws for all groups
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,8 @@ def _module(obj, where, kernels, kind):
                   table_file=r.get("table_file", (str, type(None)), None, required=False),
                   table_words=r.get("table_words", int, 0, required=False), tensor_maps=tuple(maps),
                   engine=r.get("engine", str, "", required=False),
-                  scores_floats_per_bh=r.get("scores_floats_per_bh", int, 0, required=False), kind=kind)
+                  scores_floats_per_bh=r.get("scores_floats_per_bh", int, 0, required=False), kind=kind,
+                  workspace_shared=r.get("workspace_shared", bool, False, required=False))
 
 
 def parse_manifest(obj, where="manifest.json"):

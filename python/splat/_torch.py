@@ -178,13 +178,17 @@ class _Loaded:
                     self.maps.popitem(last=False)
         return dev.data_ptr()
 
-    def run(self, sizes: Dict[str, int], grid_y: int, values: Dict[str, int], device: torch.device):
+    def run(self, sizes: Dict[str, int], grid_y: int, values: Dict[str, int], device: torch.device,
+            ws: Optional[torch.Tensor] = None):
         """Launches every kernel in order on the current stream; values maps parameter names to pointers
-        (ws, scores and table are filled in here)."""
+        (ws, scores and table are filled in here; ws given: that workspace, of at least the module's size)."""
         table = self.prepare(device)
         ws_n = _launch.workspace_floats(self.module, grid_y)
         sc_n = _launch.scores_floats(self.module, grid_y)
-        ws = torch.empty(ws_n, dtype=torch.float32, device=device) if ws_n else None
+        if ws is None:
+            ws = torch.empty(ws_n, dtype=torch.float32, device=device) if ws_n else None
+        elif ws.numel() < ws_n:
+            raise SplatError("module %s: a shared workspace of %d floats, not %d" % (self.module.name, ws.numel(), ws_n))
         sc = torch.empty(sc_n, dtype=torch.float32, device=device) if sc_n else None
         values = dict(values, ws=ws.data_ptr() if ws is not None else 0, scores=sc.data_ptr() if sc is not None else 0,
                       table=table.data_ptr() if table is not None else 0)
@@ -235,9 +239,16 @@ class Entry:
         values = dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(), dout=dout.data_ptr(),
                       lse=lse.data_ptr(), dq=dq.data_ptr(), dk=dk.data_ptr(), dv=dv.data_ptr())
         with torch.cuda.device(q.device):
-            for g, m in enumerate(_launch.groups(self.manifest)):  # the groups write disjoint heads
-                sizes = _launch.grid_sizes(m, b, h)
-                self._module(g, "backward").run(sizes, b * sizes["group_heads"], values, q.device)
+            groups = [(self._module(g, "backward"), _launch.grid_sizes(m, b, h))
+                      for g, m in enumerate(_launch.groups(self.manifest))]
+            ws = None
+            if any(mod.module.workspace_shared for mod, _ in groups):
+                # Per-head patterns over grouped K/V heads: one workspace for every group (its first
+                # region holds all query heads' dK/dV; the last group's kernels write dk and dv).
+                n = max(_launch.workspace_floats(mod.module, b * s["group_heads"]) for mod, s in groups)
+                ws = torch.empty(n, dtype=torch.float32, device=q.device)
+            for mod, sizes in groups:  # the groups write disjoint heads of dq (and of dk, dv without a shared ws)
+                mod.run(sizes, b * sizes["group_heads"], values, q.device, ws)
 
 
 _entries: Dict[str, Entry] = {}
@@ -388,7 +399,7 @@ def attention(q, k, v, pattern, *, scale=None, causal=None, q_offset=None, tf32=
     handle from splat.compile (whose sizes must match the tensors). The tensors give the sizes;
     scale (default 1/sqrt(head_dim)), causal and q_offset are the contract's fields. Returns the
     output, shaped and typed as q. Differentiable with respect to q, k and v (where splatc's
-    backward takes the problem: head_dim up to 128; per-head patterns without grouped K/V heads).
+    backward takes the problem: head_dim up to 128).
     The first call for a pattern and shape runs splatc (cached on disk, docs/python.md).
     """
     sizes = check_inputs(q, k, v)

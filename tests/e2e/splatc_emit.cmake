@@ -71,14 +71,16 @@ trsplat_e2e(splatc_emit_backward_fp32 OUTPUT "splat_bwd_dq_p0: [0-9]+ registers.
 trsplat_e2e(splatc_emit_backward_tf32_head_dim EXIT 2
             OUTPUT "head_dim: the backward kernels need head_dim a multiple of 4 \\(tf32\\) and at most 128, got 30"
             COMMAND splatc emit patterns/window-4k-fp32.json --dtype tf32 --head-dim 30 --pass backward -o ${_emit_dir}/bwd-tf32)
-# Per-head patterns: a backward module per head group (NAME.hG.bwd.*); not over grouped K/V heads yet.
+# Per-head patterns: a backward module per head group (NAME.hG.bwd.*).
 trsplat_e2e(splatc_emit_backward_head_patterns
             OUTPUT "head-bwd-ragged-bf16\\.h0\\.ptx.*head-bwd-ragged-bf16\\.h0\\.bwd\\.ptx.*head-bwd-ragged-bf16\\.h3\\.bwd\\.ptx.*manifest\\.json"
             COMMAND splatc emit tests/gpu/head-bwd-ragged-bf16.json --pass both --target ptx --arch sm_80 --no-resources
                     -o ${_emit_dir}/bwd-heads)
-trsplat_e2e(splatc_emit_backward_head_patterns_gqa EXIT 2
-            OUTPUT "kv_heads: the backward kernels take per-head patterns without grouped K/V heads so far \\(kv_heads = heads = 8\\), got kv_heads 2"
-            COMMAND splatc emit tests/gpu/head-windows-ragged-bf16.json --pass backward -o ${_emit_dir}/bwd-heads-gqa)
+# Over grouped K/V heads: the groups share a workspace and the last group's module reduces dK/dV.
+trsplat_e2e(splatc_emit_backward_head_patterns_gqa
+            OUTPUT "splat_bwd_reduce: [0-9]+ registers.*head-windows-ragged-bf16\\.h4\\.bwd\\.ptx.*manifest\\.json"
+            COMMAND splatc emit tests/gpu/head-windows-ragged-bf16.json --pass backward --target ptx --arch sm_90a
+                    -o ${_emit_dir}/bwd-heads-gqa)
 # A packed variable-length batch: the backward entries take cu_seqlens (the manifest's parameter 11).
 trsplat_e2e(splatc_emit_backward_varlen
             OUTPUT "splat_bwd_dkv_p0: [0-9]+ registers.*varlen-window-bf16\\.bwd\\.ptx.*manifest\\.json"

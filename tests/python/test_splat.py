@@ -167,6 +167,11 @@ class CompileTest(unittest.TestCase):
         self.assertEqual([g.backward.kernels[0].name for g in b.head_groups], ["splat_bwd_delta"] * 2)
         self.assertEqual(b.head_groups[1].backward.kernels[1].grid[1], "batch*group_heads")
         self.assertEqual([p.name for p in b.head_groups[0].forward.parameters][-1], "lse")
+        self.assertFalse(any(g.backward.workspace_shared for g in b.head_groups))
+        # Over grouped K/V heads the groups share one workspace; the last group's module reduces dk, dv.
+        g = splat.compile(doc, kv_heads=2, backward=True, cache_dir=self.cache).manifest
+        self.assertTrue(all(x.backward.workspace_shared for x in g.head_groups))
+        self.assertEqual([x.backward.kernels[-1].name == "splat_bwd_reduce" for x in g.head_groups], [False, True])
 
     def test_a_missing_splatc_is_a_compile_error(self):
         with self.assertRaisesRegex(splat.CompileError, "splatc not found"):

@@ -200,9 +200,9 @@ def problem_sizes(problem):
 
 
 def takes_gradients(problem):
-    """The problems splatc's backward takes: whole 16-byte row chunks up to 128, per-head patterns without grouped K/V."""
+    """The problems splatc's backward takes: whole 16-byte row chunks up to 128."""
     b, h, s, d, kvh, kvl, dtype = problem_sizes(problem)
-    return d <= 128 and d % (4 if dtype == "fp32" else 8) == 0 and ("head_patterns" not in problem or kvh == h)
+    return d <= 128 and d % (4 if dtype == "fp32" else 8) == 0
 
 
 def compile_all(paths, cache):

@@ -29,11 +29,8 @@ std::vector<fs::path> json_files(const fs::path& dir) {
 }
 
 // The problems the backward kernels take (head_dim <= 128 in whole 16-byte chunks: a multiple of 8 in
-// bf16/fp16, of 4 in fp32/tf32; per-head patterns only without grouped K/V heads).
-bool backward_takes(const Problem& p) {
-  return p.head_dim % (dtype_bytes(p.dtype) == 4 ? 4 : 8) == 0 && p.head_dim <= 128 &&
-         (p.head_groups.empty() || p.kv_heads == p.heads);
-}
+// bf16/fp16, of 4 in fp32/tf32).
+bool backward_takes(const Problem& p) { return p.head_dim % (dtype_bytes(p.dtype) == 4 ? 4 : 8) == 0 && p.head_dim <= 128; }
 
 // The problems of dir the backward takes; a per-head one as its head groups' problems (a module each).
 std::vector<Problem> backward_problems(const fs::path& dir) {
@@ -221,6 +218,52 @@ TEST_CASE("cpu model of the backward pass: a packed batch's sequences (both plan
 
 // The module of a packed batch: cu_seqlens as the entries' last parameter and in the manifest, the
 // grid over sequences, no unmasked pass (a sequence ends inside key tiles) and no split tiles.
+// Per-head patterns over grouped K/V heads: every head group's module keeps its dK/dV accumulators in
+// the region all groups share (slot q_head), its own regions after it; only the last group reduces,
+// over every query head's slot; each group's workspace share covers the shared region at its grid.
+TEST_CASE("backward, per-head patterns over grouped K/V heads: the groups' shared workspace" * doctest::test_suite("unit")) {
+  const Problem p = parse_problem_text(
+      R"({"seq_len": 500, "head_dim": 64, "dtype": "bf16", "heads": 6, "kv_heads": 2, "batch": 3, "causal": true,
+          "head_patterns": [{"window": {"left": 8, "right": 0}}, {"window": {"left": 40, "right": 0}},
+                            {"window": {"left": 8, "right": 0}}, {"window": {"left": 8, "right": 0}},
+                            {"window": {"left": 40, "right": 0}}, {"window": {"left": 100, "right": 0}}]})",
+      "p.json");
+  CHECK_NOTHROW(check_backward(p));
+  const std::vector<Problem> groups = head_group_problems(p);
+  REQUIRE(groups.size() == 3);
+  const int64_t kv_words = 500 * 2 * 64;
+  for (const Problem& g : groups) {
+    CAPTURE(g.name);
+    const BackwardModule m = generate_backward(g, analyze(g));
+    CHECK(m.shared_kv);
+    CHECK(m.source.find("#define SPLAT_BWD_SHARED_KV 1") != std::string::npos);
+    const std::string own = "float* own = ws + (i64)(gridDim.y / SPLAT_HEAD_GROUP) * SPLAT_HEADS * " + std::to_string(kv_words) + ";";
+    CHECK(m.source.find(own) != std::string::npos);
+    CHECK(m.source.find("float* kv_acc = ws;") != std::string::npos);
+    CHECK(m.source.find("lse, own, dk, dv, kv_acc, split_ws, ") != std::string::npos);  // D from own; accumulators out
+    // The workspace of batch * group_heads blocks holds the shared region of batch * heads query heads.
+    const int64_t gh = static_cast<int64_t>(g.group_heads.size());
+    CHECK(m.workspace_floats_per_bh * gh >= p.heads * kv_words);
+    CHECK(m.workspace_floats_per_bh < (p.heads * kv_words + gh - 1) / gh + 500 * (64 + 4) + 1);
+    const bool last = g.group_index + 1 == g.group_count;
+    const bool reduces = !m.kernels.empty() && m.kernels.back().name == "splat_bwd_reduce";
+    CHECK(reduces == last);
+    if (last) CHECK(m.source.find("(ws, static_cast<bf16_t*>(dk), static_cast<bf16_t*>(dv), 1.250000000e-01f, nullptr, "
+                                  "(i64)(gridDim.y / SPLAT_HEAD_GROUP) * SPLAT_HEADS);") != std::string::npos);
+    const nlohmann::json j = backward_manifest(m, {"p.bwd.ptx"});
+    CHECK(j["workspace_shared"] == true);
+    CHECK(j["launch_order"].get<std::string>().find("one ws for all groups") != std::string::npos);
+  }
+  // Without grouped K/V heads the groups keep their own workspaces.
+  Problem mha = p;
+  mha.kv_heads = mha.heads;
+  const Problem g0 = head_group_problems(mha)[0];
+  const BackwardModule m0 = generate_backward(g0, analyze(g0));
+  CHECK_FALSE(m0.shared_kv);
+  CHECK(m0.source.find("SPLAT_BWD_SHARED_KV") == std::string::npos);
+  CHECK_FALSE(backward_manifest(m0, {}).contains("workspace_shared"));
+}
+
 TEST_CASE("backward of a packed variable-length batch: module, parameters and manifest" * doctest::test_suite("unit")) {
   const Problem p = parse_problem_text(
       R"({"name": "vb", "seq_len": 4096, "head_dim": 64, "heads": 8, "kv_heads": 2, "dtype": "bf16", "causal": true,
@@ -278,7 +321,7 @@ TEST_CASE("backward: what the kernels do not take is a located error; --tune-bac
                        doctest::Contains("at most 128, got 136"), Error);
   CHECK_THROWS_WITH_AS(check_backward(parse_problem_text(base + R"("dtype": "fp16", "head_dim": 36})", "p.json")),
                        doctest::Contains("a multiple of 8 (fp16)"), Error);
-  // Per-head patterns: taken with kv_heads = heads, a module per head group; not over grouped K/V heads.
+  // Per-head patterns: a module per head group.
   const std::string heads = R"({"seq_len": 256, "head_dim": 64, "dtype": "bf16", "heads": 4, "head_patterns": [)"
                             R"({"window": {"left": 8, "right": 8}}, {"window": {"left": 32, "right": 0}}])";
   const Problem per_head = parse_problem_text(heads + "}", "p.json");
@@ -289,8 +332,6 @@ TEST_CASE("backward: what the kernels do not take is a located error; --tune-bac
   CHECK(gm.grid_y == "batch*group_heads");
   CHECK(gm.source.find("#define SPLAT_HEAD_GROUP 2") != std::string::npos);
   CHECK(gm.source.find("#define SPLAT_HEAD_IDS 2, 3") != std::string::npos);  // terms over runs of heads / n heads
-  CHECK_THROWS_WITH_AS(check_backward(parse_problem_text(heads + R"(, "kv_heads": 2})", "p.json")),
-                       doctest::Contains("per-head patterns without grouped K/V heads so far"), Error);
   CHECK(parse_backward_tuning("") == BackwardTuning{});
   const BackwardTuning t = parse_backward_tuning("cw=32,areg=0,minb=3,stages=3");
   CHECK(t.step == 32);
