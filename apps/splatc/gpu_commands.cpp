@@ -35,14 +35,19 @@ std::optional<splat::KernelTuning> tuning_flag(const CLI::Option* opt, const std
   }
 }
 
-// --tune-backward's value (a bad one is a usage error: exit 2).
-splat::BackwardTuning backward_tuning_flag(const std::string& spec) {
+// --tune-backward's value (a bad one is a usage error: exit 2) and --backward-mode's.
+splat::BackwardTuning backward_tuning_flag(const std::string& spec, const std::string& mode) {
   try {
-    return splat::parse_backward_tuning(spec);
+    splat::BackwardTuning t = splat::parse_backward_tuning(spec);
+    t.fast = mode == "fast";
+    return t;
   } catch (const std::invalid_argument& e) {
     throw splat::Error("", "--tune-backward", e.what());
   }
 }
+constexpr const char* kBackwardModeHelp =
+    "deterministic (default: dQ, dK and dV the same bits run to run) or fast (bf16/fp16: the dK/dV kernel adds dQ "
+    "by fp32 atomics, no dQ kernel)";
 
 constexpr const char* kTuneBackwardHelp =
     "Backward-kernel tuning, key=value,...: stages 2|3, cw 32|64 (walked rows per product step), areg 0|1 (row "
@@ -51,7 +56,7 @@ constexpr const char* kPassHelp =
     "forward, backward (dQ, dK, dV) or both";
 
 struct EmitArgs {
-  std::string pattern, out, kernel = "both", tune, tune_backward;
+  std::string pattern, out, kernel = "both", tune, tune_backward, backward_mode = "deterministic";
   CLI::Option* tune_opt = nullptr;
   bool explain = false, no_resources = false;
   splat::EmitOptions opt;
@@ -64,7 +69,7 @@ int run_emit(EmitArgs& a) {
   opt.fused = a.kernel != "pipeline";
   opt.pipeline = a.kernel != "fused";
   opt.tuning = tuning_flag(a.tune_opt, a.tune);
-  opt.backward_tuning = backward_tuning_flag(a.tune_backward);
+  opt.backward_tuning = backward_tuning_flag(a.tune_backward, a.backward_mode);
   const splat::Problem p = a.problem.load({a.pattern}).front();
   if (!opt.tuning) a.cache.load(false);
   opt.cache = a.cache.ref();
@@ -77,7 +82,7 @@ int run_emit(EmitArgs& a) {
 
 struct BenchArgs {
   std::vector<std::string> patterns;
-  std::string kernel = "both", tune, pass = "forward", tune_backward;
+  std::string kernel = "both", tune, pass = "forward", tune_backward, backward_mode = "deterministic";
   CLI::Option* tune_opt = nullptr;
   int repeat = 20, warmup = 3;
   uint64_t seed = 20261129;
@@ -96,7 +101,7 @@ int run_bench(BenchArgs& a) {
   opt.backward = a.pass != "forward";
   if (opt.backward && !opt.fused)
     throw splat::Error("", "--pass", "the backward runs after the fused forward kernels: --kernel fused or both");
-  opt.backward_tuning = backward_tuning_flag(a.tune_backward);
+  opt.backward_tuning = backward_tuning_flag(a.tune_backward, a.backward_mode);
   opt.repeat = a.repeat;
   opt.warmup = a.warmup;
   opt.seed = a.seed;
@@ -146,6 +151,8 @@ Command register_emit(CLI::App& app) {
                   "the forward saves the log-sum-exp)")
       ->check(CLI::IsMember({"forward", "backward", "both"}));
   sub->add_option("--tune-backward", args->tune_backward, kTuneBackwardHelp);
+  sub->add_option("--backward-mode", args->backward_mode, kBackwardModeHelp)
+      ->check(CLI::IsMember({"deterministic", "fast"}));
   sub->add_flag("--explain", args->explain,
                 "Print the tuning and where it came from, then the kernel selection (engine, kernels, launch, reasons)");
   args->problem.add(sub);
@@ -163,6 +170,8 @@ Command register_bench(CLI::App& app) {
                   "log-sum-exp) or both (also timed together: fwd+bwd)")
       ->check(CLI::IsMember({"forward", "backward", "both"}));
   sub->add_option("--tune-backward", args->tune_backward, kTuneBackwardHelp);
+  sub->add_option("--backward-mode", args->backward_mode, kBackwardModeHelp)
+      ->check(CLI::IsMember({"deterministic", "fast"}));
   sub->add_option("--repeat", args->repeat, "Timed runs per kernel (median, min, max)")->check(CLI::Range(1, 100000));
   sub->add_option("--warmup", args->warmup, "Untimed runs first")->check(CLI::Range(0, 1000));
   sub->add_option("--seed", args->seed, "Seed of the random Q, K, V");

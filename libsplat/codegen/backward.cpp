@@ -19,7 +19,9 @@ constexpr int kBlock = 128;
 BackwardTuning resolve(const Problem& p, BackwardTuning t) {
   if (t.stages == 0) t.stages = 2;
   if (t.step == 0) t.step = p.head_dim <= 64 ? 64 : 32;
-  if (t.a_regs < 0) t.a_regs = p.head_dim <= 64 ? 1 : 0;
+  // The fast mode's dK/dV kernel holds dQ's products too: with the row operands in registers it
+  // spilled at d = 64 (ptxas), without them not.
+  if (t.a_regs < 0) t.a_regs = p.head_dim <= 64 && !t.fast ? 1 : 0;
   if (t.min_blocks < 0) t.min_blocks = 0;
   return t;
 }
@@ -50,7 +52,7 @@ bool tf32_engine(const Problem& p) { return p.dtype == DType::FP32 || p.dtype ==
 
 int backward_smem(const Problem& p, const BackwardTuning& tu, bool dkv) {
   const int hd = static_cast<int>(p.head_dim);
-  return tf32_engine(p) ? geometry::bwd_tf32_smem(tu.stages, hd, dkv) : geometry::bwd_mma_smem(tu.stages, hd, dkv);
+  return tf32_engine(p) ? geometry::bwd_tf32_smem(tu.stages, hd, dkv) : geometry::bwd_mma_smem(tu.stages, hd, dkv, tu.fast ? tu.step : 0);
 }
 
 std::string engine_type(const Problem& p, const BackwardTuning& tu, bool dkv) {
@@ -59,7 +61,8 @@ std::string engine_type(const Problem& p, const BackwardTuning& tu, bool dkv) {
     return "BwdTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " + std::to_string(tu.stages) + ", " +
            (p.dtype == DType::FP32 ? "true" : "false") + ", " + std::to_string(tu.step) + ">";
   return "BwdMmaEngine<" + std::string(elt_type(p.dtype)) + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " +
-         std::to_string(tu.stages) + ", " + (tu.a_regs ? "true" : "false") + ", " + std::to_string(tu.step) + ">";
+         std::to_string(tu.stages) + ", " + (tu.a_regs ? "true" : "false") + ", " + std::to_string(tu.step) +
+         (tu.fast && dkv ? ", true>" : ">");
 }
 
 // An entry point's signature (backward_params; a packed batch's last parameter, cu_seqlens).
@@ -83,14 +86,16 @@ struct Layout {
   // words per bh of this group's grid (heads / group_heads of a query head's, rounded up).
   bool shared = false;
   int64_t shared_words = 0;
+  bool fast = false;  // the fast mode: dq_acc holds dQ's fp32 sums (atomics of the dK/dV kernel)
 };
 
-Layout layout_of(const Problem& p, const BackwardPlans& plans) {
+Layout layout_of(const Problem& p, const BackwardPlans& plans, bool fast) {
   Layout lay;
+  lay.fast = fast;
   lay.reduce = p.kv_heads != p.heads;
   lay.shared = lay.reduce && !p.group_heads.empty();
   lay.delta = (p.seq_len + 3) / 4 * 4;
-  lay.dq_acc = plans.rows.passes.size() > 1 ? p.seq_len * p.head_dim : 0;
+  lay.dq_acc = plans.rows.passes.size() > 1 || lay.fast ? p.seq_len * p.head_dim : 0;
   const int64_t kv_words = p.kv_len * 2 * p.head_dim;
   if (lay.shared) {
     const int64_t gh = static_cast<int64_t>(p.group_heads.size());
@@ -124,7 +129,10 @@ std::string args_decl(const Problem& p, bool dkv, const Layout& lay) {
       << "  float* kv_acc = dq_acc + (i64)gridDim.y * " << lay.dq_acc << ";\n"
       << "  float* split_ws = kv_acc + (i64)gridDim.y * " << lay.kv_acc << ";\n";
   }
-  if (dkv)
+  if (dkv && lay.fast)
+    s << "  const BwdArgs args = {v, dout, lse, " << d << ", dk, dv, kv_acc, split_ws, " << emit::f32_literal(p.scale) << ", "
+      << (lay.reduce ? "true" : "false") << ", dq_acc};\n  (void)dq;\n";
+  else if (dkv)
     s << "  const BwdArgs args = {v, dout, lse, " << d << ", dk, dv, kv_acc, split_ws, " << emit::f32_literal(p.scale) << ", "
       << (lay.reduce ? "true" : "false") << "};\n  (void)dq; (void)dq_acc;\n";
   else
@@ -183,6 +191,28 @@ void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, 
     << (dkv ? "table + kColTableWord" : "table") << ", nullptr, " << cu_arg(p) << ", -1, -1, &args);\n}\n";
   kernels.push_back(d);
   if (!pass.splits.empty()) combine_entry(s, p, plan, pi, dkv, lay, elt, kernels);
+}
+
+// One warp a query row: splat_bwd_delta (D = rowsum(dO * O); the fast mode zeroes dQ's sums), or
+// (store) the fast mode's splat_bwd_dq_store, dQ = scale * its sums in the element type.
+void row_entry(std::ostream& s, const Problem& p, const Layout& lay, const std::string& elt, bool store,
+               std::vector<KernelDesc>& kernels) {
+  KernelDesc d;
+  d.name = store ? "splat_bwd_dq_store" : "splat_bwd_delta";
+  d.role = store ? "dQ = scale * the sums the dK/dV kernels' atomics made"
+                 : std::string("D = rowsum(dO * O) of each query row") + (lay.fast ? "; dQ's sums zeroed" : "");
+  d.grid_x = (p.seq_len + 3) / 4;
+  const std::string own = lay.shared ? "ws + " + shared_floats(p) : "ws";
+  const std::string dq_acc = "(" + own + ") + (i64)gridDim.y * " + std::to_string(lay.delta);
+  s << "\n" << entry(p, d.name) << "  (void)q; (void)k; (void)v; (void)lse; (void)dk; (void)dv; (void)table;"
+    << (store ? " (void)o; (void)dout;\n" : " (void)dq;\n");
+  if (store)
+    s << "  bwd_dq_store<" << elt << ", SPLAT_SEQ, SPLAT_HD>(" << dq_acc << ", static_cast<" << elt << "*>(dq), "
+      << emit::f32_literal(p.scale) << ", " << cu_arg(p) << ");\n}\n";
+  else
+    s << "  bwd_delta<" << elt << ", SPLAT_SEQ, SPLAT_HD>(static_cast<const " << elt << "*>(o), static_cast<const " << elt
+      << "*>(dout), " << own << ", " << cu_arg(p) << (lay.fast ? ", " + dq_acc : std::string()) << ");\n}\n";
+  kernels.push_back(d);
 }
 
 // Grouped-query heads: each K/V head's dK and dV, its query heads' accumulators summed in head order
@@ -297,6 +327,10 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   m.grid_y = std::string(m.varlen ? "sequences" : "batch") + (p.group_heads.empty() ? "*heads" : "*group_heads");
   m.engine = p.dtype == DType::FP32 ? "mma.sync 3xtf32" : p.dtype == DType::TF32 ? "mma.sync tf32" : "mma.sync";
   m.tuning = resolve(p, tuning);
+  if (m.tuning.fast && tf32_engine(p))
+    throw Error(p.file, "--backward-mode",
+                std::string("the fast mode takes bf16 and fp16 so far, not ") + dtype_name(p.dtype) + " (deterministic is)");
+  m.mode = m.tuning.fast ? "fast" : "deterministic";
   if (backward_smem(p, m.tuning, true) > geometry::kSmemPerBlock)
     throw Error(p.file, "--tune-backward",
                 "stages=" + std::to_string(m.tuning.stages) + " needs " + std::to_string(backward_smem(p, m.tuning, true)) +
@@ -308,26 +342,22 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   m.column_table_word = static_cast<int64_t>(m.table.size());
   m.table.insert(m.table.end(), m.plans.cols.table.begin(), m.plans.cols.table.end());
   const int64_t group = p.heads / p.kv_heads;
-  const Layout lay = layout_of(p, m.plans);
+  const Layout lay = layout_of(p, m.plans, m.tuning.fast);
   m.shared_kv = lay.shared;
   m.workspace_floats_per_bh = lay.shared_words + lay.delta + lay.dq_acc + lay.kv_acc + lay.split;
   const std::string elt = elt_type(p.dtype);
   std::ostringstream s;
   header(s, p, m, group);
-  KernelDesc delta;
-  delta.name = "splat_bwd_delta";
-  delta.role = "D = rowsum(dO * O) of each query row";
-  delta.grid_x = (p.seq_len + 3) / 4;
-  s << "\n" << entry(p, delta.name) << "  (void)q; (void)k; (void)v; (void)lse; (void)dq; (void)dk; (void)dv; (void)table;\n"
-    << "  bwd_delta<" << elt << ", SPLAT_SEQ, SPLAT_HD>(static_cast<const " << elt << "*>(o), static_cast<const " << elt
-    << "*>(dout), ws" << (lay.shared ? " + " + shared_floats(p) : std::string()) << ", " << cu_arg(p) << ");\n}\n";
-  m.kernels.push_back(delta);
-  s << "\n// ---- dQ: the row plan ----\n";
-  emit::items(s, tables_context(p, acsr, m.plans.rows), "k");
-  for (size_t pi = 0; pi < m.plans.rows.passes.size(); ++pi) pass_entry(s, p, m.plans.rows, pi, false, lay, m.tuning, elt, m.kernels);
-  s << "\n// ---- dK/dV: the column plan ----\n";
+  row_entry(s, p, lay, elt, false, m.kernels);  // D (and in the fast mode dQ's sums zeroed)
+  if (!lay.fast) {
+    s << "\n// ---- dQ: the row plan ----\n";
+    emit::items(s, tables_context(p, acsr, m.plans.rows), "k");
+    for (size_t pi = 0; pi < m.plans.rows.passes.size(); ++pi) pass_entry(s, p, m.plans.rows, pi, false, lay, m.tuning, elt, m.kernels);
+  }
+  s << "\n// ---- dK/dV: the column plan" << (lay.fast ? " (and dQ by atomics)" : "") << " ----\n";
   emit::items(s, tables_context(p, m.plans.columns, m.plans.cols), "kCol");
   for (size_t pi = 0; pi < m.plans.cols.passes.size(); ++pi) pass_entry(s, p, m.plans.cols, pi, true, lay, m.tuning, elt, m.kernels);
+  if (lay.fast) row_entry(s, p, lay, elt, true, m.kernels);  // dQ from its sums
   if (lay.reduce && (!lay.shared || p.group_index + 1 == p.group_count)) reduce_entry(s, p, lay, elt, m.kernels);
   m.source = s.str();
   return m;

@@ -316,7 +316,7 @@ std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, const Struc
 
 CpuGradients cpu_model_backward(const Plan& rows, const Plan& cols, int64_t d, double scale, const std::vector<double>& q,
                                 const std::vector<double>& k, const std::vector<double>& v,
-                                const std::vector<double>& dout, int64_t length) {
+                                const std::vector<double>& dout, int64_t length, bool fast) {
   const int64_t L = rows.seq_len, KV = rows.kv_len;
   if (cols.seq_len != KV || cols.kv_len != L) throw std::invalid_argument("cpu_model_backward: the plans' shapes differ");
   const auto dot = [&](const std::vector<double>& a, int64_t i, const std::vector<double>& b, int64_t j) {
@@ -337,6 +337,7 @@ CpuGradients cpu_model_backward(const Plan& rows, const Plan& cols, int64_t d, d
     lse[static_cast<size_t>(i)] = mx + std::log(sum);
     for (int64_t j : js) delta[static_cast<size_t>(i)] += std::exp(scale * dot(q, i, k, j) - lse[static_cast<size_t>(i)]) * dot(dout, i, v, j);
     for (int64_t j : js) {
+      if (fast) break;  // dQ comes with dK and dV, below
       const double p = std::exp(scale * dot(q, i, k, j) - lse[static_cast<size_t>(i)]);
       const double ds = p * (dot(dout, i, v, j) - delta[static_cast<size_t>(i)]);
       for (int64_t x = 0; x < d; ++x) g.dq[static_cast<size_t>(i * d + x)] += scale * ds * k[static_cast<size_t>(j * d + x)];
@@ -349,6 +350,7 @@ CpuGradients cpu_model_backward(const Plan& rows, const Plan& cols, int64_t d, d
       for (int64_t x = 0; x < d; ++x) {
         g.dk[static_cast<size_t>(j * d + x)] += scale * ds * q[static_cast<size_t>(i * d + x)];
         g.dv[static_cast<size_t>(j * d + x)] += p * dout[static_cast<size_t>(i * d + x)];
+        if (fast) g.dq[static_cast<size_t>(i * d + x)] += scale * ds * k[static_cast<size_t>(j * d + x)];
       }
     }
   return g;

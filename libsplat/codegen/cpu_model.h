@@ -38,12 +38,13 @@ std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, const Struc
 // dK_j and dV_j over key j's visits in the column plan (the rows that keep it). A pair the plans
 // visit twice or miss shows in the gradients (tests compare them with brute force). length >= 0:
 // one sequence of that length of a packed variable-length batch (both plans clipped to it, as
-// cpu_model_visits clips; the arrays keep their full sizes, zero past the length).
+// cpu_model_visits clips; the arrays keep their full sizes, zero past the length). fast: dQ as the
+// fast mode sums it, over the column plan's visits (each key's rows) instead of the row plan's.
 struct CpuGradients {
   std::vector<double> dq, dk, dv;
 };
 CpuGradients cpu_model_backward(const Plan& rows, const Plan& cols, int64_t d, double scale, const std::vector<double>& q,
                                 const std::vector<double>& k, const std::vector<double>& v,
-                                const std::vector<double>& dout, int64_t length = -1);
+                                const std::vector<double>& dout, int64_t length = -1, bool fast = false);
 
 }  // namespace splat

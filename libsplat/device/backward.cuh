@@ -30,6 +30,7 @@ struct BwdArgs {
   float* split_ws;     // split tiles' chunk partials ([grid.y][slots][64][HD], dK/dV: [64][2*HD])
   float scale;         // the softmax scale (dQ and dK are scaled by it)
   bool acc_out;        // the last pass writes fp32 accumulators to acc_ws too (grouped-query heads: reduced after)
+  float* dq_acc = nullptr;  // fast mode (dK/dV kernel): dQ's fp32 sums by atomics, [grid.y][SEQ][HD] (bwd_dq_store)
 };
 
 // Per-head patterns over grouped K/V heads (SPLAT_BWD_SHARED_KV): a K/V head's query heads may lie in
@@ -49,17 +50,33 @@ __device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_by
 
 // D = rowsum(dO * O) of each query row, fp32: one warp a row, grid (ceil(SEQ / 4), batch*heads)
 // (a packed batch: sequences*heads, the rows below the sequence's length).
+// dq_zero (fast mode): the row's fp32 dQ sums, zeroed here for the dK/dV kernel's atomics.
 template <class T, int SEQ, int HD>
-__device__ __forceinline__ void bwd_delta(const T* o, const T* dout, float* delta, const int* cu_seqlens) {
+__device__ __forceinline__ void bwd_delta(const T* o, const T* dout, float* delta, const int* cu_seqlens,
+                                          float* dq_zero = nullptr) {
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const i64 bh = blockIdx.y, i = (i64)blockIdx.x * 4 + w;
   const Head hv = make_head<SEQ, SEQ>(bh, cu_seqlens);
   if (i >= hv.len) return;
+  if (dq_zero != nullptr)
+    for (int c = lane; c < HD; c += 32) dq_zero[(bh * SEQ + i) * HD + c] = 0.f;
   const i64 base = (head_q0<SEQ>(hv) + i * kQStep) * HD;
   float sum = 0.f;
   for (int c = lane; c < HD; c += 32) sum += to_f(o[base + c]) * to_f(dout[base + c]);
   sum = lane_sum<32>(sum);
   if (lane == 0) delta[bh * SEQ + i] = sum;
+}
+
+// Fast mode: dQ = scale * the fp32 sums the dK/dV kernel's atomics made, in the element type; one warp
+// a row, grid (ceil(SEQ / 4), batch*heads) as bwd_delta.
+template <class T, int SEQ, int HD>
+__device__ __forceinline__ void bwd_dq_store(const float* acc, T* dq, float scale, const int* cu_seqlens) {
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const i64 bh = blockIdx.y, i = (i64)blockIdx.x * 4 + w;
+  const Head hv = make_head<SEQ, SEQ>(bh, cu_seqlens);
+  if (i >= hv.len) return;
+  const i64 dst = (head_q0<SEQ>(hv) + i * kQStep) * HD;
+  for (int c = lane; c < HD; c += 32) dq[dst + c] = from_f<T>(acc[(bh * SEQ + i) * HD + c] * scale);
 }
 
 // Grouped-query heads: dK and dV of K/V head kvh are the sums over its GROUP query heads' fp32
@@ -123,14 +140,16 @@ __device__ __forceinline__ void bwd_stage_rows(S* As, const E* a1, const E* a2, 
 // dK/dV: the walked query rows' lse and D of a key tile into a stage's stats (lse: 64, then D: 64),
 // one per thread of 2 * BC; the lse in the tensor's row order ([batch*heads][SEQ], a packed batch's
 // [tokens][heads]), D in the workspace's ([grid.y][SEQ]).
+// idx (fast mode): the walked rows' indices too (-1 past the walk), for the dQ atomics.
 template <int BC>
 __device__ __forceinline__ void bwd_load_stats(float* st, const float* lse_g, const float* delta_g, const WalkD& w, int u0,
-                                               const int* table) {
+                                               const int* table, int* idx = nullptr) {
   const int r = threadIdx.x & (BC - 1);
   const bool ok = u0 + r < w.count;
   const i64 j = ok ? walk_key(w, u0 + r, table) : 0;
   const float* src = threadIdx.x < BC ? lse_g : delta_g;
   cp_async4(st + threadIdx.x, src + (kQStep == 1 || threadIdx.x >= BC ? j : j * kQStep), ok ? 4 : 0);
+  if (idx != nullptr && threadIdx.x < BC) idx[r] = ok ? (int)j : -1;
 }
 
 // One key tile of a backward engine E (BwdMmaEngine, BwdTf32Engine), in steps of E::CW walked rows:
@@ -138,9 +157,11 @@ __device__ __forceinline__ void bwd_load_stats(float* st, const float* lse_g, co
 // selection, not by exp(-inf): a row with no kept key has lse -inf), dS = P * (dP - D), then
 // acc2 += P.Y (dK/dV) and acc1 += dS.X (E::product_acc). st: the stage's walked rows' lse and D
 // (dK/dV); the tile rows' own are E::lrow and E::drow (dQ).
+// rows (E::FAST_DQ, the fast mode's dK/dV kernel): the stage's walked rows' indices; each step then
+// adds its dS^T.K to dQ by atomics (E::dq_step).
 template <class E, class B, class Keep>
 __device__ __forceinline__ void bwd_key_tile(E& e, const B* Xb, const B* Yb, const float* st, bool full, float scale_log2,
-                                             Keep keep) {
+                                             Keep keep, const int* rows = nullptr) {
   constexpr int CW = E::CW, BC = E::BC;
   const int t4 = threadIdx.x & 3;
 #pragma unroll
@@ -161,6 +182,7 @@ __device__ __forceinline__ void bwd_key_tile(E& e, const B* Xb, const B* Yb, con
       }
     if constexpr (E::DKV_) E::product_acc(s, Yb, c0, e.acc2);
     E::product_acc(dp, Xb, c0, e.acc1);
+    if constexpr (E::FAST_DQ) e.dq_step(dp, c0, rows);
   }
 }
 
@@ -193,8 +215,9 @@ __device__ __forceinline__ void bwd_begin_rows(E& e, const T* a1, const T* x, co
 // accumulators).
 // ROWS_LEN / COLS_LEN: rows of the tile's operands and of the walked ones (dQ: SEQ, KV; dK/dV: KV, SEQ).
 // ================================================================================================
-// AREGS: A1, A2 as register fragments; STEP (CW): walked rows per product step.
-template <class T, int HD, int SEQ, int KV, bool DKV, int NSTAGES, bool AREGS, int STEP>
+// AREGS: A1, A2 as register fragments; STEP (CW): walked rows per product step. FAST (dK/dV only): the
+// fast mode, which also adds each step's dS.K to dQ by atomics (dq_step), so no dQ kernel runs.
+template <class T, int HD, int SEQ, int KV, bool DKV, int NSTAGES, bool AREGS, int STEP, bool FAST = false>
 struct BwdMmaEngine {
   static constexpr int NT = 128, BR = 64, BC = 64, ROWS = 2;
   static constexpr int HW = splat::geometry::mma_width(HD), LDS = HW + 8;
@@ -202,15 +225,20 @@ struct BwdMmaEngine {
   static_assert(STEP == 32 || STEP == 64, "32 or 64 walked rows per step");
   static constexpr bool AREG = AREGS;
   static constexpr int CW = STEP;
-  static constexpr int STAGES = NSTAGES, SMEM = splat::geometry::bwd_mma_smem(STAGES, HD, DKV);
+  static constexpr bool FAST_DQ = FAST && DKV;
+  static constexpr int STAGES = NSTAGES, SMEM = splat::geometry::bwd_mma_smem(STAGES, HD, DKV, FAST_DQ ? STEP : 0);
   static constexpr int ROWS_LEN = DKV ? KV : SEQ, KV_LEN = DKV ? SEQ : KV;
   static constexpr bool DKV_ = DKV;
+  static constexpr int LDD = 72;  // FAST_DQ: dS^T rows (walked rows) of 64 keys + 8
   static constexpr float kLog2e = 1.4426950408889634f;
   const BwdArgs* args;
   u16* As;   // A1 rows then A2 rows (64 each)
   u16* Xs;   // stages of X, then of Y
   u16* Ys;
   float* stats;  // dK/dV: per stage, the walked rows' lse (64) and D (64)
+  int* idx;      // FAST_DQ: per stage, the walked rows' indices (-1 past the walk)
+  u16* dSt;      // FAST_DQ: a step's dS^T as [walked row][key]
+  float* dq_g;   // FAST_DQ: this block's head's dQ sums (BwdArgs::dq_acc)
   const T* xg;
   const T* yg;
   const float* lse_g;
@@ -251,6 +279,11 @@ struct BwdMmaEngine {
     Xs = As + 2 * BR * LDS;
     Ys = Xs + STAGES * BC * LDS;
     stats = reinterpret_cast<float*>(Ys + STAGES * BC * LDS);
+    if constexpr (FAST_DQ) {
+      idx = reinterpret_cast<int*>(stats + STAGES * 2 * BC);
+      dSt = reinterpret_cast<u16*>(idx + STAGES * BC);
+      dq_g = args->dq_acc + hv.bh * (i64)SEQ * HD;
+    }
     bwd_begin_rows<T, HD, SEQ>(*this, a1, x, row, hv);
     const int t4 = threadIdx.x & 3;
     const float* ws = args->acc_ws + (bwd_acc_slot<DKV>(hv.bh) * ROWS_LEN) * (DKV ? 2 * HD : HD);
@@ -269,7 +302,10 @@ struct BwdMmaEngine {
   // Walked rows base + u*step, u in [u0, u0 + BC), of X and Y into stage buf (and their lse and D).
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
     gather_kv<HD, HW, BC, NT, LDS, LDS, XSTEP>(Xs + buf * BC * LDS, Ys + buf * BC * LDS, xg, yg, w, u0, table);
-    if constexpr (DKV) bwd_load_stats<BC>(stats + buf * 2 * BC, lse_g, delta_g, w, u0, table);
+    if constexpr (FAST_DQ)
+      bwd_load_stats<BC>(stats + buf * 2 * BC, lse_g, delta_g, w, u0, table, idx + buf * BC);
+    else if constexpr (DKV)
+      bwd_load_stats<BC>(stats + buf * 2 * BC, lse_g, delta_g, w, u0, table);
   }
 
   // s[CW/8][4] = A(a) . B^T over the CW walked rows from c0 of the stage at Bb.
@@ -318,7 +354,66 @@ struct BwdMmaEngine {
   // One key tile (bwd_key_tile).
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
-    bwd_key_tile(*this, Xs + buf * BC * LDS, Ys + buf * BC * LDS, stats + buf * 2 * BC, full, scale_log2, keep);
+    if constexpr (FAST_DQ)
+      bwd_key_tile(*this, Xs + buf * BC * LDS, Ys + buf * BC * LDS, stats + buf * 2 * BC, full, scale_log2, keep, idx + buf * BC);
+    else
+      bwd_key_tile(*this, Xs + buf * BC * LDS, Ys + buf * BC * LDS, stats + buf * 2 * BC, full, scale_log2, keep);
+  }
+
+  // FAST_DQ: dQ[walked rows of the step] += dS.K by atomics, dS = (dS^T)^T (ds: the warp's 16 keys x
+  // CW walked rows in accumulator layout) and K the tile's 64 key rows (A1 in shared memory; padding
+  // rows are zeros). dS^T goes to shared memory as [walked row][key], the A operand's layout; warp w
+  // computes walked rows 16 (w % RB) .. + 16 and the head-column pairs of group w / RB. The unscaled
+  // sums (bwd_dq_store scales them) in fp32, in no fixed order.
+  __device__ __forceinline__ void dq_step(const float (&ds)[CW / 8][4], int c0, const int* rows) {
+    constexpr int RB = CW / 16, CG = 4 / RB, NP = HW / 16, NPH = (NP + CG - 1) / CG;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3, w = threadIdx.x >> 5;
+#pragma unroll
+    for (int n = 0; n < CW / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dSt[(n * 8 + 2 * t4 + (e & 1)) * LDD + w * 16 + g + 8 * (e >> 1)] = from_f<T>(ds[n][e]).x;
+    __syncthreads();
+    const int rb = w % RB, cg = w / RB;
+    const int i0 = rows[c0 + rb * 16 + g], i1 = rows[c0 + rb * 16 + g + 8];
+    // The group's column pairs in chunks of PC (8 or 16 accumulators: fewer registers live beside
+    // the dK/dV accumulators; the dS^T fragments are read again per chunk).
+    constexpr int PC = NPH < 2 || HW > 64 ? 1 : 2;
+#pragma unroll
+    for (int q0 = 0; q0 < NPH; q0 += PC) {
+      float acc[2 * PC][4];
+#pragma unroll
+      for (int q = 0; q < 2 * PC; ++q) acc[q][0] = acc[q][1] = acc[q][2] = acc[q][3] = 0.f;
+#pragma unroll
+      for (int kb = 0; kb < BR / 16; ++kb) {
+        u32 a[4];
+        ldmatrix_x4(a[0], a[1], a[2], a[3], dSt + (rb * 16 + (lane & 15)) * LDD + kb * 16 + (lane >> 4) * 8);
+#pragma unroll
+        for (int q = 0; q < PC; ++q) {
+          const int dp = cg * NPH + q0 + q;
+          if (q0 + q < NPH && dp < NP) {
+            u32 b0, b1, b2, b3;
+            ldmatrix_x4_trans(b0, b1, b2, b3, As + (16 * kb + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + 16 * dp + (lane >> 4) * 8);
+            mma16816<T>(acc[2 * q], a, b0, b1);
+            mma16816<T>(acc[2 * q + 1], a, b2, b3);
+          }
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = h ? i1 : i0;
+        if (i < 0) continue;
+        float* dst = dq_g + (i64)i * HD;
+#pragma unroll
+        for (int q = 0; q < 2 * PC; ++q) {
+          const int col = (cg * NPH + q0) * 16 + q * 8 + 2 * t4;
+          if (q0 + q / 2 < NPH && col < HD) {  // also past the width (dp >= NP)
+            atomicAdd(dst + col, acc[q][2 * h]);
+            atomicAdd(dst + col + 1, acc[q][2 * h + 1]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // the next step rewrites dS^T
   }
 
   // A split tile's chunk: its accumulators to its slot (row slot(h) of 64), summed by bwd_combine.

@@ -42,6 +42,7 @@ struct BwdTf32Engine {
   static constexpr int CW = STEP, STAGES = NSTAGES, SMEM = splat::geometry::bwd_tf32_smem(STAGES, HD, DKV);
   static constexpr int ROWS_LEN = DKV ? KV : SEQ, KV_LEN = DKV ? SEQ : KV;
   static constexpr bool DKV_ = DKV;
+  static constexpr bool FAST_DQ = false;  // the fast mode is BwdMmaEngine's (bf16/fp16)
   static constexpr float kLog2e = 1.4426950408889634f;
   const BwdArgs* args;
   float* As;     // A1 rows then A2 rows (64 each, LDA floats)

@@ -54,8 +54,11 @@ SPLAT_GEOMETRY_FN int tf32x3_smem(int stages, int hd) {
 // BwdMmaEngine (backward, bf16/fp16 mma.sync): the tile's two row operands (64 rows each), stages
 // of 64 keys of the two walked operands (rows padded to width + 8 elements), and for the dK/dV
 // kernel each walked row's log-sum-exp and D (2 floats a row and stage).
-SPLAT_GEOMETRY_FN int bwd_mma_smem(int stages, int hd, bool dkv) {
-  return (2 + 2 * stages) * 64 * (mma_width(hd) + 8) * 2 + (dkv ? stages * 2 * 64 * 4 : 0);
+// fast_cw > 0 (the fast mode's dK/dV kernel, fast_cw walked rows a step): a step's dS^T, [fast_cw
+// walked rows][64 + 8 keys] of 16 bits, and each stage's walked rows' indices.
+SPLAT_GEOMETRY_FN int bwd_mma_smem(int stages, int hd, bool dkv, int fast_cw = 0) {
+  return (2 + 2 * stages) * 64 * (mma_width(hd) + 8) * 2 + (dkv ? stages * 2 * 64 * 4 : 0) +
+         (dkv && fast_cw > 0 ? fast_cw * 72 * 2 + stages * 64 * 4 : 0);
 }
 // BwdTf32Engine (backward, fp32 storage): the tile's two row operands (64 rows of width + 16 floats
 // each), stages of the two walked operands (64 rows of width + 4 floats each), and for dK/dV each

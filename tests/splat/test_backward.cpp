@@ -69,6 +69,31 @@ TEST_CASE("backward modules compile for sm_80 and sm_90a: every bf16/fp16 one of
   CHECK(n > 20);
 }
 
+// The fast mode (bf16/fp16): no dQ kernel; the dK/dV kernels add dQ by atomics into fp32 sums that
+// splat_bwd_delta zeroes and splat_bwd_dq_store scales and stores. Its modules compile (NVRTC, ptxas
+// for sm_80) on problems that cover the plan's features: split tiles, several passes, global keys,
+// grouped and per-head K/V heads, a packed batch, head_dim 128.
+TEST_CASE("backward, fast mode: modules compile for sm_80 and sm_90a (tests/gpu, bf16/fp16)" * doctest::test_suite("nvrtc")) {
+  BackwardTuning fast;
+  fast.fast = true;
+  int n = 0;
+  for (const char* name : {"window-ragged-bf16", "global-strided-bf16", "bigbird-ragged-bf16", "varlen-window-ragged-bf16",
+                           "head-windows-ragged-bf16", "gqa-band-ragged-bf16", "window-d128-ragged-bf16",
+                           "lattice-ragged-bf16", "decode-window-global-bf16", "dilated-causal-fp16"}) {
+    const Problem whole = load_problem(std::string(TRSPLAT_SOURCE_DIR) + "/tests/gpu/" + name + ".json");
+    for (const Problem& p : head_group_problems(whole)) {
+      CAPTURE(p.name);
+      const BackwardModule m = generate_backward(p, analyze(p), fast);
+      CHECK(m.mode == "fast");
+      const CompileResult r = test_compile(m.source, p.name + ".bwd.cu", "sm_90a", CompileTarget::Ptx);
+      for (const KernelDesc& k : m.kernels) CHECK(r.image.find(".entry " + k.name) != std::string::npos);
+      CHECK(!test_compile(m.source, p.name + ".bwd.cu", "sm_80", CompileTarget::Cubin).image.empty());
+      ++n;
+    }
+  }
+  CHECK(n >= 14);
+}
+
 // ptxas on the backward kernels (sm_90a): every entry point the module lists, and at most 64 bytes of
 // spills per thread (a guard against register blow-ups: the kernels run at 168-255 registers, and
 // strided's, head_dim 128's and BigBird's spill 4-32 bytes; the variants that spill none, areg=0 or
@@ -172,6 +197,9 @@ TEST_CASE("cpu model of the backward pass matches brute-force gradients (tests/g
     CHECK(max_rel(got.dq, want.dq) < 1e-10);
     CHECK(max_rel(got.dk, want.dk) < 1e-10);
     CHECK(max_rel(got.dv, want.dv) < 1e-10);
+    // The fast mode: dQ summed over the column plan's visits, as the dK/dV kernel's atomics add it.
+    const CpuGradients fast = cpu_model_backward(b.rows, b.cols, p.head_dim, p.scale, q, k, v, dout, -1, true);
+    CHECK(max_rel(fast.dq, want.dq) < 1e-10);
     ++n;
   }
   CHECK(n >= 30);
@@ -262,6 +290,37 @@ TEST_CASE("backward, per-head patterns over grouped K/V heads: the groups' share
   CHECK_FALSE(m0.shared_kv);
   CHECK(m0.source.find("SPLAT_BWD_SHARED_KV") == std::string::npos);
   CHECK_FALSE(backward_manifest(m0, {}).contains("workspace_shared"));
+}
+
+TEST_CASE("backward, fast mode: the module, its kernels and what it does not take" * doctest::test_suite("unit")) {
+  const Problem p = parse_problem_text(R"({"seq_len": 300, "head_dim": 64, "heads": 4, "kv_heads": 2, "dtype": "bf16",
+      "pattern": {"union": [{"window": {"left": 20, "right": 0}}, {"global": {"tokens": [0, 1]}}]}})", "p.json");
+  BackwardTuning t;
+  t.fast = true;
+  const BackwardModule m = generate_backward(p, analyze(p), t);
+  CHECK(m.mode == "fast");
+  CHECK(m.tuning.a_regs == 0);  // the fast defaults at d = 64: row operands from shared memory
+  std::vector<std::string> names;
+  for (const KernelDesc& k : m.kernels) names.push_back(k.name);
+  CHECK(names.front() == "splat_bwd_delta");
+  CHECK(std::none_of(names.begin(), names.end(), [](const std::string& k) { return k.rfind("splat_bwd_dq_p", 0) == 0; }));
+  const auto store = std::find(names.begin(), names.end(), "splat_bwd_dq_store");
+  REQUIRE(store != names.end());
+  CHECK(std::find(names.begin(), names.end(), "splat_bwd_dkv_p0") < store);  // after every dK/dV pass
+  CHECK(names.back() == "splat_bwd_reduce");
+  CHECK(m.source.find("BwdMmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, 2, false, 64, true>") != std::string::npos);
+  CHECK(m.source.find("(ws) + (i64)gridDim.y * 300);") != std::string::npos);  // bwd_delta zeroes the sums after D
+  CHECK(m.source.find(", true, dq_acc};") != std::string::npos);              // the dK/dV kernels' BwdArgs
+  for (const KernelDesc& k : m.kernels)
+    if (k.name.rfind("splat_bwd_dkv_p", 0) == 0 && k.name.find("combine") == std::string::npos)
+      CHECK(k.smem_dynamic == geometry::bwd_mma_smem(2, 64, true, 64));
+  CHECK(m.workspace_floats_per_bh >= 300 + 300 * 64);  // D, then dQ's sums
+  CHECK(backward_manifest(m, {})["mode"] == "fast");
+  // fp32 storage keeps the deterministic mode only.
+  Problem f = p;
+  f.dtype = DType::FP32;
+  CHECK_THROWS_WITH_AS(generate_backward(f, analyze(f), t), doctest::Contains("--backward-mode: the fast mode takes bf16 and fp16 so far, not fp32"), Error);
+  CHECK(generate_backward(p, analyze(p)).mode == "deterministic");
 }
 
 TEST_CASE("backward of a packed variable-length batch: module, parameters and manifest" * doctest::test_suite("unit")) {
