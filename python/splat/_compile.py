@@ -60,11 +60,14 @@ def cache_root(cache_dir=None):
     return os.path.join(base, "splat")
 
 
-def cache_key(problem, arch, passes, tune, version):
+def cache_key(problem, arch, passes, tune, version, backward_mode="deterministic"):
     """Hex SHA-256 of the inputs that determine splatc's output (the problem in canonical form)."""
+    fields = {"format": CACHE_FORMAT, "problem": problem, "arch": arch, "pass": passes, "tune": tune or "",
+              "splatc": version}
+    if backward_mode != "deterministic":  # the default leaves the keys as they were
+        fields["backward_mode"] = backward_mode
     try:
-        text = canonical({"format": CACHE_FORMAT, "problem": problem, "arch": arch, "pass": passes,
-                          "tune": tune or "", "splatc": version})
+        text = canonical(fields)
     except ValueError as e:  # NaN or inf in the problem
         raise PatternError("the problem is not valid JSON: %s" % e) from None
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -105,7 +108,7 @@ class Compiled:
         return data
 
 
-def _emit(exe, problem, arch, passes, tune, root, key):
+def _emit(exe, problem, arch, passes, tune, root, key, backward_mode="deterministic"):
     """Runs splatc emit into a temporary directory under root and renames it to root/key."""
     os.makedirs(root, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".tmp-", dir=root)
@@ -118,6 +121,8 @@ def _emit(exe, problem, arch, passes, tune, root, key):
                "--no-resources", "-o", out]
         if tune:
             cmd += ["--tune", tune]
+        if passes != "forward":
+            cmd += ["--backward-mode", backward_mode]
         try:
             run = subprocess.run(cmd, capture_output=True, text=True)
         except OSError as e:
@@ -141,14 +146,16 @@ def _emit(exe, problem, arch, passes, tune, root, key):
 
 def compile(pattern, *, dtype=None, head_dim=None, batch=None, heads=None, kv_heads=None, seq_len=None,
             kv_len=None, q_offset=None, causal=None, scale=None, arch="sm_90a", backward=False,
-            tune: Optional[str] = None, splatc=None, cache_dir=None):
+            tune: Optional[str] = None, splatc=None, cache_dir=None, backward_mode="deterministic"):
     """Compile `pattern` for the given sizes into PTX and a manifest, or find it in the cache.
 
     pattern: a problem document (dict with "pattern"), a pattern term ({"window": {...}}) or a
     JSON file's path; a Compiled is returned as it is. The keyword fields override the problem's
     (docs/splatc-patterns.md). backward=True also emits the backward kernels (the forward then
-    saves the log-sum-exp). Raises PatternError for a problem splatc refuses (its message, with
-    the JSON path of the offending value) and CompileError when splatc cannot run or fails.
+    saves the log-sum-exp); backward_mode "fast" (bf16/fp16) makes them add dQ by atomics instead
+    of running a dQ kernel (dQ's bits then vary run to run; "deterministic", the default, does not).
+    Raises PatternError for a problem splatc refuses (its message, with the JSON path of the
+    offending value) and CompileError when splatc cannot run or fails.
     """
     if isinstance(pattern, Compiled):
         return pattern
@@ -160,12 +167,15 @@ def compile(pattern, *, dtype=None, head_dim=None, batch=None, heads=None, kv_he
         raise TypeError("argument 'backward' must be a bool, got %s" % type(backward).__name__)
     if tune is not None and not isinstance(tune, str):
         raise TypeError("argument 'tune' must be a str such as 'stages=3', got %s" % type(tune).__name__)
+    if backward_mode not in ("deterministic", "fast"):
+        raise PatternError("argument 'backward_mode' must be 'deterministic' or 'fast', got %r" % (backward_mode,))
     exe = find_splatc(splatc)
     passes = "both" if backward else "forward"
+    mode = backward_mode if backward else "deterministic"
     root = cache_root(cache_dir)
-    key = cache_key(problem, arch, passes, tune, splatc_version(exe))
+    key = cache_key(problem, arch, passes, tune, splatc_version(exe), mode)
     path = os.path.join(root, key)
     from_cache = os.path.isfile(os.path.join(path, "manifest.json"))
     if not from_cache:
-        path = _emit(exe, problem, arch, passes, tune, root, key)
+        path = _emit(exe, problem, arch, passes, tune, root, key, mode)
     return Compiled(key=key, path=path, problem=problem, manifest=load_manifest(path), from_cache=from_cache)

@@ -366,19 +366,21 @@ def _resolve(pattern, sizes, need_grad: bool, options: tuple) -> str:
             _resolved.move_to_end(memo)
             return hit
     b, h, s, d, kvh, kvl, dtype = sizes
-    scale, causal, q_offset, tf32, arch, tune, splatc, cache_dir = options
+    scale, causal, q_offset, tf32, arch, tune, splatc, cache_dir, backward_mode = options
     if isinstance(pattern, Compiled):
         _check_entry(pattern.manifest, sizes)
         c = pattern
-        if need_grad and c.manifest.backward is None:  # the same problem with the backward kernels
-            c = _compile(c.problem, arch=c.manifest.arch, backward=True, splatc=splatc, cache_dir=cache_dir)
+        m = c.manifest.head_groups[0] if c.manifest.head_groups else c.manifest  # per-head: the groups' modules
+        if need_grad and m.backward is None:  # the same problem with the backward kernels
+            c = _compile(c.problem, arch=c.manifest.arch, backward=True, splatc=splatc, cache_dir=cache_dir,
+                         backward_mode=backward_mode)
     else:
         doc = problem_from(pattern, seq_len=s, head_dim=d)
         if dtype == "fp32" and (tf32 or (tf32 is None and doc.get("dtype") == "tf32")):
             dtype = "tf32"  # fp32 storage; plain TF32 products instead of 3xTF32
         c = _compile(doc, dtype=dtype, head_dim=d, batch=b, heads=h, kv_heads=kvh, seq_len=s, kv_len=kvl,
                      q_offset=q_offset, causal=causal, scale=scale, arch=arch, backward=need_grad, tune=tune,
-                     splatc=splatc, cache_dir=cache_dir)
+                     splatc=splatc, cache_dir=cache_dir, backward_mode=backward_mode)
         _check_entry(c.manifest, sizes)
     with _resolved_lock:
         _resolved[memo] = c.path
@@ -388,7 +390,7 @@ def _resolve(pattern, sizes, need_grad: bool, options: tuple) -> str:
 
 
 def attention(q, k, v, pattern, *, scale=None, causal=None, q_offset=None, tf32=None, arch=None, tune=None,
-              splatc=None, cache_dir=None):
+              splatc=None, cache_dir=None, backward_mode="deterministic"):
     """Sparse attention of q over k, v with the keys `pattern` keeps for each query.
 
     q [batch, heads, seq_len, head_dim]; k, v [batch, kv_heads, kv_len, head_dim] (kv_heads
@@ -399,7 +401,8 @@ def attention(q, k, v, pattern, *, scale=None, causal=None, q_offset=None, tf32=
     handle from splat.compile (whose sizes must match the tensors). The tensors give the sizes;
     scale (default 1/sqrt(head_dim)), causal and q_offset are the contract's fields. Returns the
     output, shaped and typed as q. Differentiable with respect to q, k and v (where splatc's
-    backward takes the problem: head_dim up to 128).
+    backward takes the problem: head_dim up to 128); backward_mode "fast" (bf16/fp16) adds dQ by
+    atomics in the dK/dV kernel (dQ's bits vary run to run; the default "deterministic" does not).
     The first call for a pattern and shape runs splatc (cached on disk, docs/python.md).
     """
     sizes = check_inputs(q, k, v)
@@ -411,8 +414,10 @@ def attention(q, k, v, pattern, *, scale=None, causal=None, q_offset=None, tf32=
     need_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     if arch is None:
         arch = pattern.manifest.arch if isinstance(pattern, Compiled) else _arch_of(q.device)
+    if backward_mode not in ("deterministic", "fast"):
+        raise PatternError("argument 'backward_mode' must be 'deterministic' or 'fast', got %r" % (backward_mode,))
     options = (scale, causal, q_offset, None if tf32 is None else bool(tf32), arch, tune, splatc,
-               None if cache_dir is None else os.fspath(cache_dir))
+               None if cache_dir is None else os.fspath(cache_dir), backward_mode)
     path = _resolve(pattern, tuple(int(x) if not isinstance(x, str) else x for x in sizes), need_grad, options)
     out, _ = torch.ops.splat.attention_forward(q, k, v, path, need_grad)
     return out

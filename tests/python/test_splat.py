@@ -84,8 +84,11 @@ class CacheKeyTest(unittest.TestCase):
             splat.cache_key(p, "sm_90a", "both", None, "splatc 0.1.0"),
             splat.cache_key(p, "sm_90a", "forward", "stages=3", "splatc 0.1.0"),
             splat.cache_key(p, "sm_90a", "forward", None, "splatc 0.2.0"),
+            splat.cache_key(p, "sm_90a", "both", None, "splatc 0.1.0", "fast"),
         ]
-        self.assertEqual(len(set(others + [base])), 6)
+        self.assertEqual(len(set(others + [base])), 7)
+        # The default mode keeps the keys entries had before the mode existed.
+        self.assertEqual(splat.cache_key(p, "sm_90a", "both", None, "splatc 0.1.0", "deterministic"), others[2])
         self.assertRegex(base, "^[0-9a-f]{64}$")
 
     def test_a_non_finite_number_is_refused(self):
@@ -168,6 +171,14 @@ class CompileTest(unittest.TestCase):
         self.assertEqual(b.head_groups[1].backward.kernels[1].grid[1], "batch*group_heads")
         self.assertEqual([p.name for p in b.head_groups[0].forward.parameters][-1], "lse")
         self.assertFalse(any(g.backward.workspace_shared for g in b.head_groups))
+        self.assertTrue(all(x.backward.kernels[-1].name == "splat_bwd_dkv_p0" for x in b.head_groups))
+        # The fast mode: dQ from the dK/dV kernels' atomics, no dQ kernel; a mode of another name is refused.
+        f = splat.compile(doc, backward=True, backward_mode="fast", cache_dir=self.cache)
+        self.assertNotEqual(f.key, splat.compile(doc, backward=True, cache_dir=self.cache).key)
+        self.assertEqual([k.name for k in f.manifest.head_groups[0].backward.kernels],
+                         ["splat_bwd_delta", "splat_bwd_dkv_p0", "splat_bwd_dq_store"])
+        with self.assertRaisesRegex(splat.PatternError, "'backward_mode' must be 'deterministic' or 'fast', got 'quick'"):
+            splat.compile(doc, backward=True, backward_mode="quick", cache_dir=self.cache)
         # Over grouped K/V heads the groups share one workspace; the last group's module reduces dk, dv.
         g = splat.compile(doc, kv_heads=2, backward=True, cache_dir=self.cache).manifest
         self.assertTrue(all(x.backward.workspace_shared for x in g.head_groups))

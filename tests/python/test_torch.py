@@ -305,6 +305,22 @@ class GpuTest(unittest.TestCase):
             for a, b in zip(got[1:], (q2.grad, k2.grad, v2.grad)):
                 self.assertTrue(torch.equal(a, b), "trial %d: graph replay differs from eager" % trial)
 
+    def test_the_fast_backward_matches_float64(self):
+        q, k, v = self.qkv()  # grouped K/V heads, bf16, causal window
+        mask = torch.zeros(1000, 1000, dtype=torch.bool, device="cuda")
+        i = torch.arange(1000, device="cuda")
+        mask[(i[:, None] - i[None, :] >= 0) & (i[:, None] - i[None, :] <= 32)] = True
+        doc = {"seq_len": 1000, "head_dim": 64, "causal": True, "pattern": {"window": {"left": 32, "right": 0}}}
+        dout = torch.randn_like(q)
+        out = splat.attention(q, k, v, doc, backward_mode="fast", cache_dir=self.cache)
+        out.backward(dout)
+        q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+        ref = reference(q64, k64, v64, mask, 64 ** -0.5)
+        ref.backward(dout.double())
+        self.assertLessEqual(rel_err(out, ref), 2e-2)
+        for a, b in ((q, q64), (k, k64), (v, v64)):
+            self.assertLessEqual(rel_err(a.grad, b.grad), 2e-2)
+
     def test_torch_compile_matches_eager(self):
         q, k, v = self.qkv()
         f = lambda q, k, v: splat.attention(q, k, v, WINDOW, cache_dir=self.cache).float().sum(-1)
