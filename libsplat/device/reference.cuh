@@ -34,6 +34,24 @@ __device__ __forceinline__ long long reference_run_count(const int* run, long lo
   const long long n = (len - run[0] + run[1] - 1) / run[1];
   return n < run[2] ? n : run[2];
 }
+// Query row `row` of query head bh (batch or sequence x heads): its Q/out row qrow, and K/V row
+// k0 + j * kstep of key j for keys below len. A packed batch (cu_seqlens): the sequence's rows and
+// keys; false for a row past its sequence's length.
+__device__ __forceinline__ bool reference_row(long long row, long long bh, long long seq, long long kvl, long long group,
+                                              const int* cu_seqlens, long long heads, long long& qrow, long long& k0,
+                                              long long& kstep, long long& len) {
+  qrow = bh * seq + row;
+  k0 = bh / group * kvl;
+  kstep = 1;
+  len = kvl;
+  if (cu_seqlens == nullptr) return true;
+  const long long b = bh / heads, h = bh % heads, start = cu_seqlens[b];
+  len = cu_seqlens[b + 1] - start;
+  qrow = (start + row) * heads + h;
+  kstep = heads / group;
+  k0 = start * kstep + h / group;
+  return row < len;
+}
 // One block of 128 threads per (row, batch*head); group query heads share a K/V head (kv_head = bh / group).
 // cu_seqlens != nullptr: a packed variable-length batch (q, out [total, heads, hd], k, v [total, kv_heads,
 // hd]; blockIdx.y = sequence * heads + head): the block's row and keys are those below its sequence's
@@ -56,16 +74,8 @@ __device__ __forceinline__ void reference_attention(const void* qv, const void* 
   long long bh = blockIdx.y;
   // A head group (per-head patterns): blockIdx.y runs over batch (or sequences) x its group_heads heads.
   if (head_ids != nullptr) bh = bh / group_heads * heads + head_ids[bh % group_heads];
-  // Q/out row of this block; K/V row of key j: k0 + j * kstep; keys below len.
-  long long qrow = bh * seq + row, k0 = bh / group * kvl, kstep = 1, len = kvl;
-  if (cu_seqlens != nullptr) {
-    const long long b = bh / heads, h = bh % heads, start = cu_seqlens[b];
-    len = cu_seqlens[b + 1] - start;
-    if (row >= len) return;
-    qrow = (start + row) * heads + h;
-    kstep = heads / group;
-    k0 = start * kstep + h / group;
-  }
+  long long qrow, k0, kstep, len;
+  if (!reference_row(row, bh, seq, kvl, group, cu_seqlens, heads, qrow, k0, kstep, len)) return;
   for (int x = threadIdx.x; x < SPLAT_HD; x += 128) qs[x] = (double)to_f(q[qrow * SPLAT_HD + x]);
   __syncthreads();
   const long long rb = row_ptr[row], re = row_ptr[row + 1];
@@ -142,16 +152,8 @@ __device__ __forceinline__ void reference_backward_rows(const void* qv, const vo
   __shared__ long long js[128];
   __shared__ double red[4];
   const long long row = blockIdx.x, bh = blockIdx.y;
-  // Q row of this block; K/V row of key j: k0 + j * kstep; keys below len.
-  long long qrow = bh * seq + row, k0 = bh / group * kvl, kstep = 1, len = kvl;
-  if (cu_seqlens != nullptr) {
-    const long long b = bh / heads, h = bh % heads, start = cu_seqlens[b];
-    len = cu_seqlens[b + 1] - start;
-    if (row >= len) return;
-    qrow = (start + row) * heads + h;
-    kstep = heads / group;
-    k0 = start * kstep + h / group;
-  }
+  long long qrow, k0, kstep, len;
+  if (!reference_row(row, bh, seq, kvl, group, cu_seqlens, heads, qrow, k0, kstep, len)) return;
   for (int x = threadIdx.x; x < SPLAT_HD; x += 128) {
     qs[x] = (double)to_f(q[qrow * SPLAT_HD + x]);
     ds_row[x] = (double)to_f(dout[qrow * SPLAT_HD + x]);

@@ -161,6 +161,26 @@ CpuGradients brute_force_backward(const Problem& p, const std::vector<double>& q
   return g;
 }
 
+// One head's standard-normal q, k, v and dout (seeded).
+struct HeadInputs {
+  std::vector<double> q, k, v, dout;
+};
+HeadInputs random_head(const Problem& p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd;
+  auto fill = [&](int64_t rows) {
+    std::vector<double> x(static_cast<size_t>(rows * p.head_dim));
+    for (double& e : x) e = nd(rng);
+    return x;
+  };
+  HeadInputs h;
+  h.q = fill(p.seq_len);
+  h.k = fill(p.kv_len);
+  h.v = fill(p.kv_len);
+  h.dout = fill(p.seq_len);
+  return h;
+}
+
 double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
   double diff = 0, top = 0;
   for (size_t e = 0; e < a.size(); ++e) {
@@ -184,14 +204,8 @@ TEST_CASE("cpu model of the backward pass matches brute-force gradients (tests/g
     const BackwardPlans b = backward_plans(p, analyze(p));
     for (const Plan* plan : {&b.rows, &b.cols})
       for (const PlanPass& pass : plan->passes) split += pass.slots > 0;
-    std::mt19937_64 rng(static_cast<uint64_t>(n) + 1);
-    std::normal_distribution<double> nd;
-    auto fill = [&](int64_t rows) {
-      std::vector<double> x(static_cast<size_t>(rows * p.head_dim));
-      for (double& e : x) e = nd(rng);
-      return x;
-    };
-    const std::vector<double> q = fill(p.seq_len), k = fill(p.kv_len), v = fill(p.kv_len), dout = fill(p.seq_len);
+    const HeadInputs x = random_head(p, static_cast<uint64_t>(n) + 1);
+    const std::vector<double> &q = x.q, &k = x.k, &v = x.v, &dout = x.dout;
     const CpuGradients want = brute_force_backward(p, q, k, v, dout);
     const CpuGradients got = cpu_model_backward(b.rows, b.cols, p.head_dim, p.scale, q, k, v, dout);
     CHECK(max_rel(got.dq, want.dq) < 1e-10);
@@ -220,14 +234,8 @@ TEST_CASE("cpu model of the backward pass: a packed batch's sequences (both plan
     const BackwardPlans b = backward_plans(p, analyze(p));
     for (const Plan* plan : {&b.rows, &b.cols})
       for (const PlanPass& pass : plan->passes) CHECK(pass.slots == 0);
-    std::mt19937_64 rng(static_cast<uint64_t>(n) + 101);
-    std::normal_distribution<double> nd;
-    auto fill = [&](int64_t rows) {
-      std::vector<double> x(static_cast<size_t>(rows * p.head_dim));
-      for (double& e : x) e = nd(rng);
-      return x;
-    };
-    const std::vector<double> q = fill(p.seq_len), k = fill(p.kv_len), v = fill(p.kv_len), dout = fill(p.seq_len);
+    const HeadInputs x = random_head(p, static_cast<uint64_t>(n) + 101);
+    const std::vector<double> &q = x.q, &k = x.k, &v = x.v, &dout = x.dout;
     std::vector<int64_t> lengths = {0, 1, 2, 63, 64, 65, 129, p.seq_len - 1, p.seq_len};
     lengths.insert(lengths.end(), p.varlen->lengths.begin(), p.varlen->lengths.end());
     for (int64_t len : lengths) {
