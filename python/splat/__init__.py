@@ -2,6 +2,7 @@
 
     import splat
     o = splat.attention(q, k, v, {"window": {"left": 256, "right": 256}})   # PyTorch tensors
+    o = splat.attention_varlen(q, k, v, cu_seqlens, 8192, {"window": {"left": 256, "right": 0}})  # packed
 
     c = splat.compile({"window": {"left": 256, "right": 256}}, dtype="bf16", head_dim=64,
                       batch=1, heads=16, seq_len=4096)
@@ -22,17 +23,18 @@ __version__ = "0.1.0"
 
 # PyTorch is needed only for these; `import splat` works without it.
 _TORCH_NAMES = ("attention", "check_inputs")
+_VARLEN_NAMES = ("attention_varlen", "check_varlen_inputs")
 
 
 def __getattr__(name):
-    if name in _TORCH_NAMES:
+    if name in _TORCH_NAMES or name in _VARLEN_NAMES:
         try:
-            from . import _torch
+            from . import _torch, _varlen
         except ModuleNotFoundError as e:
             if e.name != "torch":
                 raise
             raise ImportError("splat.%s needs PyTorch (pip install torch); splat.compile works without it" % name) from None
-        return getattr(_torch, name)
+        return getattr(_torch if name in _TORCH_NAMES else _varlen, name)
     raise AttributeError("module 'splat' has no attribute %r" % name)
 
 

@@ -86,10 +86,11 @@ def arguments(module: Module, values: Dict[str, Optional[int]]) -> Tuple[int, ..
 
 
 def grid_sizes(manifest: Manifest, batch: int, heads: int) -> Dict[str, int]:
-    """The names a grid entry may use, for one manifest (a head group's serves its group_heads)."""
+    """The names a grid entry may use, for one manifest (a head group's serves its group_heads);
+    batch: the batch entries, or a packed batch's sequences (grids of varlen modules say "sequences")."""
     group_heads = manifest.problem.get("group_heads")
     served = len(group_heads) if isinstance(group_heads, list) else heads
-    return {"batch": batch, "heads": heads, "group_heads": served}
+    return {"batch": batch, "sequences": batch, "heads": heads, "group_heads": served}
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def _check_entry(manifest: Manifest, sizes, what="the compiled pattern"):
         raise PatternError("the tensors are %s but %s was built for %s" % (dtype, what, p.get("dtype")))
     if p.get("varlen"):
         raise PatternError("%s is a packed variable-length batch; splat.attention takes [batch, heads, seq_len, head_dim] "
-                           "tensors (launch varlen modules from C++, docs/splatc-kernels.md)" % what)
+                           "tensors (splat.attention_varlen takes packed ones)" % what)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,20 +224,27 @@ class Entry:
                 self._loaded[key] = _Loaded(self.path, m, module)
             return self._loaded[key]
 
-    def forward(self, q, k, v, out, lse):
-        b, h = q.shape[0], q.shape[1]
+    def forward(self, q, k, v, out, lse, cu_seqlens=None):
+        """q [batch, heads, ...] or, with cu_seqlens (a packed batch), [total_tokens, heads, ...]."""
+        b, h = (cu_seqlens.numel() - 1 if cu_seqlens is not None else q.shape[0]), q.shape[1]
+        if b == 0:
+            return
         with torch.cuda.device(q.device):
             for g, m in enumerate(_launch.groups(self.manifest)):
                 mod = self._module(g, "forward")
                 sizes = _launch.grid_sizes(m, b, h)
                 values = dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(),
-                              tmaps=mod.tensor_maps(k, v), lse=lse.data_ptr() if lse is not None else 0)
+                              tmaps=mod.tensor_maps(k, v), lse=lse.data_ptr() if lse is not None else 0,
+                              cu_seqlens=cu_seqlens.data_ptr() if cu_seqlens is not None else 0)
                 mod.run(sizes, b * sizes["group_heads"], values, q.device)
 
-    def backward(self, q, k, v, out, dout, lse, dq, dk, dv):
-        b, h = q.shape[0], q.shape[1]
+    def backward(self, q, k, v, out, dout, lse, dq, dk, dv, cu_seqlens=None):
+        b, h = (cu_seqlens.numel() - 1 if cu_seqlens is not None else q.shape[0]), q.shape[1]
+        if b == 0:
+            return
         values = dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(), dout=dout.data_ptr(),
-                      lse=lse.data_ptr(), dq=dq.data_ptr(), dk=dk.data_ptr(), dv=dv.data_ptr())
+                      lse=lse.data_ptr(), dq=dq.data_ptr(), dk=dk.data_ptr(), dv=dv.data_ptr(),
+                      cu_seqlens=cu_seqlens.data_ptr() if cu_seqlens is not None else 0)
         with torch.cuda.device(q.device):
             groups = [(self._module(g, "backward"), _launch.grid_sizes(m, b, h))
                       for g, m in enumerate(_launch.groups(self.manifest))]

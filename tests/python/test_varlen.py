@@ -1,0 +1,170 @@
+"""splat.attention_varlen, the packed-batch operator (python/splat/_varlen.py).
+Without a GPU (PyTorch installed): argument errors, the fake implementations, the entry it compiles
+(a varlen problem of max_seqlen rows, max_total_tokens bucketed, the backward's cu_seqlens), the
+export trace. With a GPU: packed sequences (empty, one token, tile edges) against float64 attention
+of each sequence alone, gradients included, and zeros past the last sequence. Skipped without
+PyTorch; the GPU class without CUDA. SPLATC names the built splatc."""
+
+import os
+import sys
+import tempfile
+import unittest
+
+try:
+    import torch
+except ImportError:  # CI has no PyTorch
+    raise unittest.SkipTest("PyTorch is not installed")
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+import splat  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+
+WINDOW = {"window": {"left": 32, "right": 0}}
+HAVE_SPLATC = bool(os.environ.get("SPLATC"))
+HAVE_GPU = torch.cuda.is_available()
+
+
+def fake_packed(total=700, h=4, kvh=2, d=64, sequences=3, dtype=torch.bfloat16):
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        q = torch.empty(total, h, d, device="cuda", dtype=dtype)
+        k = torch.empty(total, kvh, d, device="cuda", dtype=dtype)
+        v = torch.empty_like(k)
+        cu = torch.empty(sequences + 1, device="cuda", dtype=torch.int32)
+    return mode, q, k, v, cu
+
+
+def entries(cache):
+    return sorted(e for e in os.listdir(cache) if not e.startswith("."))
+
+
+@unittest.skipUnless(HAVE_SPLATC, "SPLATC (the built splatc) is not set")
+class WithoutGpuTest(unittest.TestCase):
+    def setUp(self):
+        self.cache = tempfile.mkdtemp(prefix="splat-varlen-")
+
+    def attend(self, q, k, v, cu, max_seqlen=512, pattern=WINDOW, **kw):
+        return splat.attention_varlen(q, k, v, cu, max_seqlen, pattern, arch="sm_90a", causal=True,
+                                      cache_dir=self.cache, **kw)
+
+    def test_the_fake_operators_have_the_shapes(self):
+        mode, q, k, v, cu = fake_packed()
+        with mode:
+            o = self.attend(q, k, v, cu)
+            out, lse = torch.ops.splat.attention_varlen_forward(q, k, v, cu, "unused", True)
+            dq, dk, dv = torch.ops.splat.attention_varlen_backward(q, k, v, cu, out, out, lse, "unused")
+        self.assertEqual((tuple(o.shape), o.dtype), ((700, 4, 64), torch.bfloat16))
+        self.assertEqual(tuple(lse.shape), (700, 4))
+        self.assertEqual([tuple(t.shape) for t in (dq, dk, dv)], [(700, 4, 64), (700, 2, 64), (700, 2, 64)])
+
+    def test_the_entry_is_a_varlen_problem_that_new_lengths_share(self):
+        mode, q, k, v, cu = fake_packed(total=700)
+        with mode:
+            q.requires_grad_()
+            o = self.attend(q, k, v, cu)
+        self.assertIsNotNone(o.grad_fn)
+        (e,) = entries(self.cache)
+        m = splat.load_manifest(os.path.join(self.cache, e))
+        self.assertEqual(m.problem["seq_len"], 512)
+        self.assertEqual(m.problem["varlen"], {"max_total_tokens": 1024})
+        self.assertEqual(m.forward.parameters[8].name, "cu_seqlens")
+        self.assertEqual([p.name for p in m.backward.parameters][-1], "cu_seqlens")
+        self.assertEqual(m.backward.kernels[1].grid[1], "sequences*heads")
+        # Other totals in the bucket and other sequence counts: the same entry; a larger total: a new one.
+        for total, sequences in ((1000, 7), (1024, 1)):
+            mode, q, k, v, cu = fake_packed(total=total, sequences=sequences)
+            with mode:
+                q.requires_grad_()
+                self.attend(q, k, v, cu)
+        self.assertEqual(len(entries(self.cache)), 1)
+        mode, q, k, v, cu = fake_packed(total=1025)
+        with mode:
+            q.requires_grad_()
+            self.attend(q, k, v, cu)
+        self.assertEqual(len(entries(self.cache)), 2)
+        self.assertEqual(splat._varlen.token_bucket(1025), 2048)
+
+    def test_export_traces_one_graph_with_the_operator(self):
+        cache = self.cache
+
+        class Model(torch.nn.Module):
+            def forward(self, q, k, v, cu):
+                return splat.attention_varlen(q, k, v, cu, 512, WINDOW, arch="sm_90a", cache_dir=cache) * 2
+
+        _, q, k, v, cu = fake_packed()
+        graph = str(torch.export.export(Model(), (q, k, v, cu)).graph)
+        self.assertEqual(graph.count("torch.ops.splat.attention_varlen_forward.default"), 1, graph)
+
+    def test_bad_inputs_name_the_argument(self):
+        mode, q, k, v, cu = fake_packed()
+        cases = [
+            (lambda: (q.cpu(), k, v, cu), "argument 'q' must be on a CUDA device, got cpu"),
+            (lambda: (q[None], k, v, cu), r"argument 'q' must have 3 dimensions \[total_tokens, heads, head_dim\]"),
+            (lambda: (q, k.to(torch.float16), v, cu), "argument 'k' is torch.float16 on cuda:0 but q is torch.bfloat16"),
+            (lambda: (q, k[:600].contiguous(), v[:600].contiguous(), cu), r"argument 'k' must be \[total_tokens=700"),
+            (lambda: (q[:, :3].contiguous(), k, v, cu), "kv_heads 2 must divide the 3 heads of q"),
+            (lambda: (q, k, v, cu.long()), "argument 'cu_seqlens' must be a 1-dimensional int32 tensor"),
+            (lambda: (q, k, v, cu.cpu()), "argument 'cu_seqlens' must be contiguous on cuda:0, got cpu"),
+            (lambda: (q.transpose(0, 1).contiguous().transpose(0, 1), k, v, cu), "argument 'q' must be contiguous"),
+        ]
+        with mode:
+            for make, message in cases:
+                with self.subTest(message=message):
+                    with self.assertRaisesRegex(splat.PatternError, message):
+                        self.attend(*make())
+            with self.assertRaisesRegex(splat.PatternError, "'max_seqlen' must be a positive int, got 0"):
+                self.attend(q, k, v, cu, max_seqlen=0)
+            with self.assertRaisesRegex(splat.PatternError, "'max_total_tokens' must be an int of at least the 700 tokens"):
+                self.attend(q, k, v, cu, max_total_tokens=699)
+            with self.assertRaisesRegex(TypeError, "argument 'cu_seqlens' must be a torch.Tensor, got list"):
+                self.attend(q, k, v, [0, 700])
+
+
+@unittest.skipUnless(HAVE_GPU and HAVE_SPLATC, "needs a CUDA GPU and SPLATC")
+class GpuTest(unittest.TestCase):
+    def setUp(self):
+        self.cache = tempfile.mkdtemp(prefix="splat-varlen-gpu-")
+
+    def check(self, dtype, tol, lengths=(300, 0, 1, 64, 129, 500), extra=7, backward_mode="deterministic"):
+        """Each sequence against float64 attention of that sequence alone (its causal window); the
+        `extra` tokens after the last sequence get zeros."""
+        gen = torch.Generator(device="cuda").manual_seed(3)
+        total = sum(lengths) + extra
+        make = lambda *sh: torch.randn(*sh, device="cuda", generator=gen).to(dtype).requires_grad_()
+        q, k, v = make(total, 4, 64), make(total, 2, 64), make(total, 2, 64)
+        dout = torch.randn(total, 4, 64, device="cuda", generator=gen).to(dtype)
+        starts = [0]
+        for n in lengths:
+            starts.append(starts[-1] + n)
+        cu = torch.tensor(starts, dtype=torch.int32, device="cuda")
+        out = splat.attention_varlen(q, k, v, cu, 512, WINDOW, causal=True, cache_dir=self.cache, backward_mode=backward_mode)
+        out.backward(dout)
+        for b, n in enumerate(lengths):
+            if n == 0:
+                continue
+            a = starts[b]
+            q64, k64, v64 = (t.detach()[a:a + n].double().transpose(0, 1).requires_grad_() for t in (q, k, v))
+            g = 2  # query heads per K/V head
+            kk, vv = k64.repeat_interleave(g, 0), v64.repeat_interleave(g, 0)
+            i = torch.arange(n, device="cuda")
+            keep = (i[:, None] >= i[None, :]) & (i[:, None] - i[None, :] <= 32)
+            s = (q64 @ kk.transpose(-1, -2)) * 64 ** -0.5
+            ref = torch.softmax(s.masked_fill(~keep, float("-inf")), -1) @ vv
+            ref.backward(dout[a:a + n].double().transpose(0, 1))
+            got = out[a:a + n].transpose(0, 1)
+            for name, x, y in (("out", got, ref), ("dq", q.grad[a:a + n].transpose(0, 1), q64.grad),
+                               ("dk", k.grad[a:a + n].transpose(0, 1), k64.grad),
+                               ("dv", v.grad[a:a + n].transpose(0, 1), v64.grad)):
+                err = (x.double() - y).abs().max().item() / max(y.abs().max().item(), 1e-30)
+                self.assertLessEqual(err, tol, "sequence %d (%d tokens): %s" % (b, n, name))
+        tail = slice(starts[-1], total)
+        for t in (out, q.grad, k.grad, v.grad):
+            self.assertTrue(torch.all(t[tail] == 0).item())
+
+    def test_bf16_against_float64(self):
+        self.check(torch.bfloat16, 2e-2)
+
+    def test_fp32_against_float64(self):
+        self.check(torch.float32, 1e-5)
+
+    def test_the_fast_backward_against_float64(self):
+        self.check(torch.bfloat16, 2e-2, backward_mode="fast")
