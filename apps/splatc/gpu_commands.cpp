@@ -46,7 +46,7 @@ splat::BackwardTuning backward_tuning_flag(const std::string& spec, const std::s
   }
 }
 constexpr const char* kBackwardModeHelp =
-    "deterministic (default: dQ, dK and dV the same bits run to run) or fast (bf16/fp16: the dK/dV kernel adds dQ "
+    "deterministic (default: dQ, dK and dV the same bits run to run) or fast (the dK/dV kernel adds dQ "
     "by fp32 atomics, no dQ kernel)";
 
 constexpr const char* kTuneBackwardHelp =

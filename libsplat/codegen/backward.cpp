@@ -52,14 +52,14 @@ bool tf32_engine(const Problem& p) { return p.dtype == DType::FP32 || p.dtype ==
 
 int backward_smem(const Problem& p, const BackwardTuning& tu, bool dkv) {
   const int hd = static_cast<int>(p.head_dim);
-  return tf32_engine(p) ? geometry::bwd_tf32_smem(tu.stages, hd, dkv) : geometry::bwd_mma_smem(tu.stages, hd, dkv, tu.fast ? tu.step : 0);
+  return tf32_engine(p) ? geometry::bwd_tf32_smem(tu.stages, hd, dkv, tu.fast ? tu.step : 0) : geometry::bwd_mma_smem(tu.stages, hd, dkv, tu.fast ? tu.step : 0);
 }
 
 std::string engine_type(const Problem& p, const BackwardTuning& tu, bool dkv) {
   const std::string k = dkv ? "true" : "false";
   if (tf32_engine(p))
     return "BwdTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " + std::to_string(tu.stages) + ", " +
-           (p.dtype == DType::FP32 ? "true" : "false") + ", " + std::to_string(tu.step) + ">";
+           (p.dtype == DType::FP32 ? "true" : "false") + ", " + std::to_string(tu.step) + (tu.fast && dkv ? ", true>" : ">");
   return "BwdMmaEngine<" + std::string(elt_type(p.dtype)) + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " +
          std::to_string(tu.stages) + ", " + (tu.a_regs ? "true" : "false") + ", " + std::to_string(tu.step) +
          (tu.fast && dkv ? ", true>" : ">");
@@ -327,9 +327,6 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   m.grid_y = std::string(m.varlen ? "sequences" : "batch") + (p.group_heads.empty() ? "*heads" : "*group_heads");
   m.engine = p.dtype == DType::FP32 ? "mma.sync 3xtf32" : p.dtype == DType::TF32 ? "mma.sync tf32" : "mma.sync";
   m.tuning = resolve(p, tuning);
-  if (m.tuning.fast && tf32_engine(p))
-    throw Error(p.file, "--backward-mode",
-                std::string("the fast mode takes bf16 and fp16 so far, not ") + dtype_name(p.dtype) + " (deterministic is)");
   m.mode = m.tuning.fast ? "fast" : "deterministic";
   if (backward_smem(p, m.tuning, true) > geometry::kSmemPerBlock)
     throw Error(p.file, "--tune-backward",

@@ -30,7 +30,7 @@ struct BackwardTuning {
   int step = 0;         // cw: walked rows per product step (S and dP in registers), 32 or 64
   int a_regs = -1;      // areg: the tile's row operands as register fragments (1) or read from shared memory (0)
   int min_blocks = -1;  // minb: __launch_bounds__ minimum blocks per SM, 0 (none) .. 8
-  // The fast mode (`--backward-mode fast`, bf16/fp16): the dK/dV kernel also adds dS.K to dQ by fp32
+  // The fast mode (`--backward-mode fast`): the dK/dV kernel also adds dS.K to dQ by fp32
   // atomics, so no dQ kernel recomputes S and dP (5 matrix products a kept tile instead of 7); dQ's
   // bits then vary run to run. Not a tuning key: it changes what the kernels guarantee.
   bool fast = false;

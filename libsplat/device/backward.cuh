@@ -157,6 +157,46 @@ __device__ __forceinline__ void bwd_load_stats(float* st, const float* lse_g, co
 // selection, not by exp(-inf): a row with no kept key has lse -inf), dS = P * (dP - D), then
 // acc2 += P.Y (dK/dV) and acc1 += dS.X (E::product_acc). st: the stage's walked rows' lse and D
 // (dK/dV); the tile rows' own are E::lrow and E::drow (dQ).
+// ---- the fast mode's dQ (E::FAST_DQ: E::dq_step after each step of the dK/dV kernel) ----
+// The step's dS^T to shared memory as [walked row][key] (the A operand of dS.K): ds in the S
+// accumulators' layout, the warp's 16 keys (rows g, g + 8) x CW walked rows (8n + 2t + (e & 1)).
+// S: the 16-bit bits of T, or float (fp32 storage).
+template <class T, int CW, int LDD, class S>
+__device__ __forceinline__ void bwd_store_dst(S* dst, const float (&ds)[CW / 8][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3, w = threadIdx.x >> 5;
+#pragma unroll
+  for (int n = 0; n < CW / 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      S& x = dst[(n * 8 + 2 * t4 + (e & 1)) * LDD + w * 16 + g + 8 * (e >> 1)];
+      if constexpr (sizeof(S) == 4)
+        x = ds[n][e];
+      else
+        x = from_f<T>(ds[n][e]).x;
+    }
+}
+// N n-tiles of dQ products (the mma accumulator layout: rows g, g + 8 of the warp's 16 walked rows,
+// columns 2t, 2t + 1 of each tile's 8) added to dQ's fp32 sums by atomics: tile q at head column
+// col0 + 8q when q < nq; rows i0, i1 (-1: none). Unscaled (bwd_dq_store scales).
+template <int HD, int N>
+__device__ __forceinline__ void bwd_dq_add(float* dq_g, const float (&acc)[N][4], int i0, int i1, int col0, int nq) {
+  const int t4 = threadIdx.x & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int i = h ? i1 : i0;
+    if (i < 0) continue;
+    float* dst = dq_g + (i64)i * HD;
+#pragma unroll
+    for (int q = 0; q < N; ++q) {
+      const int col = col0 + q * 8 + 2 * t4;
+      if (q < nq && col < HD) {  // not past the group's tiles, the width or head_dim
+        atomicAdd(dst + col, acc[q][2 * h]);
+        atomicAdd(dst + col + 1, acc[q][2 * h + 1]);
+      }
+    }
+  }
+}
+
 // rows (E::FAST_DQ, the fast mode's dK/dV kernel): the stage's walked rows' indices; each step then
 // adds its dS^T.K to dQ by atomics (E::dq_step).
 template <class E, class B, class Keep>
@@ -367,11 +407,8 @@ struct BwdMmaEngine {
   // sums (bwd_dq_store scales them) in fp32, in no fixed order.
   __device__ __forceinline__ void dq_step(const float (&ds)[CW / 8][4], int c0, const int* rows) {
     constexpr int RB = CW / 16, CG = 4 / RB, NP = HW / 16, NPH = (NP + CG - 1) / CG;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3, w = threadIdx.x >> 5;
-#pragma unroll
-    for (int n = 0; n < CW / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dSt[(n * 8 + 2 * t4 + (e & 1)) * LDD + w * 16 + g + 8 * (e >> 1)] = from_f<T>(ds[n][e]).x;
+    const int lane = threadIdx.x & 31, g = lane >> 2, w = threadIdx.x >> 5;
+    bwd_store_dst<T, CW, LDD>(dSt, ds);
     __syncthreads();
     const int rb = w % RB, cg = w / RB;
     const int i0 = rows[c0 + rb * 16 + g], i1 = rows[c0 + rb * 16 + g + 8];
@@ -398,20 +435,7 @@ struct BwdMmaEngine {
           }
         }
       }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int i = h ? i1 : i0;
-        if (i < 0) continue;
-        float* dst = dq_g + (i64)i * HD;
-#pragma unroll
-        for (int q = 0; q < 2 * PC; ++q) {
-          const int col = (cg * NPH + q0) * 16 + q * 8 + 2 * t4;
-          if (q0 + q / 2 < NPH && col < HD) {  // also past the width (dp >= NP)
-            atomicAdd(dst + col, acc[q][2 * h]);
-            atomicAdd(dst + col + 1, acc[q][2 * h + 1]);
-          }
-        }
-      }
+      bwd_dq_add<HD, 2 * PC>(dq_g, acc, i0, i1, (cg * NPH + q0) * 16, 2 * (NPH - q0));
     }
     __syncthreads();  // the next step rewrites dS^T
   }

@@ -33,22 +33,27 @@ __device__ __forceinline__ void mma_f32(float* d, const float (&a)[4], float b0,
 // 64-row tiles as 4 warps x 16 rows; a thread owns rows g + 8h of its warp's (h < 2) and, in S and
 // dP, the walked rows 8n + 2t + (e & 1) of each step (BwdMmaEngine's layout). Width HW: head_dim
 // rounded up to 32 (tf32_width), the padding columns zero and never stored.
-template <int HD, int SEQ, int KV, bool DKV, int NSTAGES, bool X3, int STEP>
+// FAST (dK/dV only): the fast mode, dQ added by atomics after each step (dq_step; BwdMmaEngine's).
+template <int HD, int SEQ, int KV, bool DKV, int NSTAGES, bool X3, int STEP, bool FAST = false>
 struct BwdTf32Engine {
   static constexpr int NT = 128, BR = 64, BC = 64, ROWS = 2;
   static constexpr int HW = splat::geometry::tf32_width(HD), LDA = HW + 16, LDX = HW + 4;
   static_assert(HD % 4 == 0 && HW <= 128, "rows of whole 16-byte chunks, head_dim at most 128");
   static_assert(STEP == 32 || STEP == 64, "32 or 64 walked rows per step");
-  static constexpr int CW = STEP, STAGES = NSTAGES, SMEM = splat::geometry::bwd_tf32_smem(STAGES, HD, DKV);
+  static constexpr bool FAST_DQ = FAST && DKV;
+  static constexpr int CW = STEP, STAGES = NSTAGES, SMEM = splat::geometry::bwd_tf32_smem(STAGES, HD, DKV, FAST_DQ ? STEP : 0);
   static constexpr int ROWS_LEN = DKV ? KV : SEQ, KV_LEN = DKV ? SEQ : KV;
   static constexpr bool DKV_ = DKV;
-  static constexpr bool FAST_DQ = false;  // the fast mode is BwdMmaEngine's (bf16/fp16)
+  static constexpr int LDD = 68;  // FAST_DQ: dS^T rows (walked rows) of 64 keys + 4 floats
   static constexpr float kLog2e = 1.4426950408889634f;
   const BwdArgs* args;
   float* As;     // A1 rows then A2 rows (64 each, LDA floats)
   float* Xs;     // stages of X, then of Y (LDX floats a row)
   float* Ys;
   float* stats;  // dK/dV: per stage, the walked rows' lse (64) and D (64)
+  int* idx;      // FAST_DQ: per stage, the walked rows' indices (-1 past the walk)
+  float* dSt;    // FAST_DQ: a step's dS^T as [walked row][key]
+  float* dq_g;   // FAST_DQ: this block's head's dQ sums (BwdArgs::dq_acc)
   const float* xg;
   const float* yg;
   const float* lse_g;
@@ -76,6 +81,11 @@ struct BwdTf32Engine {
     Xs = As + 2 * BR * LDA;
     Ys = Xs + STAGES * BC * LDX;
     stats = Ys + STAGES * BC * LDX;
+    if constexpr (FAST_DQ) {
+      idx = reinterpret_cast<int*>(stats + STAGES * 2 * BC);
+      dSt = reinterpret_cast<float*>(idx + STAGES * BC);
+      dq_g = args->dq_acc + hv.bh * (i64)SEQ * HD;
+    }
     bwd_begin_rows<float, HD, SEQ>(*this, a1, x, row, hv);
     const int t4 = threadIdx.x & 3;
     constexpr int W = DKV ? 2 * HD : HD;
@@ -95,7 +105,10 @@ struct BwdTf32Engine {
   // Walked rows base + u*step, u in [u0, u0 + BC), of X and Y into stage buf (and their lse and D).
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
     gather_kv<HD, HW, BC, NT, LDX, LDX, XSTEP>(Xs + buf * BC * LDX, Ys + buf * BC * LDX, xg, yg, w, u0, table);
-    if constexpr (DKV) bwd_load_stats<BC>(stats + buf * 2 * BC, lse_g, delta_g, w, u0, table);
+    if constexpr (FAST_DQ)
+      bwd_load_stats<BC>(stats + buf * 2 * BC, lse_g, delta_g, w, u0, table, idx + buf * BC);
+    else if constexpr (DKV)
+      bwd_load_stats<BC>(stats + buf * 2 * BC, lse_g, delta_g, w, u0, table);
   }
 
   // s[CW/8][4] = A(a) . B^T over the CW walked rows from c0 of the stage at Bb.
@@ -139,7 +152,44 @@ struct BwdTf32Engine {
   // One key tile (bwd_key_tile, backward.cuh).
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
-    bwd_key_tile(*this, Xs + buf * BC * LDX, Ys + buf * BC * LDX, stats + buf * 2 * BC, full, scale_log2, keep);
+    if constexpr (FAST_DQ)
+      bwd_key_tile(*this, Xs + buf * BC * LDX, Ys + buf * BC * LDX, stats + buf * 2 * BC, full, scale_log2, keep, idx + buf * BC);
+    else
+      bwd_key_tile(*this, Xs + buf * BC * LDX, Ys + buf * BC * LDX, stats + buf * 2 * BC, full, scale_log2, keep);
+  }
+
+  // FAST_DQ: dQ[walked rows of the step] += dS.K by atomics (BwdMmaEngine::dq_step's scheme, m16n8k8):
+  // dS^T through shared memory as [walked row][key] floats; warp w computes walked rows 16 (w % RB)
+  // .. + 16 and the n-tiles (8 head columns, natural order) of group w / RB, k-step ks over keys 8ks +
+  // 2t and 8ks + 2t + 1 (slots t and t + 4: one float2 of dS^T, two rows of the staged K tile A1).
+  __device__ __forceinline__ void dq_step(const float (&ds)[CW / 8][4], int c0, const int* rows) {
+    constexpr int RB = CW / 16, CG = 4 / RB, NTT = HW / 8, NTH = (NTT + CG - 1) / CG, PC = NTH < 4 ? NTH : 4;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3, w = threadIdx.x >> 5;
+    bwd_store_dst<float, CW, LDD>(dSt, ds);
+    __syncthreads();
+    const int rb = w % RB, cg = w / RB;
+    const int i0 = rows[c0 + rb * 16 + g], i1 = rows[c0 + rb * 16 + g + 8];
+    const float* a_lo = dSt + (rb * 16 + g) * LDD + 2 * t4;
+#pragma unroll
+    for (int q0 = 0; q0 < NTH; q0 += PC) {
+      float acc[PC][4];
+#pragma unroll
+      for (int q = 0; q < PC; ++q) acc[q][0] = acc[q][1] = acc[q][2] = acc[q][3] = 0.f;
+#pragma unroll 2
+      for (int ks = 0; ks < BR / 8; ++ks) {
+        const float2 r0 = *reinterpret_cast<const float2*>(a_lo + 8 * ks);
+        const float2 r1 = *reinterpret_cast<const float2*>(a_lo + 8 * LDD + 8 * ks);
+        const float a[4] = {r0.x, r1.x, r0.y, r1.y};
+        const float* b = As + (8 * ks + 2 * t4) * LDA + g;
+#pragma unroll
+        for (int q = 0; q < PC; ++q) {
+          const int nt = cg * NTH + q0 + q;
+          if (q0 + q < NTH && nt < NTT) mma_f32<X3>(acc[q], a, b[nt * 8], b[LDA + nt * 8]);
+        }
+      }
+      bwd_dq_add<HD, PC>(dq_g, acc, i0, i1, (cg * NTH + q0) * 8, NTH - q0);
+    }
+    __syncthreads();  // the next step rewrites dS^T
   }
 
   // Row h's accumulator values at head columns 32j + 4(2t + p) .. +3, times f.

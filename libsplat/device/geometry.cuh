@@ -63,8 +63,11 @@ SPLAT_GEOMETRY_FN int bwd_mma_smem(int stages, int hd, bool dkv, int fast_cw = 0
 // BwdTf32Engine (backward, fp32 storage): the tile's two row operands (64 rows of width + 16 floats
 // each), stages of the two walked operands (64 rows of width + 4 floats each), and for dK/dV each
 // stage's walked rows' lse and D.
-SPLAT_GEOMETRY_FN int bwd_tf32_smem(int stages, int hd, bool dkv) {
-  return (2 * 64 * (tf32_width(hd) + 16) + 2 * stages * 64 * (tf32_width(hd) + 4)) * 4 + (dkv ? stages * 2 * 64 * 4 : 0);
+// fast_cw > 0 (the fast mode's dK/dV kernel): a step's dS^T, [fast_cw walked rows][64 + 4 keys] floats,
+// and each stage's walked rows' indices.
+SPLAT_GEOMETRY_FN int bwd_tf32_smem(int stages, int hd, bool dkv, int fast_cw = 0) {
+  return (2 * 64 * (tf32_width(hd) + 16) + 2 * stages * 64 * (tf32_width(hd) + 4)) * 4 + (dkv ? stages * 2 * 64 * 4 : 0) +
+         (dkv && fast_cw > 0 ? fast_cw * 68 * 4 + stages * 64 * 4 : 0);
 }
 
 // ---- closed-form row and key tiles ----

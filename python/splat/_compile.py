@@ -152,7 +152,7 @@ def compile(pattern, *, dtype=None, head_dim=None, batch=None, heads=None, kv_he
     pattern: a problem document (dict with "pattern"), a pattern term ({"window": {...}}) or a
     JSON file's path; a Compiled is returned as it is. The keyword fields override the problem's
     (docs/splatc-patterns.md). backward=True also emits the backward kernels (the forward then
-    saves the log-sum-exp); backward_mode "fast" (bf16/fp16) makes them add dQ by atomics instead
+    saves the log-sum-exp); backward_mode "fast" makes them add dQ by atomics instead
     of running a dQ kernel (dQ's bits then vary run to run; "deterministic", the default, does not).
     Raises PatternError for a problem splatc refuses (its message, with the JSON path of the
     offending value) and CompileError when splatc cannot run or fails.

@@ -85,13 +85,14 @@ trsplat_e2e(splatc_emit_backward_head_patterns_gqa
 trsplat_e2e(splatc_emit_backward_varlen
             OUTPUT "splat_bwd_dkv_p0: [0-9]+ registers.*varlen-window-bf16\\.bwd\\.ptx.*manifest\\.json"
             COMMAND splatc emit patterns/varlen-window-bf16.json --pass both --target ptx --arch sm_90a -o ${_emit_dir}/bwd-varlen)
-# --backward-mode fast: no dQ kernel, dQ stored from the dK/dV kernels' sums; fp32 keeps the deterministic mode.
+# --backward-mode fast: no dQ kernel, dQ stored from the dK/dV kernels' sums (fp32 storage too).
 trsplat_e2e(splatc_emit_backward_fast
             OUTPUT "splat_bwd_dkv_p0: [0-9]+ registers.*splat_bwd_dq_store: .*window-4k-bf16\\.bwd\\.ptx.*manifest\\.json"
             COMMAND splatc emit patterns/window-4k-bf16.json --pass backward --backward-mode fast --target ptx --arch sm_90a
                     -o ${_emit_dir}/bwd-fast)
-trsplat_e2e(splatc_emit_backward_fast_fp32 EXIT 2 OUTPUT "--backward-mode: the fast mode takes bf16 and fp16 so far, not fp32"
-            COMMAND splatc emit patterns/window-4k-fp32.json --pass backward --backward-mode fast -o ${_emit_dir}/bwd-fast-fp32)
+trsplat_e2e(splatc_emit_backward_fast_fp32 OUTPUT "splat_bwd_dq_store: .*window-4k-fp32\\.bwd\\.ptx.*manifest\\.json"
+            COMMAND splatc emit patterns/window-4k-fp32.json --pass backward --backward-mode fast --target ptx --arch sm_90a
+                    -o ${_emit_dir}/bwd-fast-fp32)
 trsplat_e2e(splatc_emit_backward_bad_mode EXIT 2 OUTPUT "--backward-mode: quick not in"
             COMMAND splatc emit patterns/window-4k-bf16.json --pass backward --backward-mode quick -o ${_emit_dir}/bad)
 trsplat_e2e(splatc_emit_bad_pass EXIT 2 OUTPUT "--pass: sideways not in"
