@@ -11,7 +11,8 @@
 // log-sum-exp and D belong to the tile's rows (dQ) or to the walked rows (dK/dV, staged with X and Y).
 // Each output row is summed in a fixed order (by one block; a split tile's chunks write partial sums
 // that bwd_combine adds in slot order; grouped query heads are added in head order): no atomics, the
-// same bits run to run.
+// same bits run to run. The fast mode instead adds dQ by atomics in the dK/dV kernel (dq_step) and
+// runs no dQ kernel.
 #pragma once
 #include "splat/common.cuh"
 #include "splat/geometry.cuh"
@@ -152,11 +153,6 @@ __device__ __forceinline__ void bwd_load_stats(float* st, const float* lse_g, co
   if (idx != nullptr && threadIdx.x < BC) idx[r] = ok ? (int)j : -1;
 }
 
-// One key tile of a backward engine E (BwdMmaEngine, BwdTf32Engine), in steps of E::CW walked rows:
-// S = A1.X^T and dP = A2.Y^T (E::product_nt), P recomputed from the log-sum-exp (masked scores 0 by
-// selection, not by exp(-inf): a row with no kept key has lse -inf), dS = P * (dP - D), then
-// acc2 += P.Y (dK/dV) and acc1 += dS.X (E::product_acc). st: the stage's walked rows' lse and D
-// (dK/dV); the tile rows' own are E::lrow and E::drow (dQ).
 // ---- the fast mode's dQ (E::FAST_DQ: E::dq_step after each step of the dK/dV kernel) ----
 // The step's dS^T to shared memory as [walked row][key] (the A operand of dS.K): ds in the S
 // accumulators' layout, the warp's 16 keys (rows g, g + 8) x CW walked rows (8n + 2t + (e & 1)).
@@ -197,6 +193,11 @@ __device__ __forceinline__ void bwd_dq_add(float* dq_g, const float (&acc)[N][4]
   }
 }
 
+// One key tile of a backward engine E (BwdMmaEngine, BwdTf32Engine), in steps of E::CW walked rows:
+// S = A1.X^T and dP = A2.Y^T (E::product_nt), P recomputed from the log-sum-exp (masked scores 0 by
+// selection, not by exp(-inf): a row with no kept key has lse -inf), dS = P * (dP - D), then
+// acc2 += P.Y (dK/dV) and acc1 += dS.X (E::product_acc). st: the stage's walked rows' lse and D
+// (dK/dV); the tile rows' own are E::lrow and E::drow (dQ).
 // rows (E::FAST_DQ, the fast mode's dK/dV kernel): the stage's walked rows' indices; each step then
 // adds its dS^T.K to dQ by atomics (E::dq_step).
 template <class E, class B, class Keep>
