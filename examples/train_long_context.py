@@ -75,7 +75,8 @@ def make_attention(name, args, device):
     if name == "splat":
         import splat
         pat = pattern(args)
-        return lambda q, k, v: splat.attention(q.contiguous(), k.contiguous(), v.contiguous(), pat)
+        mode = args.splat_backward
+        return lambda q, k, v: splat.attention(q.contiguous(), k.contiguous(), v.contiguous(), pat, backward_mode=mode)
     if name == "flex":
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
         w, s = args.window, args.sinks
@@ -196,6 +197,8 @@ def plot(results, args, path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backends", default="splat,flex,sdpa")
+    ap.add_argument("--splat-backward", default="deterministic", choices=("deterministic", "fast"),
+                    help="splat's backward mode (docs/python.md)")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--seq", type=int, default=16384)
     ap.add_argument("--window", type=int, default=1024)
