@@ -230,6 +230,22 @@ class LaunchPlanTest(unittest.TestCase):
         with self.assertRaisesRegex(splat.ManifestError, "grid.y 70000 is more than one launch takes"):
             _launch.steps(fwd, {"batch": 7000, "heads": 10})
 
+    def test_a_packed_batch_launches_over_sequences_with_cu_seqlens(self):
+        from splat import _launch
+        doc = {"seq_len": 512, "head_dim": 64, "heads": 4, "kv_heads": 2, "dtype": "bf16", "causal": True,
+               "varlen": {"max_total_tokens": 4096}, "pattern": {"window": {"left": 32, "right": 0}}}
+        m = splat.compile(doc, backward=True, cache_dir=self.cache).manifest
+        fwd, bwd = _launch.forward_module(m), m.backward
+        self.assertEqual([p.name for p in fwd.parameters][8:], ["cu_seqlens", "lse"])
+        self.assertEqual([p.name for p in bwd.parameters][-1], "cu_seqlens")
+        sizes = _launch.grid_sizes(m, 5, 4)  # 5 sequences
+        for mod in (fwd, bwd):
+            self.assertTrue(all(st.grid[1] == 20 for st in _launch.steps(mod, sizes)))
+        names = [p.name for p in bwd.parameters]
+        values = {n: 0x1000 * (i + 1) for i, n in enumerate(names)}
+        self.assertEqual(_launch.arguments(bwd, values)[-1], values["cu_seqlens"])
+        self.assertEqual(_launch.workspace_floats(bwd, 20), 20 * bwd.workspace_floats_per_bh)
+
     def test_a_head_dim_without_a_fused_engine_runs_the_pipeline(self):
         from splat import _launch
         m = splat.compile(WINDOW, **dict(SIZES, dtype="fp32", head_dim=256), cache_dir=self.cache).manifest
