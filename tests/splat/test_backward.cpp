@@ -249,6 +249,8 @@ TEST_CASE("cpu model of the backward pass: a packed batch's sequences (both plan
       CHECK(max_rel(got.dq, want.dq) < 1e-10);
       CHECK(max_rel(got.dk, want.dk) < 1e-10);
       CHECK(max_rel(got.dv, want.dv) < 1e-10);
+      const CpuGradients fast = cpu_model_backward(b.rows, b.cols, p.head_dim, p.scale, q, k, v, dout, len, true);
+      CHECK(max_rel(fast.dq, want.dq) < 1e-10);  // the fast mode's dQ over the clipped column plan
     }
     ++n;
   }
