@@ -83,6 +83,21 @@ class WithoutGpuTest(unittest.TestCase):
         self.assertEqual(len(entries(self.cache)), 2)
         self.assertEqual(splat._varlen.token_bucket(1025), 2048)
 
+    def test_per_head_patterns_over_grouped_heads_share_the_backward_workspace(self):
+        doc = {"seq_len": 256, "head_dim": 64, "causal": True,
+               "head_patterns": [{"window": {"left": 8, "right": 0}}, {"window": {"left": 32, "right": 0}},
+                                 {"window": {"left": 8, "right": 0}}, {"window": {"left": 64, "right": 0}}]}
+        mode, q, k, v, cu = fake_packed()
+        with mode:
+            q.requires_grad_()
+            self.assertEqual(tuple(self.attend(q, k, v, cu, pattern=doc).shape), (700, 4, 64))
+        (e,) = entries(self.cache)
+        m = splat.load_manifest(os.path.join(self.cache, e))
+        self.assertEqual(m.problem["varlen"], {"max_total_tokens": 1024})
+        self.assertEqual(len(m.head_groups), 3)
+        self.assertTrue(all(g.backward.workspace_shared for g in m.head_groups))
+        self.assertEqual([g.backward.kernels[-1].name for g in m.head_groups][-1], "splat_bwd_reduce")
+
     def test_export_traces_one_graph_with_the_operator(self):
         cache = self.cache
 
