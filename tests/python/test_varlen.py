@@ -139,9 +139,11 @@ class GpuTest(unittest.TestCase):
     def setUp(self):
         self.cache = tempfile.mkdtemp(prefix="splat-varlen-gpu-")
 
-    def check(self, dtype, tol, lengths=(300, 0, 1, 64, 129, 500), extra=7, backward_mode="deterministic"):
-        """Each sequence against float64 attention of that sequence alone (its causal window); the
-        `extra` tokens after the last sequence get zeros."""
+    def check(self, dtype, tol, lengths=(300, 0, 1, 64, 129, 500), extra=7, backward_mode="deterministic",
+              windows=(32, 32, 32, 32)):
+        """Each sequence against float64 attention of that sequence alone (head h's causal window of
+        windows[h] keys back; one pattern when they are equal, else per-head patterns); the `extra`
+        tokens after the last sequence get zeros."""
         gen = torch.Generator(device="cuda").manual_seed(3)
         total = sum(lengths) + extra
         make = lambda *sh: torch.randn(*sh, device="cuda", generator=gen).to(dtype).requires_grad_()
@@ -151,7 +153,10 @@ class GpuTest(unittest.TestCase):
         for n in lengths:
             starts.append(starts[-1] + n)
         cu = torch.tensor(starts, dtype=torch.int32, device="cuda")
-        out = splat.attention_varlen(q, k, v, cu, 512, WINDOW, causal=True, cache_dir=self.cache, backward_mode=backward_mode)
+        pattern = ({"window": {"left": windows[0], "right": 0}} if len(set(windows)) == 1 else
+                   {"seq_len": 512, "head_dim": 64, "head_patterns": [{"window": {"left": w, "right": 0}} for w in windows]})
+        out = splat.attention_varlen(q, k, v, cu, 512, pattern, causal=True, cache_dir=self.cache,
+                                     backward_mode=backward_mode)
         out.backward(dout)
         for b, n in enumerate(lengths):
             if n == 0:
@@ -161,7 +166,8 @@ class GpuTest(unittest.TestCase):
             g = 2  # query heads per K/V head
             kk, vv = k64.repeat_interleave(g, 0), v64.repeat_interleave(g, 0)
             i = torch.arange(n, device="cuda")
-            keep = (i[:, None] >= i[None, :]) & (i[:, None] - i[None, :] <= 32)
+            lag = i[:, None] - i[None, :]
+            keep = torch.stack([(lag >= 0) & (lag <= w) for w in windows])  # [heads, n, n]
             s = (q64 @ kk.transpose(-1, -2)) * 64 ** -0.5
             ref = torch.softmax(s.masked_fill(~keep, float("-inf")), -1) @ vv
             ref.backward(dout[a:a + n].double().transpose(0, 1))
@@ -183,3 +189,6 @@ class GpuTest(unittest.TestCase):
 
     def test_the_fast_backward_against_float64(self):
         self.check(torch.bfloat16, 2e-2, backward_mode="fast")
+
+    def test_per_head_windows_over_grouped_heads_against_float64(self):
+        self.check(torch.bfloat16, 2e-2, windows=(8, 32, 8, 64))
