@@ -5,6 +5,8 @@ export trace. With a GPU: packed sequences (empty, one token, tile edges) agains
 of each sequence alone, gradients included, and zeros past the last sequence. Skipped without
 PyTorch; the GPU class without CUDA. SPLATC names the built splatc."""
 
+import glob
+import json
 import os
 import sys
 import tempfile
@@ -180,6 +182,46 @@ class GpuTest(unittest.TestCase):
         tail = slice(starts[-1], total)
         for t in (out, q.grad, k.grad, v.grad):
             self.assertTrue(torch.all(t[tail] == 0).item())
+
+    def test_every_varlen_gpu_problem_against_float64(self):
+        """Every packed problem of tests/gpu at its own lengths: each sequence against float64 attention over
+        its part of the pattern (splatc analyze --coo of the longest sequence, cut to the sequence's length)."""
+        sys.path.insert(0, os.path.dirname(__file__))
+        from test_torch import ROOT, TORCH_DTYPE, dense_mask, reference, rel_err
+        bad = []
+        for path in sorted(glob.glob(os.path.join(ROOT, "tests", "gpu", "*.json"))):
+            with open(path) as f:
+                problem = json.load(f)
+            if "varlen" not in problem:
+                continue
+            lengths, dtype = problem["varlen"]["lengths"], problem.get("dtype", "fp32")
+            h, d, s = problem.get("heads", 1), problem["head_dim"], problem["seq_len"]
+            kvh = problem.get("kv_heads", h)
+            tol = 1e-5 if dtype == "fp32" else 2e-2
+            if d > 128 or d % (4 if TORCH_DTYPE[dtype] == torch.float32 else 8):
+                continue  # the backward does not take it
+            gen = torch.Generator(device="cuda").manual_seed(5)
+            total = sum(lengths)
+            make = lambda *sh: torch.randn(*sh, device="cuda", generator=gen).to(TORCH_DTYPE[dtype]).requires_grad_()
+            q, k, v = make(total, h, d), make(total, kvh, d), make(total, kvh, d)
+            dout = torch.randn(total, h, d, device="cuda", generator=gen).to(TORCH_DTYPE[dtype])
+            cu = torch.tensor([0] + [sum(lengths[:b + 1]) for b in range(len(lengths))], dtype=torch.int32, device="cuda")
+            out = splat.attention_varlen(q, k, v, cu, s, path, cache_dir=self.cache)
+            out.backward(dout)
+            mask, scale, start = dense_mask(path, problem), problem.get("scale", d ** -0.5), 0
+            for n in lengths:
+                if n:
+                    part = lambda t: t.detach()[start:start + n].double().transpose(0, 1)[None].requires_grad_()
+                    q64, k64, v64 = part(q), part(k), part(v)
+                    ref = reference(q64, k64, v64, mask[:, :n, :n], scale)
+                    ref.backward(dout[start:start + n].double().transpose(0, 1)[None])
+                    got = [out, q.grad, k.grad, v.grad]
+                    for x, y in zip(got, (ref, q64.grad, k64.grad, v64.grad)):
+                        err = rel_err(x[start:start + n].transpose(0, 1)[None], y)
+                        if not err <= tol:
+                            bad.append("%s sequence at %d (%d tokens): %.2e" % (os.path.basename(path), start, n, err))
+                start += n
+        self.assertEqual(bad, [])
 
     def test_bf16_against_float64(self):
         self.check(torch.bfloat16, 2e-2)
