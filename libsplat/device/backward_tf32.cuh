@@ -105,10 +105,7 @@ struct BwdTf32Engine {
   // Walked rows base + u*step, u in [u0, u0 + BC), of X and Y into stage buf (and their lse and D).
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
     gather_kv<HD, HW, BC, NT, LDX, LDX, XSTEP>(Xs + buf * BC * LDX, Ys + buf * BC * LDX, xg, yg, w, u0, table);
-    if constexpr (FAST_DQ)
-      bwd_load_stats<BC>(stats + buf * 2 * BC, lse_g, delta_g, w, u0, table, idx + buf * BC);
-    else if constexpr (DKV)
-      bwd_load_stats<BC>(stats + buf * 2 * BC, lse_g, delta_g, w, u0, table);
+    if constexpr (DKV) bwd_load_stats<BC>(stats + buf * 2 * BC, lse_g, delta_g, w, u0, table, FAST_DQ ? idx + buf * BC : nullptr);
   }
 
   // s[CW/8][4] = A(a) . B^T over the CW walked rows from c0 of the stage at Bb.
@@ -152,10 +149,8 @@ struct BwdTf32Engine {
   // One key tile (bwd_key_tile, backward.cuh).
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
-    if constexpr (FAST_DQ)
-      bwd_key_tile(*this, Xs + buf * BC * LDX, Ys + buf * BC * LDX, stats + buf * 2 * BC, full, scale_log2, keep, idx + buf * BC);
-    else
-      bwd_key_tile(*this, Xs + buf * BC * LDX, Ys + buf * BC * LDX, stats + buf * 2 * BC, full, scale_log2, keep);
+    bwd_key_tile(*this, Xs + buf * BC * LDX, Ys + buf * BC * LDX, stats + buf * 2 * BC, full, scale_log2, keep,
+                 FAST_DQ ? idx + buf * BC : nullptr);
   }
 
   // FAST_DQ: dQ[walked rows of the step] += dS.K by atomics (BwdMmaEngine::dq_step's scheme, m16n8k8):

@@ -334,9 +334,32 @@ torch.library.register_autograd("splat::attention_forward", _backward, setup_con
 # ---------------------------------------------------------------------------------------------
 # splat.attention.
 
-_resolved: "OrderedDict[tuple, str]" = OrderedDict()
-_resolved_lock = threading.Lock()
-_RESOLVED_KEPT = 256
+class Resolved:
+    """The cache entries resolved so far (the last KEPT), by what they were resolved from: the lookup
+    that makes a later call with the same pattern and sizes skip splat.compile."""
+
+    KEPT = 256
+
+    def __init__(self):
+        self._paths: "OrderedDict[tuple, str]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple) -> Optional[str]:
+        with self._lock:
+            path = self._paths.get(key)
+            if path is not None:
+                self._paths.move_to_end(key)
+            return path
+
+    def put(self, key: tuple, path: str) -> str:
+        with self._lock:
+            self._paths[key] = path
+            while len(self._paths) > self.KEPT:
+                self._paths.popitem(last=False)
+        return path
+
+
+_resolved = Resolved()
 
 
 def _arch_of(device):
@@ -367,11 +390,9 @@ def _pattern_token(pattern):
 def _resolve(pattern, sizes, need_grad: bool, options: tuple) -> str:
     """The cache entry (its directory) that runs `pattern` at these sizes, compiled on first use."""
     memo = (_pattern_token(pattern), sizes, need_grad, options)
-    with _resolved_lock:
-        hit = _resolved.get(memo)
-        if hit is not None:
-            _resolved.move_to_end(memo)
-            return hit
+    hit = _resolved.get(memo)
+    if hit is not None:
+        return hit
     b, h, s, d, kvh, kvl, dtype = sizes
     scale, causal, q_offset, tf32, arch, tune, splatc, cache_dir, backward_mode = options
     if isinstance(pattern, Compiled):
@@ -389,11 +410,7 @@ def _resolve(pattern, sizes, need_grad: bool, options: tuple) -> str:
                      q_offset=q_offset, causal=causal, scale=scale, arch=arch, backward=need_grad, tune=tune,
                      splatc=splatc, cache_dir=cache_dir, backward_mode=backward_mode)
         _check_entry(c.manifest, sizes)
-    with _resolved_lock:
-        _resolved[memo] = c.path
-        while len(_resolved) > _RESOLVED_KEPT:
-            _resolved.popitem(last=False)
-    return c.path
+    return _resolved.put(memo, c.path)
 
 
 def attention(q, k, v, pattern, *, scale=None, causal=None, q_offset=None, tf32=None, arch=None, tune=None,

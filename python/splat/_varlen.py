@@ -10,8 +10,6 @@ so batches of new lengths compile nothing. `splat::attention_varlen_forward` and
 """
 
 import os
-import threading
-from collections import OrderedDict
 from typing import Tuple
 
 import torch
@@ -19,7 +17,7 @@ import torch
 from ._compile import compile as _compile
 from ._errors import PatternError, SplatError
 from ._problem import problem_from
-from ._torch import _DTYPES, _arch_of, _check_aligned, _pattern_token, entry
+from ._torch import _DTYPES, Resolved, _arch_of, _check_aligned, _pattern_token, entry
 
 _NAMES = ("q", "k", "v")
 
@@ -142,9 +140,7 @@ torch.library.register_autograd("splat::attention_varlen_forward", _backward, se
 # ---------------------------------------------------------------------------------------------
 # splat.attention_varlen.
 
-_resolved: "OrderedDict[tuple, str]" = OrderedDict()
-_resolved_lock = threading.Lock()
-_RESOLVED_KEPT = 256
+_resolved = Resolved()
 
 
 def token_bucket(total):
@@ -160,11 +156,9 @@ def token_bucket(total):
 def _resolve_varlen(pattern, sizes, max_seqlen: int, max_total_tokens: int, need_grad: bool, options: tuple) -> str:
     """The cache entry (its directory) for `pattern` over packed sequences of up to max_seqlen tokens."""
     memo = (_pattern_token(pattern), sizes, max_seqlen, max_total_tokens, need_grad, options)
-    with _resolved_lock:
-        hit = _resolved.get(memo)
-        if hit is not None:
-            _resolved.move_to_end(memo)
-            return hit
+    hit = _resolved.get(memo)
+    if hit is not None:
+        return hit
     total, h, d, kvh, dtype = sizes
     scale, causal, tf32, arch, tune, splatc, cache_dir, backward_mode = options
     doc = problem_from(pattern, seq_len=max_seqlen, head_dim=d)
@@ -176,11 +170,7 @@ def _resolve_varlen(pattern, sizes, max_seqlen: int, max_total_tokens: int, need
     c = _compile(doc, dtype=dtype, heads=h, kv_heads=kvh, causal=causal, scale=scale, arch=arch, backward=need_grad,
                  tune=tune, splatc=splatc, cache_dir=cache_dir, backward_mode=backward_mode)
     _check_varlen_entry(c.manifest, sizes)
-    with _resolved_lock:
-        _resolved[memo] = c.path
-        while len(_resolved) > _RESOLVED_KEPT:
-            _resolved.popitem(last=False)
-    return c.path
+    return _resolved.put(memo, c.path)
 
 
 def attention_varlen(q, k, v, cu_seqlens, max_seqlen, pattern, *, max_total_tokens=None, scale=None, causal=None,
