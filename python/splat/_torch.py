@@ -28,20 +28,25 @@ _NAMES = ("q", "k", "v")
 # ---------------------------------------------------------------------------------------------
 # Argument checks: every message names the argument.
 
+def check_tensor(name, t, layout):
+    """One of q, k, v: a CUDA tensor of a dtype the kernels take, with the dimensions layout names."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError("argument '%s' must be a torch.Tensor, got %s" % (name, type(t).__name__))
+    if t.dim() != layout.count(",") + 1:
+        raise PatternError("argument '%s' must have %d dimensions [%s], got shape %s"
+                           % (name, layout.count(",") + 1, layout, tuple(t.shape)))
+    if t.device.type != "cuda":
+        raise PatternError("argument '%s' must be on a CUDA device, got %s" % (name, t.device))
+    if t.dtype not in _DTYPES:
+        raise PatternError("argument '%s' must be bfloat16, float16 or float32, got %s" % (name, t.dtype))
+
+
 def check_inputs(q, k, v):
     """q [batch, heads, seq_len, head_dim]; k, v [batch, kv_heads, kv_len, head_dim]; one CUDA
     device, one dtype (bf16, fp16, fp32), contiguous. Returns (batch, heads, seq_len, head_dim,
     kv_heads, kv_len, dtype name)."""
     for name, t in zip(_NAMES, (q, k, v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError("argument '%s' must be a torch.Tensor, got %s" % (name, type(t).__name__))
-        if t.dim() != 4:
-            raise PatternError("argument '%s' must have 4 dimensions [batch, %s, head_dim], got shape %s"
-                               % (name, "heads, seq_len" if name == "q" else "kv_heads, kv_len", tuple(t.shape)))
-        if t.device.type != "cuda":
-            raise PatternError("argument '%s' must be on a CUDA device, got %s" % (name, t.device))
-        if t.dtype not in _DTYPES:
-            raise PatternError("argument '%s' must be bfloat16, float16 or float32, got %s" % (name, t.dtype))
+        check_tensor(name, t, "batch, %s, head_dim" % ("heads, seq_len" if name == "q" else "kv_heads, kv_len"))
     for name, t in zip(_NAMES[1:], (k, v)):
         if t.device != q.device:
             raise PatternError("argument '%s' is on %s but q is on %s" % (name, t.device, q.device))

@@ -17,7 +17,7 @@ import torch
 from ._compile import compile as _compile
 from ._errors import PatternError, SplatError
 from ._problem import problem_from
-from ._torch import _DTYPES, Resolved, _arch_of, _check_aligned, _pattern_token, entry
+from ._torch import _DTYPES, Resolved, _arch_of, _check_aligned, _pattern_token, check_tensor, entry
 
 _NAMES = ("q", "k", "v")
 
@@ -28,15 +28,7 @@ def check_varlen_inputs(q, k, v, cu_seqlens):
     heads, head_dim, kv_heads, dtype name). cu_seqlens's values are not read here (that would wait
     for the GPU): they must start at 0, not decrease and end at most at total_tokens."""
     for name, t in zip(_NAMES, (q, k, v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError("argument '%s' must be a torch.Tensor, got %s" % (name, type(t).__name__))
-        if t.dim() != 3:
-            raise PatternError("argument '%s' must have 3 dimensions [total_tokens, %s, head_dim], got shape %s"
-                               % (name, "heads" if name == "q" else "kv_heads", tuple(t.shape)))
-        if t.device.type != "cuda":
-            raise PatternError("argument '%s' must be on a CUDA device, got %s" % (name, t.device))
-        if t.dtype not in _DTYPES:
-            raise PatternError("argument '%s' must be bfloat16, float16 or float32, got %s" % (name, t.dtype))
+        check_tensor(name, t, "total_tokens, %s, head_dim" % ("heads" if name == "q" else "kv_heads"))
         if t.device != q.device or t.dtype != q.dtype:
             raise PatternError("argument '%s' is %s on %s but q is %s on %s" % (name, t.dtype, t.device, q.dtype, q.device))
         if not t.is_contiguous():
