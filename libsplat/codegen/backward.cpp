@@ -29,11 +29,13 @@ BackwardTuning resolve(const Problem& p, BackwardTuning t) {
 }  // namespace
 
 void check_backward(const Problem& p) {
-  const int chunk = dtype_bytes(p.dtype) == 4 ? 4 : 8;  // elements of a 16-byte row chunk
-  if (p.head_dim % chunk != 0 || p.head_dim > 128)
+  const bool wide = dtype_bytes(p.dtype) == 2;  // BwdMmaEngine takes 256 (column slices), the fp32 engine 128
+  const int chunk = wide ? 8 : 4;               // elements of a 16-byte row chunk
+  const int most = wide ? 256 : 128;
+  if (p.head_dim % chunk != 0 || p.head_dim > most)
     throw Error(p.file, "head_dim",
                 std::string("the backward kernels need head_dim a multiple of ") + std::to_string(chunk) + " (" +
-                    dtype_name(p.dtype) + ") and at most 128, got " + std::to_string(p.head_dim));
+                    dtype_name(p.dtype) + ") and at most " + std::to_string(most) + ", got " + std::to_string(p.head_dim));
 }
 
 namespace {
@@ -55,14 +57,15 @@ int backward_smem(const Problem& p, const BackwardTuning& tu, bool dkv) {
   return tf32_engine(p) ? geometry::bwd_tf32_smem(tu.stages, hd, dkv, tu.fast ? tu.step : 0) : geometry::bwd_mma_smem(tu.stages, hd, dkv, tu.fast ? tu.step : 0);
 }
 
-std::string engine_type(const Problem& p, const BackwardTuning& tu, bool dkv) {
+// co: the first output column of the slice (BwdMmaEngine's column slices; 0 for the fp32 engine).
+std::string engine_type(const Problem& p, const BackwardTuning& tu, bool dkv, int co) {
   const std::string k = dkv ? "true" : "false";
   if (tf32_engine(p))
     return "BwdTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " + std::to_string(tu.stages) + ", " +
            (p.dtype == DType::FP32 ? "true" : "false") + ", " + std::to_string(tu.step) + (tu.fast && dkv ? ", true>" : ">");
   return "BwdMmaEngine<" + std::string(elt_type(p.dtype)) + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " +
          std::to_string(tu.stages) + ", " + (tu.a_regs ? "true" : "false") + ", " + std::to_string(tu.step) +
-         (tu.fast && dkv ? ", true>" : ">");
+         (co > 0 ? std::string(tu.fast && dkv ? ", true, " : ", false, ") + std::to_string(co) + ">" : tu.fast && dkv ? ", true>" : ">");
 }
 
 // An entry point's signature (backward_params; a packed batch's last parameter, cu_seqlens).
@@ -156,7 +159,11 @@ void combine_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t p
   kernels.push_back(d);
 }
 
-// One pass of a plan: its tables (prefix k) and its entry point.
+// The number of column slices of an entry point (geometry::bwd_col_slices; the fp32 engine: one).
+int col_slices(const Problem& p) { return tf32_engine(p) ? 1 : geometry::bwd_col_slices(static_cast<int>(p.head_dim)); }
+
+// One pass of a plan: its tables (prefix k) and its entry points, one per column slice (the first
+// named splat_bwd_{dq,dkv}_pN, the others ..._pNsS), then the split tiles' combine.
 void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, bool dkv, const Layout& lay,
                 const BackwardTuning& tu, const std::string& elt, std::vector<KernelDesc>& kernels) {
   const PlanPass& pass = plan.passes[pi];
@@ -169,27 +176,35 @@ void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, 
     gkeys = ", " + std::to_string(plan.global_keys->table);
     if (plan.global_keys->prefix_table >= 0) gkeys += ", " + std::to_string(plan.global_keys->prefix_table);
   }
-  KernelDesc d;
-  d.name = std::string(dkv ? "splat_bwd_dkv_p" : "splat_bwd_dq_p") + n;
-  d.role = std::string(dkv ? "dK/dV" : "dQ") + " pass " + std::to_string(pi + 1) + "/" + std::to_string(plan.passes.size()) +
-           " (" + (dkv ? "keys" : "rows") + " grouped by " + (dkv ? "j" : "i") + " mod " + std::to_string(pass.period) + ")";
-  d.grid_x = static_cast<int64_t>(pass.tiles.size());
-  d.block = kBlock;
-  d.smem_dynamic = backward_smem(p, tu, dkv);
-  const std::string engine = engine_type(p, tu, dkv);
   const bool first = pi == 0, last = pi + 1 == plan.passes.size();
-  const std::string T = elt;
-  s << entry(p, d.name, tu.min_blocks) << "  (void)o;\n"
-    << "  static_assert(" << engine << "::SMEM == " << d.smem_dynamic << ", \"shared memory as the manifest says\");\n"
-    << args_decl(p, dkv, lay);
-  s << "  fused_pass<" << engine << ", " << T << ", " << (dkv ? "SPLAT_KV" : "SPLAT_SEQ") << ", SPLAT_HD, " << pass.period
-    << ", " << (unmasked ? 1 : pass.max_runs) << ", " << pass.slots << ", " << (first ? "true" : "false") << ", " << (last ? "true" : "false")
-    << ", " << (unmasked ? "true" : "false") << gkeys << ">(" << k << "Items, " << k << "Tiles" << n << ", " << k << "Groups"
-    << n << ", " << k << "Walks" << n << ", " << k << "GroupItems" << n << ", " << k << "GroupRowBegin" << n << ", " << k
-    << "GroupRowEndMax" << n << ", " << emit::f32_literal(p.scale * 1.4426950408889634) << ", static_cast<const " << T
-    << "*>(" << (dkv ? "k" : "q") << "), static_cast<const " << T << "*>(" << (dkv ? "q" : "k") << "), nullptr, nullptr, ws, nullptr, "
-    << (dkv ? "table + kColTableWord" : "table") << ", nullptr, " << cu_arg(p) << ", -1, -1, &args);\n}\n";
-  kernels.push_back(d);
+  const int slices = col_slices(p), width = geometry::mma_width(static_cast<int>(p.head_dim));
+  for (int si = 0; si < slices; ++si) {
+    const int co = 128 * si;
+    KernelDesc d;
+    d.name = std::string(dkv ? "splat_bwd_dkv_p" : "splat_bwd_dq_p") + n + (si > 0 ? "s" + std::to_string(si) : "");
+    d.role = std::string(dkv ? "dK/dV" : "dQ") + " pass " + std::to_string(pi + 1) + "/" + std::to_string(plan.passes.size()) +
+             " (" + (dkv ? "keys" : "rows") + " grouped by " + (dkv ? "j" : "i") + " mod " + std::to_string(pass.period) + ")";
+    if (slices > 1)
+      d.role += ", head columns " + std::to_string(co) + ".." +
+                std::to_string(std::min<int64_t>(co + geometry::bwd_slice_width(width, co), p.head_dim) - 1) +
+                (dkv && tu.fast && si == 0 ? " (and dQ's atomics)" : "");
+    d.grid_x = static_cast<int64_t>(pass.tiles.size());
+    d.block = kBlock;
+    d.smem_dynamic = backward_smem(p, tu, dkv);
+    const std::string engine = engine_type(p, tu, dkv, co), T = elt;
+    s << entry(p, d.name, tu.min_blocks) << "  (void)o;\n"
+      << "  static_assert(" << engine << "::SMEM == " << d.smem_dynamic << ", \"shared memory as the manifest says\");\n"
+      << args_decl(p, dkv, lay);
+    s << "  fused_pass<" << engine << ", " << T << ", " << (dkv ? "SPLAT_KV" : "SPLAT_SEQ") << ", SPLAT_HD, " << pass.period
+      << ", " << (unmasked ? 1 : pass.max_runs) << ", " << pass.slots << ", " << (first ? "true" : "false") << ", "
+      << (last ? "true" : "false") << ", " << (unmasked ? "true" : "false") << gkeys << ">(" << k << "Items, " << k << "Tiles" << n
+      << ", " << k << "Groups" << n << ", " << k << "Walks" << n << ", " << k << "GroupItems" << n << ", " << k << "GroupRowBegin"
+      << n << ", " << k << "GroupRowEndMax" << n << ", " << emit::f32_literal(p.scale * 1.4426950408889634)
+      << ", static_cast<const " << T << "*>(" << (dkv ? "k" : "q") << "), static_cast<const " << T << "*>("
+      << (dkv ? "q" : "k") << "), nullptr, nullptr, ws, nullptr, " << (dkv ? "table + kColTableWord" : "table")
+      << ", nullptr, " << cu_arg(p) << ", -1, -1, &args);\n}\n";
+    kernels.push_back(d);
+  }
   if (!pass.splits.empty()) combine_entry(s, p, plan, pi, dkv, lay, elt, kernels);
 }
 
@@ -328,6 +343,9 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   m.engine = p.dtype == DType::FP32 ? "mma.sync 3xtf32" : p.dtype == DType::TF32 ? "mma.sync tf32" : "mma.sync";
   m.tuning = resolve(p, tuning);
   m.mode = m.tuning.fast ? "fast" : "deterministic";
+  if (m.tuning.a_regs == 1 && !tf32_engine(p) && geometry::mma_width(static_cast<int>(p.head_dim)) > 128)
+    throw Error(p.file, "--tune-backward", "areg=1 (the row operands in registers) needs head_dim at most 128, got " +
+                                               std::to_string(p.head_dim));
   if (backward_smem(p, m.tuning, true) > geometry::kSmemPerBlock)
     throw Error(p.file, "--tune-backward",
                 "stages=" + std::to_string(m.tuning.stages) + " needs " + std::to_string(backward_smem(p, m.tuning, true)) +

@@ -3,8 +3,11 @@
 // backward pass of the pattern's attention (libsplat/device/backward.cuh): dQ walks the row plan
 // (the forward's tiles: each query row tile and its kept keys), dK/dV walk the column plan (the
 // plan of the column ACSR, analysis/columns.h: each key row tile and the query rows that keep it).
-// Each output row is written by one block, so the results are the same bits run to run; there is
-// no floating-point atomic anywhere (the deterministic mode, the only one so far).
+// In the deterministic mode (the default) each output row is written by one block, so the results
+// are the same bits run to run: no floating-point atomic anywhere. The fast mode
+// (BackwardTuning::fast) adds dQ by atomics in the dK/dV kernels and runs no dQ kernel. bf16/fp16
+// at a head_dim over 128 run each dQ and dK/dV pass as column slices of 128 output columns, an entry
+// point each (..._pN, ..._pNs1), that recompute S and dP over the whole width.
 //
 // Every entry point takes the same parameters (backward_params()):
 //   (const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse,

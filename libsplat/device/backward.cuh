@@ -248,26 +248,34 @@ __device__ __forceinline__ void bwd_begin_rows(E& e, const T* a1, const T* x, co
 }
 
 // ================================================================================================
-// Engine (bf16 / fp16, mma.sync m16n8k16; head_dim % 8 == 0, <= 128): 64-row tiles as 4 warps x 16
+// Engine (bf16 / fp16, mma.sync m16n8k16; head_dim % 8 == 0, <= 256): 64-row tiles as 4 warps x 16
 // rows; key tiles of 64 walked rows of X and Y gathered by cp.async into STAGES stages. A thread owns
 // rows g + 8h of its warp's 16 (g = lane / 4, h < 2). The row operands A1, A2 are staged in shared
 // memory at begin and held as fragments in registers (AREG) or read by ldmatrix per product. The key
 // tile is computed in steps of CW walked rows (S and dP of a step in registers next to the
 // accumulators).
 // ROWS_LEN / COLS_LEN: rows of the tile's operands and of the walked ones (dQ: SEQ, KV; dK/dV: KV, SEQ).
+// Column slices (a width over 128): the accumulators hold the output columns [CO, CO + OW), at most
+// 128 (the register budget of head_dim 128); S and dP are products over the whole width, so each
+// slice is an entry point of its own that recomputes them (geometry::bwd_col_slices).
 // ================================================================================================
 // AREGS: A1, A2 as register fragments; STEP (CW): walked rows per product step. FAST (dK/dV only): the
-// fast mode, which also adds each step's dS.K to dQ by atomics (dq_step), so no dQ kernel runs.
-template <class T, int HD, int SEQ, int KV, bool DKV, int NSTAGES, bool AREGS, int STEP, bool FAST = false>
+// fast mode, which also adds each step's dS.K to dQ by atomics (dq_step, in the first slice only),
+// so no dQ kernel runs. CO: the slice's first output column.
+template <class T, int HD, int SEQ, int KV, bool DKV, int NSTAGES, bool AREGS, int STEP, bool FAST = false, int CO = 0>
 struct BwdMmaEngine {
   static constexpr int NT = 128, BR = 64, BC = 64, ROWS = 2;
   static constexpr int HW = splat::geometry::mma_width(HD), LDS = HW + 8;
-  static_assert(HD % 8 == 0 && HW <= 128, "rows of whole 16-byte chunks, head_dim at most 128");
+  static constexpr int OW = splat::geometry::bwd_slice_width(HW, CO);
+  static_assert(HD % 8 == 0 && HW <= 256, "rows of whole 16-byte chunks, head_dim at most 256");
+  static_assert(CO % 128 == 0 && CO < HW && OW % 16 == 0, "slices of 128 output columns");
+  static_assert(!AREGS || HW <= 128, "register fragments of A1 and A2 at a width of at most 128");
   static_assert(STEP == 32 || STEP == 64, "32 or 64 walked rows per step");
   static constexpr bool AREG = AREGS;
   static constexpr int CW = STEP;
-  static constexpr bool FAST_DQ = FAST && DKV;
-  static constexpr int STAGES = NSTAGES, SMEM = splat::geometry::bwd_mma_smem(STAGES, HD, DKV, FAST_DQ ? STEP : 0);
+  static constexpr bool FAST_DQ = FAST && DKV && CO == 0;
+  // Every slice of a fast-mode module has the first's shared memory (the manifest gives one size).
+  static constexpr int STAGES = NSTAGES, SMEM = splat::geometry::bwd_mma_smem(STAGES, HD, DKV, FAST && DKV ? STEP : 0);
   static constexpr int ROWS_LEN = DKV ? KV : SEQ, KV_LEN = DKV ? SEQ : KV;
   static constexpr bool DKV_ = DKV;
   static constexpr int LDD = 72;  // FAST_DQ: dS^T rows (walked rows) of 64 keys + 8
@@ -286,8 +294,8 @@ struct BwdMmaEngine {
   const float* delta_g;
   u32 af[2][AREG ? HW / 16 : 1][4];
   float lrow[ROWS], drow[ROWS];  // dQ: the rows' lse (log2 units) and D
-  float acc1[HW / 8][4];
-  float acc2[DKV ? HW / 8 : 1][4];
+  float acc1[OW / 8][4];
+  float acc2[DKV ? OW / 8 : 1][4];
 
   __device__ __forceinline__ static int slot(int h) { return (threadIdx.x >> 5) * 16 + ((threadIdx.x & 31) >> 2) + 8 * h; }
   __device__ __forceinline__ void bind(const void* extra) { args = static_cast<const BwdArgs*>(extra); }
@@ -329,12 +337,12 @@ struct BwdMmaEngine {
     const int t4 = threadIdx.x & 3;
     const float* ws = args->acc_ws + (bwd_acc_slot<DKV>(hv.bh) * ROWS_LEN) * (DKV ? 2 * HD : HD);
 #pragma unroll
-    for (int d = 0; d < HW / 8; ++d)
+    for (int d = 0; d < OW / 8; ++d)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const i64 i = row[e >> 1];
-        const int col = d * 8 + 2 * t4 + (e & 1);
-        const bool load = !first && i >= 0 && d * 8 < HD;
+        const int col = CO + d * 8 + 2 * t4 + (e & 1);
+        const bool load = !first && i >= 0 && CO + d * 8 < HD;
         acc1[d][e] = load ? ws[i * (DKV ? 2 * HD : HD) + col] : 0.f;
         if constexpr (DKV) acc2[d][e] = load ? ws[i * 2 * HD + HD + col] : 0.f;
       }
@@ -369,8 +377,9 @@ struct BwdMmaEngine {
       }
     }
   }
-  // acc += P . B over the CW walked rows from c0 of the stage at Bb (P in accumulator layout).
-  __device__ __forceinline__ static void product_acc(const float (&p)[CW / 8][4], const u16* Bb, int c0, float (&acc)[HW / 8][4]) {
+  // acc += P . B over the CW walked rows from c0 of the stage at Bb (P in accumulator layout), B's
+  // columns of the slice.
+  __device__ __forceinline__ static void product_acc(const float (&p)[CW / 8][4], const u16* Bb, int c0, float (&acc)[OW / 8][4]) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
     for (int kb = 0; kb < CW / 16; ++kb) {
@@ -380,9 +389,9 @@ struct BwdMmaEngine {
       a[2] = pack2<T>(p[2 * kb + 1][0], p[2 * kb + 1][1]);
       a[3] = pack2<T>(p[2 * kb + 1][2], p[2 * kb + 1][3]);
 #pragma unroll
-      for (int dp = 0; dp < HW / 16; ++dp) {
+      for (int dp = 0; dp < OW / 16; ++dp) {
         u32 b0, b1, b2, b3;
-        ldmatrix_x4_trans(b0, b1, b2, b3, Bb + (c0 + 16 * kb + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + 16 * dp + (lane >> 4) * 8);
+        ldmatrix_x4_trans(b0, b1, b2, b3, Bb + (c0 + 16 * kb + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + CO + 16 * dp + (lane >> 4) * 8);
         mma16816<T>(acc[2 * dp], a, b0, b1);
         mma16816<T>(acc[2 * dp + 1], a, b2, b3);
       }
@@ -444,8 +453,8 @@ struct BwdMmaEngine {
 #pragma unroll
     for (int h = 0; h < ROWS; ++h)
 #pragma unroll
-      for (int d = 0; d < HD / 8; ++d) {
-        const int r = slot(h), col = d * 8 + 2 * t4;
+      for (int d = 0; d < OW / 8 && CO + d * 8 < HD; ++d) {
+        const int r = slot(h), col = CO + d * 8 + 2 * t4;
         *reinterpret_cast<float2*>(dst + r * W + col) = make_float2(acc1[d][2 * h], acc1[d][2 * h + 1]);
         if constexpr (DKV) *reinterpret_cast<float2*>(dst + r * W + HD + col) = make_float2(acc2[d][2 * h], acc2[d][2 * h + 1]);
       }
@@ -467,8 +476,8 @@ struct BwdMmaEngine {
       const i64 i = row[h];
       if (i < 0) continue;
 #pragma unroll
-      for (int d = 0; d < HD / 8; ++d) {
-        const int col = d * 8 + 2 * t4;
+      for (int d = 0; d < OW / 8 && CO + d * 8 < HD; ++d) {
+        const int col = CO + d * 8 + 2 * t4;
         const float a0 = acc1[d][2 * h], a1 = acc1[d][2 * h + 1];
         if (to_ws) {
           *reinterpret_cast<float2*>(ws + i * W + col) = make_float2(a0, a1);

@@ -60,6 +60,11 @@ SPLAT_GEOMETRY_FN int bwd_mma_smem(int stages, int hd, bool dkv, int fast_cw = 0
   return (2 + 2 * stages) * 64 * (mma_width(hd) + 8) * 2 + (dkv ? stages * 2 * 64 * 4 : 0) +
          (dkv && fast_cw > 0 ? fast_cw * 72 * 2 + stages * 64 * 4 : 0);
 }
+// Column slices of BwdMmaEngine: at a width over 128 its dQ, dK and dV accumulators hold 128 output
+// columns (the slice from column co: width - co of them in the last), and each slice is an entry
+// point of its own.
+SPLAT_GEOMETRY_FN int bwd_col_slices(int hd) { return (mma_width(hd) + 127) / 128; }
+SPLAT_GEOMETRY_FN int bwd_slice_width(int width, int co) { return width - co < 128 ? width - co : 128; }
 // BwdTf32Engine (backward, fp32 storage): the tile's two row operands (64 rows of width + 16 floats
 // each), stages of the two walked operands (64 rows of width + 4 floats each), and for dK/dV each
 // stage's walked rows' lse and D.

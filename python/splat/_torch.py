@@ -430,7 +430,7 @@ def attention(q, k, v, pattern, *, scale=None, causal=None, q_offset=None, tf32=
     handle from splat.compile (whose sizes must match the tensors). The tensors give the sizes;
     scale (default 1/sqrt(head_dim)), causal and q_offset are the contract's fields. Returns the
     output, shaped and typed as q. Differentiable with respect to q, k and v (where splatc's
-    backward takes the problem: head_dim up to 128); backward_mode "fast" adds dQ by
+    backward takes the problem: head_dim up to 256 in bf16/fp16, 128 in fp32); backward_mode "fast" adds dQ by
     atomics in the dK/dV kernel (dQ's bits vary run to run; the default "deterministic" does not).
     The first call for a pattern and shape runs splatc (cached on disk, docs/python.md).
     """

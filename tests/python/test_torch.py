@@ -200,9 +200,10 @@ def problem_sizes(problem):
 
 
 def takes_gradients(problem):
-    """The problems splatc's backward takes: whole 16-byte row chunks up to 128."""
+    """The problems splatc's backward takes: whole 16-byte row chunks, head_dim up to 256 in bf16/fp16
+    and up to 128 in fp32."""
     b, h, s, d, kvh, kvl, dtype = problem_sizes(problem)
-    return d <= 128 and d % (4 if dtype == "fp32" else 8) == 0
+    return d <= (128 if dtype == "fp32" else 256) and d % (4 if dtype == "fp32" else 8) == 0
 
 
 def compile_all(paths, cache):
