@@ -216,7 +216,10 @@ def compile_all(paths, cache):
     def one(path):
         with open(path) as f:
             problem = json.load(f)
-        return _resolve(path, problem_sizes(problem), takes_gradients(problem), (None, None, None, None, arch, None, None, cache))
+        # splat.attention's options at its defaults: (scale, causal, q_offset, tf32, arch, tune, splatc,
+        # cache_dir, backward_mode)
+        options = (None, None, None, None, arch, None, None, cache, "deterministic")
+        return _resolve(path, problem_sizes(problem), takes_gradients(problem), options)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
         list(pool.map(one, paths))
 

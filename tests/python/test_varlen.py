@@ -177,7 +177,11 @@ class GpuTest(unittest.TestCase):
             for name, x, y in (("out", got, ref), ("dq", q.grad[a:a + n].transpose(0, 1), q64.grad),
                                ("dk", k.grad[a:a + n].transpose(0, 1), k64.grad),
                                ("dv", v.grad[a:a + n].transpose(0, 1), v64.grad)):
-                err = (x.double() - y).abs().max().item() / max(y.abs().max().item(), 1e-30)
+                # Relative to the reference's largest element, absolute where that is 0: a one-token
+                # sequence's dQ and dK are exactly 0 in float64 (one key: P = 1, dS = 0) and fp32
+                # rounding of dP - D in the kernels (about 1e-7).
+                top = y.abs().max().item()
+                err = (x.double() - y).abs().max().item() / (top if top > 0 else 1.0)
                 self.assertLessEqual(err, tol, "sequence %d (%d tokens): %s" % (b, n, name))
         tail = slice(starts[-1], total)
         for t in (out, q.grad, k.grad, v.grad):
