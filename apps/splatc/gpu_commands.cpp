@@ -121,13 +121,17 @@ int run_bench(BenchArgs& a) {
     std::cout << splat::bench_csv(results, device);
   else
     std::cout << splat::format_bench_table(results, device);
-  bool ok = true;
+  bool ok = true, internal = false;
   for (const auto& r : results)
-    if (!r.pass()) {
+    if (!r.internal_error.empty()) {
+      internal = true;
+      spdlog::error("{}: not checked: a module did not compile (internal error): {}", r.name, r.internal_error);
+    } else if (!r.pass()) {
       ok = false;
       for (const auto& k : r.kernels)
         if (!k.pass) spdlog::error("{} ({}): check failed: {}", r.name, k.kind, k.note.empty() ? "error above tolerance" : k.note);
     }
+  if (internal) return cli::kEnvironment;  // splatc's own fault, before any failed check
   return ok ? cli::kOk : cli::kCheckFailed;
 }
 

@@ -97,6 +97,7 @@ nlohmann::json bench_json(const std::vector<ProblemResult>& results, const std::
                                {"kernels", ks}});
     if (r.total_tokens > 0) out["problems"].back()["total_tokens"] = r.total_tokens;
     if (r.head_groups > 0) out["problems"].back()["head_groups"] = r.head_groups;
+    if (!r.internal_error.empty()) out["problems"].back()["internal_error"] = r.internal_error;
   }
   return out;
 }

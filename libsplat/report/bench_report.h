@@ -55,6 +55,9 @@ struct ProblemResult {
   std::string tuning;          // the fused kernel's tuning (format_tuning; "" the defaults)
   std::string tuning_source;   // "default", "--tune" or "cache FILE"
   std::vector<KernelResult> kernels;
+  // Set when one of the problem's modules did not compile (NVRTC on splatc's generated code: an
+  // internal error, not a failed check): its kernels did not run; bench goes on with the others.
+  std::string internal_error;
   bool pass() const;
 };
 

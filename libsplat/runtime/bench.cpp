@@ -493,7 +493,7 @@ void backward_results(Prepared& x, const std::vector<std::shared_ptr<Module>>& m
   std::vector<BackwardKernel> bwds;
   std::vector<BackwardPart> parts;
   for (size_t g = 0; g < x.parts.size(); ++g) {
-    const CompileResult cr = x.bwd_cubin[g].get();
+    const CompileResult cr = x.bwd_cubin[g].get();  // CompileError: bench records it for the problem
     r.compile_seconds += cr.seconds;
     const Problem& gp = x.parts[g].problem;
     const int64_t bh = gp.batch * served_heads(gp);
@@ -505,6 +505,18 @@ void backward_results(Prepared& x, const std::vector<std::shared_ptr<Module>>& m
   const BackwardKernel bwd = bwds.size() == 1 ? bwds.front() : BackwardKernel::of_head_groups(std::move(bwds));
   const BackwardRun run{p, parts, fwd, bwd, in, ref, sup, opt, flush, r, tolerance(p.dtype), opt.forward};
   for (KernelResult& k : run_backward(run)) r.kernels.push_back(std::move(k));
+}
+
+// A module of the problem did not compile: the error on the log, a failed kernel of that kind, and
+// the problem's internal_error (its first line), so that splatc bench exits 3 after the others ran.
+void record_compile_error(ProblemResult& r, const std::string& kind, const CompileError& e) {
+  spdlog::error("{}: internal error: {}", r.name, e.what());
+  const std::string what = e.what();
+  r.internal_error = what.substr(0, what.find('\n'));
+  KernelResult kr;
+  kr.kind = kind;
+  kr.note = "internal error: " + r.internal_error;
+  r.kernels.push_back(kr);
 }
 
 std::string describe(const DeviceInfo& dev, const std::string& arch) {
@@ -567,10 +579,21 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
     // A module without fused kernels (no engine for the head_dim) has no tuning to report.
     set_tuning(x, r);
     std::vector<std::shared_ptr<Module>> mods;
-    for (PreparedPart& y : x.parts) {
-      CompileResult cr = y.cubin.get();
-      r.compile_seconds += cr.seconds;
-      mods.push_back(std::make_shared<Module>(cr.image));
+    try {
+      for (PreparedPart& y : x.parts) {
+        CompileResult cr = y.cubin.get();
+        r.compile_seconds += cr.seconds;
+        mods.push_back(std::make_shared<Module>(cr.image));
+      }
+    } catch (const CompileError& e) {  // every part's compile was started: wait for the rest
+      for (PreparedPart& y : x.parts)
+        if (y.cubin.valid()) y.cubin.wait();
+      for (auto& f : x.bwd_cubin)
+        if (f.valid()) f.wait();
+      record_compile_error(r, "module", e);
+      results.push_back(r);
+      if (progress) progress(r);
+      continue;
     }
     const Support& sup = supports.at(x.support_key);
     const Inputs in(p, sup, opt.seed);
@@ -611,6 +634,10 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
     if (opt.backward) {
       try {
         backward_results(x, mods, in, ref, sup, opt, flush, r);
+      } catch (const CompileError& e) {
+        for (auto& f : x.bwd_cubin)
+          if (f.valid()) f.wait();
+        record_compile_error(r, "backward", e);
       } catch (const CudaError& e) {
         KernelResult kr;
         kr.kind = "backward";
