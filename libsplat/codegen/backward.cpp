@@ -63,9 +63,11 @@ std::string engine_type(const Problem& p, const BackwardTuning& tu, bool dkv, in
   if (tf32_engine(p))
     return "BwdTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " + std::to_string(tu.stages) + ", " +
            (p.dtype == DType::FP32 ? "true" : "false") + ", " + std::to_string(tu.step) + (tu.fast && dkv ? ", true>" : ">");
+  // The trailing template arguments FAST and CO, written only where they differ from the defaults.
+  std::string tail = tu.fast && dkv ? ", true" : co > 0 ? ", false" : "";
+  if (co > 0) tail += ", " + std::to_string(co);
   return "BwdMmaEngine<" + std::string(elt_type(p.dtype)) + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " +
-         std::to_string(tu.stages) + ", " + (tu.a_regs ? "true" : "false") + ", " + std::to_string(tu.step) +
-         (co > 0 ? std::string(tu.fast && dkv ? ", true, " : ", false, ") + std::to_string(co) + ">" : tu.fast && dkv ? ", true>" : ">");
+         std::to_string(tu.stages) + ", " + (tu.a_regs ? "true" : "false") + ", " + std::to_string(tu.step) + tail + ">";
 }
 
 // An entry point's signature (backward_params; a packed batch's last parameter, cu_seqlens).

@@ -585,11 +585,7 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
         r.compile_seconds += cr.seconds;
         mods.push_back(std::make_shared<Module>(cr.image));
       }
-    } catch (const CompileError& e) {  // every part's compile was started: wait for the rest
-      for (PreparedPart& y : x.parts)
-        if (y.cubin.valid()) y.cubin.wait();
-      for (auto& f : x.bwd_cubin)
-        if (f.valid()) f.wait();
+    } catch (const CompileError& e) {  // the problem's other compiles finish in their futures
       record_compile_error(r, "module", e);
       results.push_back(r);
       if (progress) progress(r);
@@ -635,8 +631,6 @@ std::vector<ProblemResult> bench(const std::vector<Problem>& problems, const Ben
       try {
         backward_results(x, mods, in, ref, sup, opt, flush, r);
       } catch (const CompileError& e) {
-        for (auto& f : x.bwd_cubin)
-          if (f.valid()) f.wait();
         record_compile_error(r, "backward", e);
       } catch (const CudaError& e) {
         KernelResult kr;
