@@ -38,10 +38,12 @@ struct KernelTuning {
   int key_tile = 0;     // bc: mma.sync bf16/fp16, keys per online-softmax step, 64 or 128; 0: auto (64)
   int min_blocks = -1;  // minb: __launch_bounds__ minimum blocks per SM, 0 (none) .. 16; -1: auto
   int q_shared = -1;    // qs: wgmma, Q in shared memory (1) or registers (0); -1: auto
+  int decode = -1;      // decode: the decode engine where it takes the problem (1), or never (0, and -1: not yet
+                        // checked on a GPU, so off unless asked for)
   bool operator==(const KernelTuning&) const = default;
 };
 
-// Parses "key=value,..." with keys mw (16|32), stages (2|3), bc (64|128), minb (0..16), qs (0|1),
+// Parses "key=value,..." with keys mw (16|32), stages (2|3), bc (64|128), minb (0..16), qs (0|1), decode (0|1),
 // e.g. `splatc emit --tune mw=32,stages=3`. Throws std::invalid_argument.
 KernelTuning parse_tuning(const std::string& spec);
 // The tuning as parse_tuning reads it (only the keys that are set; "" for the defaults).

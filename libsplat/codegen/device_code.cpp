@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kModuleHeaders[] = {
     "common.cuh",        "plan.cuh",          "online_softmax.cuh", "engine_mma.cuh",   "engine_wgmma.cuh",
     "engine_tf32.cuh",   "engine_tf32x3.cuh", "engine_traits.cuh",  "fused_driver.cuh", "band_driver.cuh",
-    "lattice_driver.cuh", "combine.cuh",      "pipeline.cuh"};
+    "lattice_driver.cuh", "decode_driver.cuh", "combine.cuh",      "pipeline.cuh"};
 
 const char* header_text(std::string_view name) {
   for (const EmbeddedFile& f : device_files())

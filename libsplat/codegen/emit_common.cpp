@@ -53,6 +53,7 @@ std::string engine_type(const Context& c, const EngineConfig& e) {
       // <T, HD, SEQ, KV, MW, STAGES, BC>
       return "MmaEngine<" + T + ", " + dims + std::to_string(e.warp_rows / 16) + ", " + std::to_string(e.stages) + ", " +
              std::to_string(e.key_tile) + ">";
+    case EngineKind::Decode:
     case EngineKind::CudaCores: break;
   }
   return "";

@@ -41,6 +41,7 @@ std::string engine_description(EngineKind e, int64_t hd) {
     case EngineKind::MmaTf32: return "tensor cores, mma.sync m16n8k8 tf32";
     case EngineKind::MmaTf32x3: return "tensor cores, fp32 as 3xTF32 (hi*hi + hi*lo + lo*hi), mma.sync m16n8k8";
     case EngineKind::Mma: return "tensor cores, mma.sync m16n8k16";
+    case EngineKind::Decode: return "CUDA cores, fp32 FMA: the decode engine (a K/V head's query heads per block)";
     case EngineKind::CudaCores: break;
   }
   return "CUDA cores, fp32 FMA";

@@ -99,10 +99,30 @@ std::string fused_pass_call(const Context& c, const KernelSpec& k, const TableTr
          ", " + f32_literal(c.scale_log2) + ", " + tensor_args(c) + ", ws, " + c.lse_arg() + ", table, tmaps, " + (c.p.varlen ? "cu_seqlens" : "nullptr") + tile_args + ");\n";
 }
 
+// The decode engine's pass (decode_pass): the same tables, a block per (tile, K/V head).
+void decode_pass(std::ostream& s, const Context& c, const KernelSpec& k, const TableTraits& t, const PlanPass& pass) {
+  const int64_t group = c.p.heads / c.p.kv_heads;
+  std::string gkeys;
+  if (t.global_keys) {
+    const PlanGlobalKeys& g = *c.plan.global_keys;
+    gkeys = ", splat::geometry::kDecodeWarps, " + std::to_string(g.table) +
+            (g.prefix_table >= 0 ? ", " + std::to_string(g.prefix_table) : "");
+  }
+  s << "// The decode engine: " << k.engine.decode_pairs << " (row, query head) pair(s) per block, "
+    << "8 warps over 32-key steps, CUDA cores\n"
+    << entry(c, k.name, k.block, 0) << "  (void)scores; (void)tmaps;\n";
+  if (k.launch_dependents) s << "  pdl_launch_dependents();\n";
+  s << "  decode_pass<" << c.elt << ", SPLAT_SEQ, SPLAT_KV, SPLAT_HD, " << pass.period << ", " << t.runs << ", " << pass.slots
+    << ", " << group << gkeys << ">(kItems, kTiles0, " << pass.tiles.size()
+    << ", kGroups0, kWalks0, kGroupItems0, kGroupRowBegin0, kGroupRowEndMax0, " << f32_literal(c.scale_log2) << ", "
+    << tensor_args(c) << ", ws, " << c.lse_arg() << ", table);\n}\n";
+}
+
 void table_pass(std::ostream& s, const Context& c, const KernelSpec& k) {
   const TableTraits& t = std::get<TableTraits>(k.traits);
   const PlanPass& pass = c.plan.passes[t.pass];
   pass_tables(s, c, t.pass, pass, t.unmasked);
+  if (k.engine.kind == EngineKind::Decode) return decode_pass(s, c, k, t, pass);
   s << "// " << engine_comment(k.engine, false) << "\n";
   s << entry(c, k.name, k.block, k.engine.min_blocks) << "  (void)scores;\n";
   if (k.launch_dependents) s << "  pdl_launch_dependents();\n";

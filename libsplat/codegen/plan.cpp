@@ -580,11 +580,20 @@ int most_runs(const Plan& x) {
 
 }  // namespace
 
-TileShape plan_shape(const Problem& p, const Structure& structure) {
+int64_t decode_group(const Problem& p) {
+  if (p.varlen || !p.group_heads.empty() || p.kv_heads <= 0 || p.heads % p.kv_heads != 0) return 0;
+  const int64_t g = p.heads / p.kv_heads, chunk = 16 / static_cast<int64_t>(dtype_bytes(p.dtype));
+  const bool fits = p.seq_len * g <= kDecodeMaxPairs && p.head_dim <= 256 && p.head_dim % chunk == 0 &&
+                    p.seq_len * g * p.head_dim <= 1024;
+  return fits ? g : 0;
+}
+
+TileShape plan_shape(const Problem& p, const Structure& structure, bool decode) {
   TileShape shape;
   // No split-KV for a packed variable-length batch: its sequences' lengths are known at launch only.
   shape.split = !p.varlen;
-  if (std::holds_alternative<Unstructured>(structure.kind) && !p.varlen) shape.batch_heads = p.batch * served_heads(p);
+  if (std::holds_alternative<Unstructured>(structure.kind) && !p.varlen)
+    shape.batch_heads = p.batch * (decode && decode_group(p) > 0 ? p.kv_heads : served_heads(p));
   return shape;
 }
 

@@ -157,7 +157,15 @@ struct Plan {
 // The tile shape codegen plans with: the default tiles, and batch*heads (the split that fills the
 // GPU) for table kernels only: the closed-form kernels (bands, lattices) walk their own tiles, and
 // take no split tiles (kv_len == seq_len there; decode and chunked prefill are never bands).
-TileShape plan_shape(const Problem& p, const Structure& structure);
+// decode: the decode engine may run (KernelTuning::decode == 1); where it takes the problem
+// (decode_group), the split aims at batch*kv_heads blocks, since its blocks serve a K/V head each.
+TileShape plan_shape(const Problem& p, const Structure& structure, bool decode = false);
+
+// Query heads per K/V head when the decode engine takes the problem, else 0: not a packed batch or a
+// head group, seq_len * (heads / kv_heads) <= 16 (row, query head) pairs, head_dim a multiple of
+// 16 bytes of elements up to 256 and at most 1024 pairs x head_dim (its shared memory).
+int64_t decode_group(const Problem& p);
+inline constexpr int64_t kDecodeMaxPairs = 16;
 
 // Tiles the ACSR. Of the structure's global-key candidates (Structure::global_keys) the one that
 // saves the most key tiles is factored out where that pays. Throws std::invalid_argument on an

@@ -305,6 +305,33 @@ KernelSpec band_globals_spec(const Ctx& c, const BandWithGlobals& bg) {
   return k;
 }
 
+// The decode engine's table pass (decode_pass): a block per (plan tile, K/V head) serving the K/V
+// head's query heads, the plan's tiles spread over each group's blocks along grid.y.
+KernelSpec decode_spec(const Ctx& c, int64_t group) {
+  const PlanPass& pass = c.plan.passes[0];
+  KernelSpec k;
+  k.engine.kind = EngineKind::Decode;
+  k.engine.decode_pairs = static_cast<int>(std::min<int64_t>(c.p.seq_len, 64) * group);
+  k.engine.notes.push_back(std::to_string(k.engine.decode_pairs) + " (row, query head) pair(s) per block, 8 warps taking " +
+                           "every 8th 32-key step, fp32 FMA");
+  TableTraits tt;
+  tt.first = tt.last = true;
+  tt.runs = pass.max_runs;
+  tt.global_keys = c.plan.global_keys.has_value();
+  k.traits = tt;
+  k.name = "splat_fused_p0";
+  k.role = "fused decode pass (" + std::to_string(group) + " query head(s) per K/V head per block)";
+  const int64_t tiles = static_cast<int64_t>(pass.tiles.size());
+  k.grid_x = (tiles + group - 1) / group;
+  set_launch(k, c.p);
+  k.launch_dependents = c.pdl && !pass.splits.empty();
+  k.reason = std::to_string(c.p.seq_len) + " query row(s) x " + std::to_string(group) + " query head(s) per K/V head against " +
+             std::to_string(c.p.kv_len) + " keys: each K/V row read once per group, no 64-row tiles (" +
+             std::to_string(tiles) + " tile(s) or split chunks over " + std::to_string(k.grid_x) + " x " +
+             std::to_string(group) + " blocks per group)";
+  return k;
+}
+
 // Why a structure's closed-form kernels do not apply (empty: they do).
 std::string closed_form_blocker(const Ctx& c, const StructureKind& kind) {
   if (std::holds_alternative<Unstructured>(kind)) return "no band or lattice structure: the plan's tables";
@@ -315,7 +342,9 @@ std::string closed_form_blocker(const Ctx& c, const StructureKind& kind) {
 
 }  // namespace
 
-int EngineConfig::block() const { return kind == EngineKind::Mma ? geometry::mma_threads(warp_rows / 16) : 128; }
+int EngineConfig::block() const {
+  return kind == EngineKind::Mma ? geometry::mma_threads(warp_rows / 16) : kind == EngineKind::Decode ? 256 : 128;
+}
 
 // The engines' SMEM (libsplat/device/geometry.cuh, which the device code uses too).
 int64_t EngineConfig::smem(DType dtype, int64_t hd) const {
@@ -325,6 +354,7 @@ int64_t EngineConfig::smem(DType dtype, int64_t hd) const {
     case EngineKind::Mma: return geometry::mma_smem(stages, key_tile, d);
     case EngineKind::MmaTf32: return geometry::tf32_smem(stages, d);
     case EngineKind::MmaTf32x3: return dtype == DType::FP32 ? geometry::tf32x3_smem(stages, d) : geometry::tf32_smem(stages, d);
+    case EngineKind::Decode: return geometry::decode_smem(decode_pairs, d);
     case EngineKind::CudaCores: break;
   }
   return 0;
@@ -336,6 +366,7 @@ const char* engine_name(EngineKind k) {
     case EngineKind::Mma: return "mma.sync";
     case EngineKind::MmaTf32: return "mma.sync tf32";
     case EngineKind::MmaTf32x3: return "mma.sync 3xtf32";
+    case EngineKind::Decode: return "decode";
     case EngineKind::CudaCores: return "cuda cores";
   }
   return "?";
@@ -396,6 +427,16 @@ Selection select_kernels(const Problem& p, const Structure& st, const Plan& plan
   if (p.varlen) sel.grid_y = "sequences*heads";
   if (!p.group_heads.empty()) sel.grid_y = p.varlen ? "sequences*group_heads" : "batch*group_heads";
   if (!opt.fused) return sel;
+  if (const int64_t group = opt.tuning.decode == 1 ? decode_group(p) : 0; group > 0 && plan.passes.size() == 1) {
+    sel.engine = {EngineKind::Decode, false,
+                  std::to_string(p.seq_len) + " query row(s) x " + std::to_string(group) +
+                      " query head(s) per K/V head: the decode engine (CUDA cores; each K/V row read once per group)"};
+    Ctx c{p, plan, opt, EngineKind::Decode};
+    c.pdl = opt.arch == "sm_90a";
+    sel.fused.push_back(decode_spec(c, group));
+    if (!plan.passes[0].splits.empty()) sel.fused.push_back(combine_spec(c, 0, sel.fused.back().name));
+    return sel;
+  }
   if (!sel.engine.tensor_cores) {
     // Fall back to the pipeline (CUDA cores, any head_dim) where it was asked for too.
     if (opt.pipeline) return sel;

@@ -22,9 +22,10 @@ enum class EngineKind {
   Mma,        // mma.sync m16n8k16, bf16/fp16
   MmaTf32,    // mma.sync m16n8k8 tf32
   MmaTf32x3,  // fp32 as three tf32 products (3xTF32)
+  Decode,     // few query rows against long rows of keys: CUDA cores, a K/V head's query heads per block
   CudaCores,  // no tensor-core engine takes the head_dim: no fused kernel (the pipeline only)
 };
-const char* engine_name(EngineKind);  // "wgmma", "mma.sync", "mma.sync tf32", "mma.sync 3xtf32", "cuda cores"
+const char* engine_name(EngineKind);  // "wgmma", "mma.sync", "mma.sync tf32", "mma.sync 3xtf32", "decode", "cuda cores"
 
 struct EngineChoice {
   EngineKind kind = EngineKind::CudaCores;
@@ -48,6 +49,7 @@ struct EngineConfig {
   bool q_shared = false;   // wgmma: Q in shared memory (S = Q.K^T from shared memory only)
   bool tma = false;        // wgmma: K/V stages loaded by TMA
   int sum_checks = 1;      // wgmma: checked row sums (1); 2 fails every check (CodegenTestHooks)
+  int decode_pairs = 0;    // decode: (row, query head) pairs a block serves (rows per tile x query heads per K/V head)
   std::vector<std::string> notes;  // why each value (explain)
   int block() const;                              // threads
   int64_t smem(DType dtype, int64_t head_dim) const;  // dynamic shared memory, bytes

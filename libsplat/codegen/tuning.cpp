@@ -21,6 +21,7 @@ const Key kKeys[] = {
     {"bc", &KernelTuning::key_tile, [](int x) { return x == 64 || x == 128; }, "64 or 128", 0},
     {"minb", &KernelTuning::min_blocks, [](int x) { return x >= 0 && x <= 16; }, "in 0..16", -1},
     {"qs", &KernelTuning::q_shared, [](int x) { return x == 0 || x == 1; }, "0 or 1", -1},
+    {"decode", &KernelTuning::decode, [](int x) { return x == 0 || x == 1; }, "0 or 1", -1},
 };
 
 }  // namespace

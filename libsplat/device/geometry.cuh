@@ -51,6 +51,13 @@ SPLAT_GEOMETRY_FN int tf32x3_smem(int stages, int hd) {
   return tf32_smem(stages, hd) + (tf32x3_q_lo_shared(stages, hd) ? tf32x3_qlo_bytes(hd) : 0);
 }
 
+// decode_pass: 8 warps; Q of its (row, query head) pairs as floats, each warp's P of a 32-key step,
+// and the warps' states (m, l, O) merged at the end.
+inline constexpr int kDecodeWarps = 8;
+SPLAT_GEOMETRY_FN int decode_smem(int pairs, int hd) {
+  return 4 * (pairs * hd + kDecodeWarps * 32 * pairs + kDecodeWarps * pairs * (hd + 2));
+}
+
 // BwdMmaEngine (backward, bf16/fp16 mma.sync): the tile's two row operands (64 rows each), stages
 // of 64 keys of the two walked operands (rows padded to width + 8 elements), and for the dK/dV
 // kernel each walked row's log-sum-exp and D (2 floats a row and stage).

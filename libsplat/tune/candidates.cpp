@@ -92,6 +92,7 @@ std::vector<std::string> tuning_keys(EngineKind engine) {
     case EngineKind::Mma: return {"mw", "minb", "stages", "bc"};
     case EngineKind::MmaTf32:
     case EngineKind::MmaTf32x3: return {"minb", "stages"};
+    case EngineKind::Decode:
     case EngineKind::CudaCores: break;
   }
   return {};

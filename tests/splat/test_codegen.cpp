@@ -16,6 +16,7 @@
 #include "libsplat/codegen/codegen.h"
 #include "libsplat/codegen/cpu_model.h"
 #include "libsplat/compile/nvrtc.h"
+#include "libsplat/device/geometry.cuh"
 #include "nvrtc_cache.h"
 #include "libsplat/pattern/pattern.h"
 
@@ -640,6 +641,93 @@ TEST_CASE("split-KV workspace: the partials start 16-byte aligned and fit when b
       CHECK(split_begin + split_floats <= bh * m.workspace_floats_per_bh);
     }
   }
+}
+
+TEST_CASE("decode engine: taken only when asked for, a K/V head's query heads per block, the split for batch*kv_heads") {
+  const std::string doc = R"({"seq_len": 1, "kv_len": 131072, "q_offset": 131071, "head_dim": 64, "heads": 32,
+      "kv_heads": 8, "dtype": "bf16", "causal": true,
+      "pattern": {"union": [{"window": {"left": 4095, "right": 0}}, {"global": {"tokens": [0, 1, 2, 3]}}]}})";
+  const Problem p = parse_problem_text(doc, "decode");
+  CHECK(decode_group(p) == 4);
+  CodegenOptions co;
+  co.arch = "sm_90a";
+  co.pipeline = false;
+  // Off by default (not yet run on a GPU): the table pass of the tensor-core engine.
+  CHECK(generate(p, analyze(p), co).engine == "wgmma");
+  co.tuning = parse_tuning("decode=1");
+  const GeneratedModule m = generate(p, analyze(p), co);
+  CHECK(m.engine == "decode");
+  CHECK_FALSE(m.tensor_cores);
+  CHECK(m.tensor_maps.empty());
+  REQUIRE(m.fused.size() == 2);
+  CHECK(m.fused[0].block == 256);
+  CHECK(m.fused[0].smem_dynamic == geometry::decode_smem(4, 64));
+  CHECK(m.fused[0].smem_dynamic == 4 * (4 * 64 + 8 * 32 * 4 + 8 * 4 * 66));
+  CHECK(m.fused[1].role.find("combine") != std::string::npos);
+  // Split for 8 K/V heads (blocks serve a K/V head each): 65 key tiles of the 4100 keys in chunks of
+  // at least 4, where the tensor-core engine's split for 32 query heads made 9 chunks.
+  const PlanPass& pass = m.plan.passes.at(0);
+  const int64_t tiles = static_cast<int64_t>(pass.tiles.size());
+  CHECK(tiles == 17);
+  CHECK(pass.slots == 17);
+  // grid.y stays batch*heads: block (x, y) takes tile 4x + y % 4 for K/V head y / 4.
+  CHECK(m.fused[0].grid_x == (tiles + 3) / 4);
+  CHECK(m.source.find("decode_pass<bf16_t, SPLAT_SEQ, SPLAT_KV, SPLAT_HD, 1, ") != std::string::npos);
+  CHECK(m.source.find("kTiles0, 17, kGroups0") != std::string::npos);
+  CHECK(m.pattern_hash == generate(p, analyze(p), CodegenOptions{"sm_90a", true, false}).pattern_hash);
+}
+
+TEST_CASE("decode engine: which problems it takes (decode_group)") {
+  const auto group = [](const std::string& fields) {
+    return decode_group(parse_problem_text(R"({"kv_len": 9000, "causal": true, "pattern": {"window": {"left": 500, "right": 0}}, )" +
+                                               fields + "}",
+                                           "g"));
+  };
+  CHECK(group(R"("seq_len": 16, "q_offset": 8984, "head_dim": 64, "heads": 2, "dtype": "bf16")") == 1);
+  CHECK(group(R"("seq_len": 17, "q_offset": 8983, "head_dim": 64, "heads": 2, "dtype": "bf16")") == 0);  // 17 pairs
+  CHECK(group(R"("seq_len": 2, "q_offset": 8998, "head_dim": 64, "heads": 16, "kv_heads": 2, "dtype": "bf16")") == 8);
+  CHECK(group(R"("seq_len": 4, "q_offset": 8996, "head_dim": 64, "heads": 16, "kv_heads": 2, "dtype": "bf16")") == 0);
+  CHECK(group(R"("seq_len": 1, "q_offset": 8999, "head_dim": 256, "heads": 4, "kv_heads": 1, "dtype": "fp32")") == 4);
+  CHECK(group(R"("seq_len": 2, "q_offset": 8998, "head_dim": 256, "heads": 4, "kv_heads": 1, "dtype": "fp32")") == 0);  // 2048 > 1024
+  CHECK(group(R"("seq_len": 1, "q_offset": 8999, "head_dim": 36, "heads": 2, "dtype": "fp32")") == 1);
+  CHECK(group(R"("seq_len": 1, "q_offset": 8999, "head_dim": 36, "heads": 2, "dtype": "bf16")") == 0);  // not 16-byte rows
+  // A plan of two passes (a strided lattice) keeps the tensor-core engines.
+  const Problem two = parse_problem_text(R"({"seq_len": 2, "kv_len": 9000, "q_offset": 8998, "head_dim": 64, "heads": 2,
+      "dtype": "bf16", "pattern": {"union": [{"window": {"left": 300, "right": 0}}, {"strided": {"stride": 96}}]}})", "two");
+  REQUIRE(decode_group(two) == 1);
+  CodegenOptions co;
+  co.arch = "sm_90a";
+  co.pipeline = false;
+  co.tuning = parse_tuning("decode=1");
+  const GeneratedModule m = generate(two, analyze(two), co);
+  CHECK(m.plan.passes.size() == 2);
+  CHECK(m.engine != "decode");
+}
+
+TEST_CASE("decode engine: every tests/gpu problem it takes compiles to CUBIN for sm_80 and sm_90a" * doctest::test_suite("nvrtc")) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(TRSPLAT_SOURCE_DIR) / "tests" / "gpu")) {
+    if (e.path().extension() != ".json") continue;
+    const Problem whole = load_problem(e.path().string());
+    if (!whole.head_groups.empty() || decode_group(whole) == 0) continue;
+    CAPTURE(whole.name);
+    for (const char* arch : {"sm_80", "sm_90a"})
+      for (bool lse : {false, true}) {
+        CAPTURE(arch);
+        CAPTURE(lse);
+        CodegenOptions co;
+        co.arch = arch;
+        co.pipeline = false;
+        co.save_lse = lse;
+        co.tuning = parse_tuning("decode=1");
+        const GeneratedModule m = generate(whole, analyze(whole), co);
+        if (m.plan.passes.size() != 1) continue;
+        CHECK(m.engine == "decode");
+        CHECK(test_compile(m.source, whole.name + ".cu", arch, CompileTarget::Cubin).image.size() > 1000);
+        ++n;
+      }
+  }
+  CHECK(n >= 28);  // 7 problems x 2 targets x 2
 }
 
 TEST_CASE("the GPU edge-case problems in tests/gpu compile to CUBIN for sm_80 and sm_90a" * doctest::test_suite("nvrtc")) {
