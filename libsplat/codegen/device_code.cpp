@@ -14,7 +14,7 @@ namespace {
 // pass drivers, the split-KV combine and the pipeline. Each includes what it needs itself.
 constexpr const char* kModuleHeaders[] = {
     "common.cuh",        "plan.cuh",          "online_softmax.cuh", "engine_mma.cuh",   "engine_wgmma.cuh",
-    "engine_tf32.cuh",   "engine_tf32x3.cuh", "engine_traits.cuh",  "fused_driver.cuh", "band_driver.cuh",
+    "engine_tf32.cuh",   "engine_tf32x3.cuh", "engine_traits.cuh",  "runs.cuh", "fused_driver.cuh", "band_driver.cuh",
     "lattice_driver.cuh", "decode_driver.cuh", "combine.cuh",      "pipeline.cuh"};
 
 const char* header_text(std::string_view name) {

@@ -1,6 +1,7 @@
 #include <sstream>
 
 #include "libsplat/codegen/device_code.h"
+#include "libsplat/codegen/device_tables.h"
 #include "libsplat/codegen/emit.h"
 #include "trsplat/version.h"
 
@@ -109,13 +110,13 @@ void items(std::ostream& s, const Context& c, const std::string& k) {
     << "//         start = (start_slope*i + start_offset)/den and count = (count_slope*i + count_offset)/den.\n";
   // The band and lattice kernels do not read the items: no "declared but never referenced" warning then.
   s << "#pragma nv_diag_suppress 177\n__device__ const Item " << k << "Items[] = {\n";
-  for (size_t k = 0; k < plan.items.size(); ++k) {
-    const PlanItem& it = plan.items[k];
-    const AffineRun& a = it.run;
-    s << "  {" << it.row_begin << ", " << it.row_end << ", " << it.row_stride << ", " << a.start_slope << ", "
-      << a.start_offset << ", " << a.stride << ", " << a.count_slope << ", " << a.count_offset << ", " << a.den
-      << ", " << (it.tabulated ? 1 : 0) << ", " << it.tab_row_ptr << ", " << it.tab_runs << "},  // item " << k
-      << (it.tabulated ? " (tabulated segment " + std::to_string(it.segment) + ")" : "") << "\n";
+  const std::vector<ItemRow> rows = item_rows(plan);
+  for (size_t x = 0; x < plan.items.size(); ++x) {
+    const PlanItem& it = plan.items[x];
+    const ItemRow& r = rows[x];
+    s << "  {";
+    for (size_t f = 0; f < r.size(); ++f) s << (f ? ", " : "") << r[f];
+    s << "},  // item " << x << (it.tabulated ? " (tabulated segment " + std::to_string(it.segment) + ")" : "") << "\n";
   }
   if (plan.items.empty()) s << "  {0, 0, 1, 0, 0, 1, 0, 0, 1, 0, -1, -1},  // (no items)\n";
   s << "};\n#pragma nv_diag_default 177\n";

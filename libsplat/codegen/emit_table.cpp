@@ -1,65 +1,39 @@
 #include <algorithm>
 #include <sstream>
 
+#include "libsplat/codegen/device_tables.h"
 #include "libsplat/codegen/emit.h"
 
 namespace splat::emit {
 
+namespace {
+
+template <size_t N> void print_row(std::ostream& o, const std::array<int64_t, N>& r) {
+  o << "{";
+  for (size_t x = 0; x < N; ++x) o << (x ? ", " : "") << r[x];
+  o << "}";
+}
+
+std::string joined(const std::vector<int64_t>& xs) {
+  std::ostringstream o;
+  for (int64_t x : xs) o << x << ", ";
+  return xs.empty() ? "0" : o.str();
+}
+
+}  // namespace
+
 void pass_tables(std::ostream& s, const Context& c, size_t pi, const PlanPass& pass, bool unmasked, const std::string& k) {
-  const Plan& plan = c.plan;
-  std::ostringstream tiles, groups, walks, gitems, grbeg, gpmax;
-  // A group's items sorted by first row, with the running max of row ends (kGroupRowEndMax):
-  // rows find their items by binary search (a lattice group can hold one item per row block).
-  auto sorted_items = [&](const PlanGroup& g) {
-    std::vector<int> sorted = g.items;
-    std::stable_sort(sorted.begin(), sorted.end(), [&](int a, int b) {
-      return plan.items[static_cast<size_t>(a)].row_begin < plan.items[static_cast<size_t>(b)].row_begin;
-    });
-    return sorted;
-  };
-  int64_t ng = 0, nw = 0, ni = 0;
-  for (const PlanTile& t : pass.tiles) {
-    // The tile's walks follow each other in kWalks (groups in order, none empty), and so do the
-    // groups' items in kGroupItems.
-    int64_t walk_total = 0, item_total = 0;
-    for (const PlanGroup& g : t.groups) {
-      walk_total += static_cast<int64_t>(g.walks.size());
-      item_total += static_cast<int64_t>(g.items.size());
-    }
-    tiles << "  {" << t.phase << ", " << t.m_begin << ", " << t.m_end << ", " << ng << ", " << t.groups.size() << ", "
-          << t.split_slot << ", " << (t.split_lead ? 1 : 0) << ", " << (walk_total ? nw : -1) << ", " << walk_total << ", "
-          << ni << ", " << item_total;
-    std::vector<int> first4;
-    for (const PlanGroup& g : t.groups)
-      for (int it : sorted_items(g))
-        if (first4.size() < 4) first4.push_back(it);
-    first4.resize(4, -1);
-    for (int it : first4) tiles << ", " << it;
-    tiles << "},\n";
-    for (const PlanGroup& g : t.groups) {
-      groups << "  {" << nw << ", " << g.walks.size() << ", " << ni << ", " << g.items.size() << ", "
-             << (g.all_rows ? 2 : g.tabulated ? 1 : 0) << "},\n";
-      // An indexed walk (the plan's global keys) has step 0: keys table[base + u].
-      for (const KeyWalk& w : g.walks)
-        walks << "{" << w.base << ", " << (w.indexed ? 0 : w.step) << ", " << w.count << ", " << w.full_begin << ", "
-              << w.full_end << ", " << (w.modular ? 1 : 0) << "}, ";
-      int64_t pm = -1;
-      for (int it : sorted_items(g)) {
-        const PlanItem& pit = plan.items[static_cast<size_t>(it)];
-        pm = std::max(pm, pit.row_end);
-        gitems << it << ", ";
-        grbeg << pit.row_begin << ", ";
-        gpmax << pm << ", ";
-      }
-      nw += static_cast<int64_t>(g.walks.size());
-      ni += static_cast<int64_t>(g.items.size());
-      ++ng;
-    }
+  const PassTables t = splat::pass_tables(c.plan, pass);
+  std::ostringstream tiles, groups, walks;
+  size_t w = 0;
+  for (const TileRow& tr : t.tiles) {
+    tiles << "  ", print_row(tiles, tr), tiles << ",\n";
+    for (int64_t x = 0; x < tr[8]; ++x) print_row(walks, t.walks[w++]), walks << ", ";  // the tile's walks, one line
     walks << "\n";
   }
-  if (ng == 0) groups << "  {0, 0, 0, 0, 0},\n";
-  if (nw == 0) walks << "{0, 1, 0, 0, 0, 0}";
-  if (ni == 0) gitems << "0", grbeg << "0", gpmax << "0";
+  for (const GroupRow& g : t.groups) groups << "  ", print_row(groups, g), groups << ",\n";
+  if (t.groups.empty()) groups << "  {0, 0, 0, 0, 0},\n";
+  if (t.walks.empty()) walks << "{0, 1, 0, 0, 0, 0}";
   s << "\n// Pass " << pi << ": rows grouped by i mod " << pass.period << ", " << pass.tiles.size()
     << " row tiles (longest first).\n"
     << "// Tiles {phase, m_begin, m_end, group_begin, group_count, split_slot, split_lead, first_walk, walk_total,\n"
@@ -72,14 +46,13 @@ void pass_tables(std::ostream& s, const Context& c, size_t pi, const PlanPass& p
     << "// modular: some row's run has a stride > 1 (its mask tests the residue).\n"
     << (unmasked ? "// Every key tile of this pass is full: compiled without run bounds or masks (NOMASK).\n" : "")
     << "__device__ const WalkD " << k << "Walks" << pi << "[] = {\n" << walks.str() << "};\n"
-    << "__device__ const int " << k << "GroupItems" << pi << "[] = {" << gitems.str() << "};\n"
-    << "__device__ const int " << k << "GroupRowBegin" << pi << "[] = {" << grbeg.str() << "};\n"
-    << "__device__ const int " << k << "GroupRowEndMax" << pi << "[] = {" << gpmax.str() << "};\n";
-  if (!pass.splits.empty()) {
+    << "__device__ const int " << k << "GroupItems" << pi << "[] = {" << joined(t.group_items) << "};\n"
+    << "__device__ const int " << k << "GroupRowBegin" << pi << "[] = {" << joined(t.group_row_begin) << "};\n"
+    << "__device__ const int " << k << "GroupRowEndMax" << pi << "[] = {" << joined(t.group_row_end_max) << "};\n";
+  if (!t.splits.empty()) {
     s << "// Split-KV tiles {phase, m_begin, m_end, slot_begin, slot_count}: chunks run in parallel, then combine.\n"
       << "__device__ const SplitD " << k << "Splits" << pi << "[] = {\n";
-    for (const PlanSplit& sp : pass.splits)
-      s << "  {" << sp.phase << ", " << sp.m_begin << ", " << sp.m_end << ", " << sp.slot_begin << ", " << sp.slot_count << "},\n";
+    for (const SplitRow& sp : t.splits) s << "  ", print_row(s, sp), s << ",\n";
     s << "};\n";
   }
 }

@@ -171,6 +171,11 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+// The block's dynamic shared memory (the launch's bytes), 16-byte aligned.
+__device__ __forceinline__ unsigned char* dynamic_smem() {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  return smem_raw;
+}
 __device__ __forceinline__ u32 smem_addr(const void* p) {
   return static_cast<u32>(__cvta_generic_to_shared(p));
 }

@@ -19,12 +19,27 @@
 #include "splat/common.cuh"
 #include "splat/plan.cuh"
 #include "splat/online_softmax.cuh"
-#include "splat/fused_driver.cuh"
+#include "splat/runs.cuh"
 #include "splat/geometry.cuh"
 
 // Element pairs: the 16-bit types as one 32-bit word, fp32 as a float2.
 template <class T> struct DecodePair { typedef u32 type; };
 template <> struct DecodePair<float> { typedef float2 type; };
+// Pair e of a 16-byte chunk of T (E = 16 / sizeof(T) elements), by its 32-bit words: no pointer
+// casts between the chunk and the pair types (the host compilers that run this code on the CPU,
+// tests/device, optimise such type puns away).
+template <class T> __device__ __forceinline__ void chunk_pair(const uint4& r, int e, float& a, float& b) {
+  if constexpr (sizeof(T) == 4) {
+    a = __uint_as_float(e == 0 ? r.x : r.z);
+    b = __uint_as_float(e == 0 ? r.y : r.w);
+  } else {
+    const u32 w = e == 0 ? r.x : e == 1 ? r.y : e == 2 ? r.z : r.w;
+    T lo, hi;
+    lo.x = (u16)(w & 0xffff);
+    hi.x = (u16)(w >> 16);
+    a = to_f(lo), b = to_f(hi);
+  }
+}
 template <class T> __device__ __forceinline__ void pair_f(typename DecodePair<T>::type w, float& a, float& b) {
   if constexpr (sizeof(T) == 4) {
     a = w.x, b = w.y;
@@ -105,11 +120,10 @@ struct DecodeWarp {
       for (int c = 0; c < HD / EPC; ++c) raw[c] = __ldg(kr + c);
 #pragma unroll
       for (int c = 0; c < HD / EPC; ++c) {
-        const P* pr = reinterpret_cast<const P*>(&raw[c]);
 #pragma unroll
         for (int e = 0; e < EPC / 2; ++e) {
           float a, b;
-          pair_f<T>(pr[e], a, b);
+          chunk_pair<T>(raw[c], e, a, b);
 #pragma unroll
           for (int n = 0; n < NR; ++n) {
             const float2 qq = *reinterpret_cast<const float2*>(qs + n * HD + c * EPC + 2 * e);
@@ -238,8 +252,7 @@ __device__ __forceinline__ void decode_pass(const Item* items, const TileD* tile
   const TileD tile = tiles[tix];
   const i64 qy0 = (i64)blockIdx.y / G * G;  // the group's first query head (grid.y index)
   const i64 k0 = kv_head(q_head(qy0)) * ((i64)KV * HD);
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  float* qs = reinterpret_cast<float*>(smem_raw);
+  float* qs = reinterpret_cast<float*>(dynamic_smem());
   float* pw = qs + NR * HD + (threadIdx.x >> 5) * 32 * NR;
   float* sm = qs + NR * HD + NW * 32 * NR;
   i64 rows[DR];
