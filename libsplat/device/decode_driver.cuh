@@ -40,10 +40,11 @@ template <class T> __device__ __forceinline__ void chunk_pair(const uint4& r, in
     a = to_f(lo), b = to_f(hi);
   }
 }
+// A pair as two floats.
 template <class T> __device__ __forceinline__ void pair_f(typename DecodePair<T>::type w, float& a, float& b) {
   if constexpr (sizeof(T) == 4) {
     a = w.x, b = w.y;
-  } else if constexpr (sizeof(T) == 2 && sizeof(typename DecodePair<T>::type) == 4) {
+  } else {
     T lo, hi;
     lo.x = (u16)(w & 0xffff);
     hi.x = (u16)(w >> 16);
