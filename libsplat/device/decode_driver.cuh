@@ -25,21 +25,6 @@
 // Element pairs: the 16-bit types as one 32-bit word, fp32 as a float2.
 template <class T> struct DecodePair { typedef u32 type; };
 template <> struct DecodePair<float> { typedef float2 type; };
-// Pair e of a 16-byte chunk of T (E = 16 / sizeof(T) elements), by its 32-bit words: no pointer
-// casts between the chunk and the pair types (the host compilers that run this code on the CPU,
-// tests/device, optimise such type puns away).
-template <class T> __device__ __forceinline__ void chunk_pair(const uint4& r, int e, float& a, float& b) {
-  if constexpr (sizeof(T) == 4) {
-    a = __uint_as_float(e == 0 ? r.x : r.z);
-    b = __uint_as_float(e == 0 ? r.y : r.w);
-  } else {
-    const u32 w = e == 0 ? r.x : e == 1 ? r.y : e == 2 ? r.z : r.w;
-    T lo, hi;
-    lo.x = (u16)(w & 0xffff);
-    hi.x = (u16)(w >> 16);
-    a = to_f(lo), b = to_f(hi);
-  }
-}
 // A pair as two floats.
 template <class T> __device__ __forceinline__ void pair_f(typename DecodePair<T>::type w, float& a, float& b) {
   if constexpr (sizeof(T) == 4) {
@@ -49,6 +34,17 @@ template <class T> __device__ __forceinline__ void pair_f(typename DecodePair<T>
     lo.x = (u16)(w & 0xffff);
     hi.x = (u16)(w >> 16);
     a = to_f(lo), b = to_f(hi);
+  }
+}
+// Pair e of a 16-byte chunk of T (E = 16 / sizeof(T) elements), by its 32-bit words: no pointer
+// casts between the chunk and the pair types (the host compilers that run this code on the CPU,
+// tests/device, optimise such type puns away).
+template <class T> __device__ __forceinline__ void chunk_pair(const uint4& r, int e, float& a, float& b) {
+  if constexpr (sizeof(T) == 4) {
+    a = __uint_as_float(e == 0 ? r.x : r.z);
+    b = __uint_as_float(e == 0 ? r.y : r.w);
+  } else {
+    pair_f<T>(e == 0 ? r.x : e == 1 ? r.y : e == 2 ? r.z : r.w, a, b);
   }
 }
 
