@@ -78,17 +78,16 @@ void decode_pass(std::ostream& s, const Context& c, const KernelSpec& k, const T
   std::string gkeys;
   if (t.global_keys) {
     const PlanGlobalKeys& g = *c.plan.global_keys;
-    gkeys = ", splat::geometry::kDecodeWarps, " + std::to_string(g.table) +
-            (g.prefix_table >= 0 ? ", " + std::to_string(g.prefix_table) : "");
+    gkeys = ", " + std::to_string(g.table) + (g.prefix_table >= 0 ? ", " + std::to_string(g.prefix_table) : "");
   }
-  s << "// The decode engine: " << k.engine.decode_pairs << " (row, query head) pair(s) per block, "
-    << "8 warps over 32-key steps, CUDA cores\n"
+  s << "// The decode engine: " << k.engine.decode_pairs << " (row, query head) pair(s) per block, " << k.engine.decode_warps
+    << " warps over 32-key steps staged by cp.async, CUDA cores\n"
     << entry(c, k.name, k.block, 0) << "  (void)scores; (void)tmaps;\n";
   if (k.launch_dependents) s << "  pdl_launch_dependents();\n";
   s << "  decode_pass<" << c.elt << ", SPLAT_SEQ, SPLAT_KV, SPLAT_HD, " << pass.period << ", " << t.runs << ", " << pass.slots
-    << ", " << group << gkeys << ">(kItems, kTiles0, " << pass.tiles.size()
-    << ", kGroups0, kWalks0, kGroupItems0, kGroupRowBegin0, kGroupRowEndMax0, " << f32_literal(c.scale_log2) << ", "
-    << tensor_args(c) << ", ws, " << c.lse_arg() << ", table);\n}\n";
+    << ", " << group << ", " << k.engine.decode_warps << gkeys << ">(DecodeTables{kItems, kTiles0, kGroups0, kWalks0, kGroupItems0, kGroupRowBegin0, "
+    << "kGroupRowEndMax0, SPLAT_COUNT(kItems), " << pass.tiles.size() << ", SPLAT_COUNT(kGroups0), SPLAT_COUNT(kWalks0), "
+    << "SPLAT_COUNT(kGroupItems0)}, " << f32_literal(c.scale_log2) << ", " << tensor_args(c) << ", ws, " << c.lse_arg() << ", table);\n}\n";
 }
 
 void table_pass(std::ostream& s, const Context& c, const KernelSpec& k) {

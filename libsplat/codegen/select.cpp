@@ -312,8 +312,10 @@ KernelSpec decode_spec(const Ctx& c, int64_t group) {
   KernelSpec k;
   k.engine.kind = EngineKind::Decode;
   k.engine.decode_pairs = static_cast<int>(std::min<int64_t>(c.p.seq_len, 64) * group);
-  k.engine.notes.push_back(std::to_string(k.engine.decode_pairs) + " (row, query head) pair(s) per block, 8 warps taking " +
-                           "every 8th 32-key step, fp32 FMA");
+  k.engine.decode_warps = geometry::decode_warps(static_cast<int>(c.p.head_dim), static_cast<int>(dtype_bytes(c.p.dtype)));
+  const std::string nw = std::to_string(k.engine.decode_warps);
+  k.engine.notes.push_back(std::to_string(k.engine.decode_pairs) + " (row, query head) pair(s) per block, " + nw +
+                           " warps taking every " + nw + "th 32-key step (K and V rows staged by cp.async), fp32 FMA");
   TableTraits tt;
   tt.first = tt.last = true;
   tt.runs = pass.max_runs;
@@ -343,7 +345,7 @@ std::string closed_form_blocker(const Ctx& c, const StructureKind& kind) {
 }  // namespace
 
 int EngineConfig::block() const {
-  return kind == EngineKind::Mma ? geometry::mma_threads(warp_rows / 16) : kind == EngineKind::Decode ? 256 : 128;
+  return kind == EngineKind::Mma ? geometry::mma_threads(warp_rows / 16) : kind == EngineKind::Decode ? 32 * decode_warps : 128;
 }
 
 // The engines' SMEM (libsplat/device/geometry.cuh, which the device code uses too).
@@ -354,7 +356,7 @@ int64_t EngineConfig::smem(DType dtype, int64_t hd) const {
     case EngineKind::Mma: return geometry::mma_smem(stages, key_tile, d);
     case EngineKind::MmaTf32: return geometry::tf32_smem(stages, d);
     case EngineKind::MmaTf32x3: return dtype == DType::FP32 ? geometry::tf32x3_smem(stages, d) : geometry::tf32_smem(stages, d);
-    case EngineKind::Decode: return geometry::decode_smem(decode_pairs, d);
+    case EngineKind::Decode: return geometry::decode_smem(decode_pairs, d, static_cast<int>(dtype_bytes(dtype)));
     case EngineKind::CudaCores: break;
   }
   return 0;

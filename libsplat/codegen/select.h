@@ -50,6 +50,7 @@ struct EngineConfig {
   bool tma = false;        // wgmma: K/V stages loaded by TMA
   int sum_checks = 1;      // wgmma: checked row sums (1); 2 fails every check (CodegenTestHooks)
   int decode_pairs = 0;    // decode: (row, query head) pairs a block serves (rows per tile x query heads per K/V head)
+  int decode_warps = 0;    // decode: warps per block (geometry::decode_warps)
   std::vector<std::string> notes;  // why each value (explain)
   int block() const;                              // threads
   int64_t smem(DType dtype, int64_t head_dim) const;  // dynamic shared memory, bytes

@@ -15,9 +15,10 @@
 template <class T, int SEQ, int HD, int PERIOD, int NSLOTS, bool LAST, int RB, int WPR, bool PDL = false, int BPT = 64 / RB>
 __device__ __forceinline__ void fused_combine(const SplitD* splits, T* o, float* ws, float* lse = nullptr) {
   static_assert(64 % RB == 0 && BPT >= 1 && BPT * RB <= 64, "row groups tile the 64 rows of a split tile");
+  // The split (a constant table) is read before the wait, overlapping the chunks' pass.
+  const SplitD sp = splits[blockIdx.x / BPT];
   if constexpr (PDL) pdl_wait();  // a programmatic launch: the chunks' pass has completed from here on
   constexpr int ND = (HD + 31) / 32;  // outputs per lane
-  const SplitD sp = splits[blockIdx.x / BPT];
   const int r0 = (int)(blockIdx.x % BPT) * RB;
   const i64 bh = blockIdx.y;
   const float* wsplit = split_region<SEQ, HD>(ws);

@@ -179,6 +179,8 @@ __device__ __forceinline__ unsigned char* dynamic_smem() {
 __device__ __forceinline__ u32 smem_addr(const void* p) {
   return static_cast<u32>(__cvta_generic_to_shared(p));
 }
+// A value of type P read from p (a shared-memory row read as 16-byte chunks or element pairs).
+template <class P, class S> __device__ __forceinline__ P load_as(const S* p) { return *reinterpret_cast<const P*>(p); }
 // 16-byte asynchronous copy global -> shared; src_bytes 0 fills zeros (rows past the walk).
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));

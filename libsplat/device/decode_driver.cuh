@@ -81,10 +81,11 @@ struct DecodeMask {
   }
 };
 
-// One warp's running state: NR (row, head) pairs, each lane holding DP column pairs of O.
+// One warp's running state: NR (row, head) pairs, each lane holding DP column pairs of O; and its
+// steps' K and V rows in shared memory (kst, vst: [32][LD] elements each).
 template <class T, int HD, int NR, int NW>
 struct DecodeWarp {
-  static constexpr int EPC = 16 / (int)sizeof(T), DP = (HD / 2 + 31) / 32;
+  static constexpr int EPC = 16 / (int)sizeof(T), DP = (HD / 2 + 31) / 32, NCH = HD / EPC, LD = HD + EPC;
   float m[NR], l[NR], acc[NR][DP][2];
 
   __device__ __forceinline__ void init() {
@@ -97,33 +98,45 @@ struct DecodeWarp {
     }
   }
 
-  // 32 keys: lane c's key `key` (-1: none) of the head's K and V rows kh, vh; keep[r] its mask per
-  // row (NR = DR * G pairs, pair n = r * G + g). qs: Q scaled by scale*log2(e), [NR][HD] floats;
-  // pw: this warp's [32][NR] floats. Every lane's V columns of the 32 keys are loaded before the
-  // scores (one round trip for K and V together).
+  // The K and V rows of the 32 lanes' keys (lane c's `key`; -1: none, zero rows) into kst and vst
+  // by cp.async, one commit group. The warp's copies go row-major over the 32 x NCH 16-byte chunks
+  // (consecutive lanes, consecutive chunks of a row), so that consecutive keys are read coalesced.
+  __device__ __forceinline__ void stage(T* kst, T* vst, const T* kh, const T* vh, int key) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int i = 0; i < NCH; ++i) {
+      const int x = i * 32 + lane, row = x / NCH, ch = x % NCH;
+      const int kj = __shfl_sync(0xffffffffu, key, row);
+      const i64 off = (i64)(kj >= 0 ? kj : 0) * HD + ch * EPC;
+      cp_async16(kst + row * LD + ch * EPC, kh + off, kj >= 0 ? 16 : 0);
+      cp_async16(vst + row * LD + ch * EPC, vh + off, kj >= 0 ? 16 : 0);
+    }
+    cp_async_commit();
+  }
+
+  // A staged step: lane c's key (live: it has one) against the NR pairs' Q rows (qs: [NR][HD] floats,
+  // times scale*log2(e)), keep[r] its mask per tile row (pair n = r * G + g), each pair's online
+  // softmax over the 32 keys (warp max), then P.V with the lane's column pairs, P through pw (this
+  // warp's [32][NR] floats).
   template <int G>
-  __device__ __forceinline__ void step(const T* kh, const T* vh, int key, const bool* keep, const float* qs, float* pw) {
+  __device__ __forceinline__ void step(const T* kst, const T* vst, bool live, const bool* keep, const float* qs, float* pw) {
     const int lane = threadIdx.x & 31;
     typedef typename DecodePair<T>::type P;
-    P vv[32];
-    load_v(vv, vh, key, 0);
     float s[NR];
 #pragma unroll
     for (int n = 0; n < NR; ++n) s[n] = 0.f;
-    if (key >= 0) {
-      const uint4* kr = reinterpret_cast<const uint4*>(kh + (i64)key * HD);
-      uint4 raw[HD / EPC];
+    if (live) {
+      const T* kr = kst + lane * LD;
 #pragma unroll
-      for (int c = 0; c < HD / EPC; ++c) raw[c] = __ldg(kr + c);
-#pragma unroll
-      for (int c = 0; c < HD / EPC; ++c) {
+      for (int c = 0; c < NCH; ++c) {
+        const uint4 raw = load_as<uint4>(kr + c * EPC);
 #pragma unroll
         for (int e = 0; e < EPC / 2; ++e) {
           float a, b;
-          chunk_pair<T>(raw[c], e, a, b);
+          chunk_pair<T>(raw, e, a, b);
 #pragma unroll
           for (int n = 0; n < NR; ++n) {
-            const float2 qq = *reinterpret_cast<const float2*>(qs + n * HD + c * EPC + 2 * e);
+            const float2 qq = load_as<float2>(qs + n * HD + c * EPC + 2 * e);
             s[n] = fmaf(qq.x, a, fmaf(qq.y, b, s[n]));
           }
         }
@@ -146,11 +159,12 @@ struct DecodeWarp {
     __syncwarp();
 #pragma unroll
     for (int c = 0; c < DP; ++c) {
-      if (c > 0) load_v(vv, vh, key, c);
-#pragma unroll
+      const int col = 2 * (lane + 32 * c);
+      if (HD % 64 != 0 && col >= HD) continue;
+#pragma unroll 8
       for (int j = 0; j < 32; ++j) {
         float a, b;
-        pair_f<T>(vv[j], a, b);
+        pair_f<T>(load_as<P>(vst + j * LD + col), a, b);
 #pragma unroll
         for (int n = 0; n < NR; ++n) {
           const float p = pw[j * NR + n];
@@ -161,28 +175,28 @@ struct DecodeWarp {
     }
     __syncwarp();
   }
-
-  // Column pair lane + 32c of the 32 lanes' keys' V rows (zeros for no key and past HD).
-  __device__ __forceinline__ void load_v(typename DecodePair<T>::type (&vv)[32], const T* vh, int key, int c) {
-    typedef typename DecodePair<T>::type P;
-    const int col = 2 * ((threadIdx.x & 31) + 32 * c);
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int kj = __shfl_sync(0xffffffffu, key, j);
-      vv[j] = P{};
-      if (kj >= 0 && (HD % 64 == 0 || col < HD)) vv[j] = __ldg(reinterpret_cast<const P*>(vh + (i64)kj * HD + col));
-    }
-  }
 };
 
-// The block's Q rows in shared memory: pair n = r * G + g is tile row r (rows[r] < 0: none, zeros)
-// of query head qy0 + g, times scale_log2.
+// The block's Q rows: pair n = r * G + g is tile row r (rows[r] < 0: none, zeros) of query head
+// qy0 + g, copied as they are into qraw ([NR][HD] elements) by cp.async (one commit group), so
+// that the copies overlap the reads of the tile's tables; decode_q_ready converts them.
 template <class T, int SEQ, int HD, int G, int DR>
-__device__ __forceinline__ void decode_load_q(float* qs, const T* q, i64 qy0, const i64 (&rows)[DR], float scale_log2) {
-  for (int x = threadIdx.x; x < DR * G * HD; x += blockDim.x) {
-    const int n = x / HD, d = x % HD, r = n / G, g = n % G;
-    qs[x] = rows[r] < 0 ? 0.f : to_f(q[(q_head(qy0 + g) * SEQ + rows[r]) * HD + d]) * scale_log2;
+__device__ __forceinline__ void decode_stage_q(T* qraw, const T* q, i64 qy0, const i64 (&rows)[DR]) {
+  constexpr int EPC = 16 / (int)sizeof(T), NCH = HD / EPC;
+  for (int x = threadIdx.x; x < DR * G * NCH; x += blockDim.x) {
+    const int n = x / NCH, ch = x % NCH, r = n / G, g = n % G;
+    const i64 row = rows[r] < 0 ? 0 : (q_head(qy0 + g) * SEQ + rows[r]) * HD;
+    cp_async16(qraw + n * HD + ch * EPC, q + row + ch * EPC, rows[r] < 0 ? 0 : 16);
   }
+  cp_async_commit();
+}
+// Q as floats times scale_log2 (qs: [NR][HD]) once every thread's copies have landed.
+template <class T, int NR, int HD>
+__device__ __forceinline__ void decode_q_ready(float* qs, const T* qraw, float scale_log2) {
+  cp_async_wait<0>();
+  __syncthreads();
+  for (int x = threadIdx.x; x < NR * HD; x += blockDim.x) qs[x] = to_f(qraw[x]) * scale_log2;
+  __syncthreads();
 }
 
 // The warps' states merged (max, then sums rescaled to it); O (last pass) or the split chunk's
@@ -233,70 +247,130 @@ __device__ __forceinline__ void decode_merge_store(const DecodeWarp<T, HD, DR * 
   }
 }
 
+// An emitted table's elements.
+#define SPLAT_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+// The plan's tables this pass reads, and their elements.
+struct DecodeTables {
+  const Item* items;
+  const TileD* tiles;
+  const GroupD* groups;
+  const WalkD* walks;
+  const int *group_items, *group_rbeg, *group_pmax;
+  int n_items, n_tiles, n_groups, n_walks, n_group_items;
+
+  __device__ __forceinline__ int bytes() const {
+    return (int)(n_items * sizeof(Item) + n_tiles * sizeof(TileD) + n_groups * sizeof(GroupD) + n_walks * sizeof(WalkD)) +
+           3 * n_group_items * (int)sizeof(int);
+  }
+  // The tables copied into dst (geometry::kDecodeTableBytes, 16-byte aligned) by every thread of the
+  // block, all loads at once (one round trip instead of the dependent tile -> group -> item -> walk
+  // loads from global memory); the copy's pointers. Call only when bytes() fits, then __syncthreads.
+  __device__ __forceinline__ DecodeTables staged(unsigned char* dst) const {
+    DecodeTables c = *this;
+    int off = 0;
+    const auto copy = [&](const void* src, int n) {
+      u32* d = reinterpret_cast<u32*>(dst + off);
+      const u32* sp = static_cast<const u32*>(src);
+      for (int x = threadIdx.x; x < n / 4; x += blockDim.x) d[x] = __ldg(sp + x);
+      const int at = off;
+      off += (n + 15) / 16 * 16;
+      return dst + at;
+    };
+    c.items = reinterpret_cast<const Item*>(copy(items, n_items * (int)sizeof(Item)));
+    c.tiles = reinterpret_cast<const TileD*>(copy(tiles, n_tiles * (int)sizeof(TileD)));
+    c.groups = reinterpret_cast<const GroupD*>(copy(groups, n_groups * (int)sizeof(GroupD)));
+    c.walks = reinterpret_cast<const WalkD*>(copy(walks, n_walks * (int)sizeof(WalkD)));
+    c.group_items = reinterpret_cast<const int*>(copy(group_items, n_group_items * 4));
+    c.group_rbeg = reinterpret_cast<const int*>(copy(group_rbeg, n_group_items * 4));
+    c.group_pmax = reinterpret_cast<const int*>(copy(group_pmax, n_group_items * 4));
+    return c;
+  }
+  // Whether the copy fits (five tables rounded up to 16 bytes each, seven in all).
+  __device__ __forceinline__ bool fits(int budget) const { return bytes() + 7 * 16 <= budget; }
+};
+
 // One pass (the plan's only one) for DR = SEQ rows at most per tile, G query heads per K/V head,
 // NW warps (launched with 32 NW threads and splat::geometry::decode_smem bytes of dynamic shared
-// memory). GTAB / GROWS as fused_pass (the plan's global keys).
-template <class T, int SEQ, int KV, int HD, int PERIOD, int R, int NSLOTS, int G, int NW = splat::geometry::kDecodeWarps,
-          int GTAB = -1, int GROWS = -1>
-__device__ __forceinline__ void decode_pass(const Item* items, const TileD* tiles, int ntiles, const GroupD* groups,
-                                            const WalkD* walks, const int* group_items, const int* group_rbeg,
-                                            const int* group_pmax, float scale_log2, const T* q, const T* k, const T* v,
-                                            T* o, float* ws, float* lse, const int* table) {
+// memory; NW = geometry::decode_warps). GTAB / GROWS as fused_pass (the plan's global keys).
+template <class T, int SEQ, int KV, int HD, int PERIOD, int R, int NSLOTS, int G, int NW, int GTAB = -1, int GROWS = -1>
+__device__ __forceinline__ void decode_pass(DecodeTables pt, float scale_log2, const T* q, const T* k, const T* v, T* o,
+                                            float* ws, float* lse, const int* table) {
   constexpr int DR = SEQ < 64 ? SEQ : 64, NR = DR * G;
+  typedef DecodeWarp<T, HD, NR, NW> Warp;
   static_assert(HD % (16 / (int)sizeof(T)) == 0 && HD % 2 == 0, "rows of whole 16-byte chunks");
   const int tix = (int)blockIdx.x * G + (int)(blockIdx.y % G);
-  if (tix >= ntiles) return;
-  const TileD tile = tiles[tix];
+  if (tix >= pt.n_tiles) return;
+  // Shared memory (geometry::decode_smem): the tables (when they fit), qs, qraw, every warp's pw,
+  // then every warp's stage (its K rows, then its V rows), which the merge reuses.
+  if (pt.fits(splat::geometry::kDecodeTableBytes)) {
+    pt = pt.staged(dynamic_smem());
+    __syncthreads();
+  }
+  const TileD tile = pt.tiles[tix];
   const i64 qy0 = (i64)blockIdx.y / G * G;  // the group's first query head (grid.y index)
   const i64 k0 = kv_head(q_head(qy0)) * ((i64)KV * HD);
-  float* qs = reinterpret_cast<float*>(dynamic_smem());
-  float* pw = qs + NR * HD + (threadIdx.x >> 5) * 32 * NR;
-  float* sm = qs + NR * HD + NW * 32 * NR;
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+  float* qs = reinterpret_cast<float*>(dynamic_smem() + splat::geometry::kDecodeTableBytes);
+  T* qraw = reinterpret_cast<T*>(qs + NR * HD);
+  float* pw = reinterpret_cast<float*>(qraw + NR * HD) + wid * 32 * NR;
+  float* sm = reinterpret_cast<float*>(qraw + NR * HD) + NW * 32 * NR;
+  T* kst = reinterpret_cast<T*>(sm) + wid * 2 * 32 * Warp::LD;
+  T* vst = kst + 32 * Warp::LD;
   i64 rows[DR];
 #pragma unroll
   for (int r = 0; r < DR; ++r) {
     const i64 m = tile.m_begin + r;
     rows[r] = m < tile.m_end ? tile.phase + (i64)PERIOD * m : -1;
   }
-  decode_load_q<T, SEQ, HD, G, DR>(qs, q, qy0, rows, scale_log2);
-  __syncthreads();
-  DecodeWarp<T, HD, NR, NW> st;
+  decode_stage_q<T, SEQ, HD, G, DR>(qraw, q, qy0, rows);
+  bool q_ready = false;  // block-uniform
+  Warp st;
   st.init();
-  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
   const int* gtable = GTAB >= 0 ? table : nullptr;
   int step = 0;  // 32-key steps of the tile's key stream so far; this warp takes step % NW == wid
   for (int gi = 0; gi < tile.group_count; ++gi) {
-    const GroupD g = groups[tile.group_begin + gi];
-    int rs[DR][R], rst[DR][R], rc[DR][R], nr[DR], tb[DR], te[DR];
+    const GroupD g = pt.groups[tile.group_begin + gi];
+    int rs[DR][R], rst[DR][R], rc[DR][R], nr[DR], rb[DR], te[DR];
     const Item* tab = nullptr;
     const int* truns = nullptr;
 #pragma unroll
-    for (int h = 0; h < DR; ++h) nr[h] = tb[h] = te[h] = 0;
+    for (int h = 0; h < DR; ++h) nr[h] = rb[h] = te[h] = 0;
     if (GTAB >= 0 && g.tabulated == 2)
-      global_prefix_runs<DR, GROWS>(rows, table, tb);
+      global_prefix_runs<DR, GROWS>(rows, table, rb);
     else if (g.tabulated)
-      tabulated_runs<DR>(g, rows, items, group_items, table, tab, truns, tb, te);
+      tabulated_runs<DR>(g, rows, pt.items, pt.group_items, table, tab, truns, rb, te);
     else
-      group_affine_runs<DR, R>(g, rows, items, group_items, group_rbeg, group_pmax, nullptr, false, rs, rst, rc, nr);
+      group_affine_runs<DR, R>(g, rows, pt.items, pt.group_items, pt.group_rbeg, pt.group_pmax, nullptr, false, rs, rst, rc, nr);
     for (int wi = 0; wi < g.walk_count; ++wi) {
-      const WalkD w = walks[g.walk_begin + wi];
+      const WalkD w = pt.walks[g.walk_begin + wi];
       int lo[DR][R], hi[DR][R], md[DR][R];
       walk_run_bounds<DR, R, false>(w, nr, rs, rst, rc, lo, hi, md);
-      const DecodeMask<DR, R, GTAB, GROWS> mask{w, g.tabulated, w.modular != 0, truns, tb, te, lo, hi, md};
+      const DecodeMask<DR, R, GTAB, GROWS> mask{w, g.tabulated, w.modular != 0, truns, rb, te, lo, hi, md};
       const int nsteps = (w.count + 31) / 32;
-      for (int ks = (wid - step % NW + NW) % NW; ks < nsteps; ks += NW) {
+      const int first = (wid - step % NW + NW) % NW;
+      // The first step's rows are on their way before Q is converted (the block's one barrier pair).
+      if (first < nsteps) {
+        const int u = first * 32 + lane;
+        st.stage(kst, vst, k + k0, v + k0, u < w.count ? (int)walk_key(w, u, gtable) : -1);
+      }
+      if (!q_ready) decode_q_ready<T, NR, HD>(qs, qraw, scale_log2), q_ready = true;
+      for (int ks = first; ks < nsteps; ks += NW) {
         const int u = ks * 32 + lane;
         const bool in = u < w.count;
-        const i64 key = in ? walk_key(w, u, gtable) : 0;
+        if (ks != first) st.stage(kst, vst, k + k0, v + k0, in ? (int)walk_key(w, u, gtable) : -1);
         bool keep[DR];
         // The plan's full 64-key tiles: every row keeps every key there.
         const bool full = (ks >> 1) >= w.full_begin && (ks >> 1) < w.full_end;
 #pragma unroll
         for (int r = 0; r < DR; ++r) keep[r] = rows[r] >= 0 && in && (full || mask(r, u));
-        st.template step<G>(k + k0, v + k0, in ? (int)key : -1, keep, qs, pw);
+        cp_async_wait<0>();
+        __syncwarp();
+        st.template step<G>(kst, vst, in, keep, qs, pw);
       }
       step += nsteps;
     }
   }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp's last step read: the stages become the merge's space
   decode_merge_store<T, SEQ, HD, G, DR, NW, NSLOTS>(st, sm, tile, rows, qy0, o, ws, lse);
 }

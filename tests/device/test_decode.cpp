@@ -123,6 +123,7 @@ void check_decode(const std::string& doc, double tol) {
   REQUIRE((m.plan.global_keys ? m.plan.global_keys->prefix_table : -1) == GROWS);
   REQUIRE(m.fused.size() == (NSLOTS > 0 ? 2u : 1u));
   if (NSLOTS > 0) REQUIRE(m.fused[1].grid_x == (int64_t)pass.splits.size() * BPT);
+  REQUIRE(m.fused[0].block == 32 * splat::geometry::decode_warps(HD, (int)sizeof(T)));
   simt_kv_group = G;
   const Tables t = load_tables(m.plan);
   const int64_t nbh = p.batch * p.heads;
@@ -136,9 +137,11 @@ void check_decode(const std::string& doc, double tol) {
   const int* table = m.table.empty() ? nullptr : m.table.data();
   const float scale_log2 = (float)(p.scale * 1.4426950408889634);
   simt_grid((unsigned)m.fused[0].grid_x, (unsigned)nbh, (unsigned)m.fused[0].block, (size_t)m.fused[0].smem_dynamic, [&] {
-    decode_pass<T, SEQ, KV, HD, PERIOD, R, NSLOTS, G, splat::geometry::kDecodeWarps, GTAB, GROWS>(
-        t.items.data(), t.tiles.data(), (int)t.tiles.size(), t.groups.data(), t.walks.data(), t.group_items.data(),
-        t.group_rbeg.data(), t.group_pmax.data(), scale_log2, q.data(), k.data(), v.data(), o.data(), ws.data(),
+    decode_pass<T, SEQ, KV, HD, PERIOD, R, NSLOTS, G, splat::geometry::decode_warps(HD, (int)sizeof(T)), GTAB, GROWS>(
+        DecodeTables{t.items.data(), t.tiles.data(), t.groups.data(), t.walks.data(), t.group_items.data(), t.group_rbeg.data(),
+                     t.group_pmax.data(), (int)t.items.size(), (int)t.tiles.size(), (int)t.groups.size(), (int)t.walks.size(),
+                     (int)t.group_items.size()},
+        scale_log2, q.data(), k.data(), v.data(), o.data(), ws.data(),
         lse.data(), table);
   });
   if constexpr (NSLOTS > 0)

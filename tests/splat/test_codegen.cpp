@@ -660,9 +660,12 @@ TEST_CASE("decode engine: taken only when asked for, a K/V head's query heads pe
   CHECK_FALSE(m.tensor_cores);
   CHECK(m.tensor_maps.empty());
   REQUIRE(m.fused.size() == 2);
+  // 8 warps, each staging 32 K and 32 V rows of 128 + 16 bytes; the plan's tables (8 KiB), Q as
+  // floats and as bf16, P.
+  CHECK(geometry::decode_warps(64, 2) == 8);
   CHECK(m.fused[0].block == 256);
-  CHECK(m.fused[0].smem_dynamic == geometry::decode_smem(4, 64));
-  CHECK(m.fused[0].smem_dynamic == 4 * (4 * 64 + 8 * 32 * 4 + 8 * 4 * 66));
+  CHECK(m.fused[0].smem_dynamic == geometry::decode_smem(4, 64, 2));
+  CHECK(m.fused[0].smem_dynamic == 8192 + 4 * 64 * (4 + 2) + 4 * 8 * 32 * 4 + 8 * 2 * 32 * (128 + 16));
   CHECK(m.fused[1].role.find("combine") != std::string::npos);
   // Split for 8 K/V heads (blocks serve a K/V head each): 65 key tiles of the 4100 keys in chunks of
   // at least 4, where the tensor-core engine's split for 32 query heads made 9 chunks.
@@ -673,7 +676,7 @@ TEST_CASE("decode engine: taken only when asked for, a K/V head's query heads pe
   // grid.y stays batch*heads: block (x, y) takes tile 4x + y % 4 for K/V head y / 4.
   CHECK(m.fused[0].grid_x == (tiles + 3) / 4);
   CHECK(m.source.find("decode_pass<bf16_t, SPLAT_SEQ, SPLAT_KV, SPLAT_HD, 1, ") != std::string::npos);
-  CHECK(m.source.find("kTiles0, 17, kGroups0") != std::string::npos);
+  CHECK(m.source.find("SPLAT_COUNT(kItems), 17, SPLAT_COUNT(kGroups0)") != std::string::npos);
   CodegenOptions plain;
   plain.arch = "sm_90a";
   plain.pipeline = false;

@@ -85,7 +85,18 @@ template <int SEQ> inline void store_lse(const Head&, i64, float, float) {}
 inline float row_lse(float ref, float l) { return l > 0.f ? (ref + std::log2(l)) * 0.693147180559945309f : neg_inf(); }
 inline void pdl_launch_dependents() {}
 inline void pdl_wait() {}
-inline void cp_async16(void*, const void*, int) {}
+// cp.async as a copy (the SIMT threads' barriers order it like cp.async.wait_group + __syncwarp).
+inline void cp_async16(void* dst, const void* src, int src_bytes) {
+  std::memcpy(dst, src, (size_t)src_bytes);
+  std::memset(static_cast<unsigned char*>(dst) + src_bytes, 0, (size_t)(16 - src_bytes));
+}
+inline void cp_async_commit() {}
+template <int N> inline void cp_async_wait() {}
+template <class P, class S> inline P load_as(const S* p) {
+  P r;
+  std::memcpy(&r, static_cast<const void*>(p), sizeof(P));
+  return r;
+}
 
 // ---- SIMT ----
 struct SimtWarp {
