@@ -118,7 +118,7 @@ GeneratedModule generate(const Problem& p, const Acsr& acsr, const CodegenOption
   // 1. Analysis: the structures with closed-form kernels (bands, lattices) and the global keys.
   const Structure structure = analyze_structure(acsr);
   // 2. Plan: row tiles of 64 rows and key tiles of 64 keys over the ACSR.
-  mod.plan = make_plan(acsr, structure, plan_shape(p, structure, opt.tuning.decode == 1));
+  mod.plan = make_plan(acsr, structure, plan_shape(p, structure, decode_engine(p, opt.tuning.decode)));
   // 3. Select: the engine and one KernelSpec per fused entry point.
   mod.selection = select_kernels(p, structure, mod.plan, opt);
   if (opt.pipeline && p.head_dim > kPipelineMaxHeadDim)

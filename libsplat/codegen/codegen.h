@@ -38,8 +38,8 @@ struct KernelTuning {
   int key_tile = 0;     // bc: mma.sync bf16/fp16, keys per online-softmax step, 64 or 128; 0: auto (64)
   int min_blocks = -1;  // minb: __launch_bounds__ minimum blocks per SM, 0 (none) .. 16; -1: auto
   int q_shared = -1;    // qs: wgmma, Q in shared memory (1) or registers (0); -1: auto
-  int decode = -1;      // decode: the decode engine where it takes the problem (1), or never (0, and -1: not yet
-                        // checked on a GPU, so off unless asked for)
+  int decode = -1;      // decode: the decode engine wherever it takes the problem (1), never (0); -1: where it
+                        // takes an fp32/tf32 problem (decode_engine, plan.h)
   bool operator==(const KernelTuning&) const = default;
 };
 

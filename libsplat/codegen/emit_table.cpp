@@ -85,9 +85,9 @@ void decode_pass(std::ostream& s, const Context& c, const KernelSpec& k, const T
     << entry(c, k.name, k.block, 0) << "  (void)scores; (void)tmaps;\n";
   if (k.launch_dependents) s << "  pdl_launch_dependents();\n";
   s << "  decode_pass<" << c.elt << ", SPLAT_SEQ, SPLAT_KV, SPLAT_HD, " << pass.period << ", " << t.runs << ", " << pass.slots
-    << ", " << group << ", " << k.engine.decode_warps << gkeys << ">(DecodeTables{kItems, kTiles0, kGroups0, kWalks0, kGroupItems0, kGroupRowBegin0, "
-    << "kGroupRowEndMax0, SPLAT_COUNT(kItems), " << pass.tiles.size() << ", SPLAT_COUNT(kGroups0), SPLAT_COUNT(kWalks0), "
-    << "SPLAT_COUNT(kGroupItems0)}, " << f32_literal(c.scale_log2) << ", " << tensor_args(c) << ", ws, " << c.lse_arg() << ", table);\n}\n";
+    << ", " << group << ", " << k.engine.decode_warps << gkeys << ">(DecodeTables{kItems, kTiles0, " << pass.tiles.size()
+    << ", kGroups0, kWalks0, kGroupItems0, kGroupRowBegin0, kGroupRowEndMax0}, " << f32_literal(c.scale_log2) << ", "
+    << tensor_args(c) << ", ws, " << c.lse_arg() << ", table);\n}\n";
 }
 
 void table_pass(std::ostream& s, const Context& c, const KernelSpec& k) {

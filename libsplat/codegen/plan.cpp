@@ -588,12 +588,17 @@ int64_t decode_group(const Problem& p) {
   return fits ? g : 0;
 }
 
+bool decode_engine(const Problem& p, int decode_tuning) {
+  if (decode_tuning == 0 || decode_group(p) == 0) return false;
+  return decode_tuning == 1 || p.dtype == DType::FP32 || p.dtype == DType::TF32;
+}
+
 TileShape plan_shape(const Problem& p, const Structure& structure, bool decode) {
   TileShape shape;
   // No split-KV for a packed variable-length batch: its sequences' lengths are known at launch only.
   shape.split = !p.varlen;
   if (std::holds_alternative<Unstructured>(structure.kind) && !p.varlen)
-    shape.batch_heads = p.batch * (decode && decode_group(p) > 0 ? p.kv_heads : served_heads(p));
+    shape.batch_heads = p.batch * (decode ? p.kv_heads : served_heads(p));
   return shape;
 }
 

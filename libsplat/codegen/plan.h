@@ -157,8 +157,8 @@ struct Plan {
 // The tile shape codegen plans with: the default tiles, and batch*heads (the split that fills the
 // GPU) for table kernels only: the closed-form kernels (bands, lattices) walk their own tiles, and
 // take no split tiles (kv_len == seq_len there; decode and chunked prefill are never bands).
-// decode: the decode engine may run (KernelTuning::decode == 1); where it takes the problem
-// (decode_group), the split aims at batch*kv_heads blocks, since its blocks serve a K/V head each.
+// decode: the decode engine runs (decode_engine); the split then aims at batch*kv_heads blocks,
+// since its blocks serve a K/V head each.
 TileShape plan_shape(const Problem& p, const Structure& structure, bool decode = false);
 
 // Query heads per K/V head when the decode engine takes the problem, else 0: not a packed batch or a
@@ -166,6 +166,10 @@ TileShape plan_shape(const Problem& p, const Structure& structure, bool decode =
 // 16 bytes of elements up to 256 and at most 1024 pairs x head_dim (its shared memory).
 int64_t decode_group(const Problem& p);
 inline constexpr int64_t kDecodeMaxPairs = 16;
+// Whether the decode engine runs, for KernelTuning::decode (1: wherever it takes the problem; 0:
+// never; -1, the default: where it takes an fp32 or tf32 problem, where it was measured faster than
+// the tensor-core engines; bf16/fp16 decode keeps them, docs/performance.md).
+bool decode_engine(const Problem& p, int decode_tuning);
 
 // Tiles the ACSR. Of the structure's global-key candidates (Structure::global_keys) the one that
 // saves the most key tiles is factored out where that pays. Throws std::invalid_argument on an

@@ -429,7 +429,7 @@ Selection select_kernels(const Problem& p, const Structure& st, const Plan& plan
   if (p.varlen) sel.grid_y = "sequences*heads";
   if (!p.group_heads.empty()) sel.grid_y = p.varlen ? "sequences*group_heads" : "batch*group_heads";
   if (!opt.fused) return sel;
-  if (const int64_t group = opt.tuning.decode == 1 ? decode_group(p) : 0; group > 0 && plan.passes.size() == 1) {
+  if (const int64_t group = decode_engine(p, opt.tuning.decode) ? decode_group(p) : 0; group > 0 && plan.passes.size() == 1) {
     sel.engine = {EngineKind::Decode, false,
                   std::to_string(p.seq_len) + " query row(s) x " + std::to_string(group) +
                       " query head(s) per K/V head: the decode engine (CUDA cores; each K/V row read once per group)"};

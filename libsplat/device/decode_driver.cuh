@@ -247,46 +247,14 @@ __device__ __forceinline__ void decode_merge_store(const DecodeWarp<T, HD, DR * 
   }
 }
 
-// An emitted table's elements.
-#define SPLAT_COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
-// The plan's tables this pass reads, and their elements.
+// The plan's tables this pass reads (as fused_pass: tiles, groups, walks, items).
 struct DecodeTables {
   const Item* items;
   const TileD* tiles;
+  int n_tiles;
   const GroupD* groups;
   const WalkD* walks;
   const int *group_items, *group_rbeg, *group_pmax;
-  int n_items, n_tiles, n_groups, n_walks, n_group_items;
-
-  __device__ __forceinline__ int bytes() const {
-    return (int)(n_items * sizeof(Item) + n_tiles * sizeof(TileD) + n_groups * sizeof(GroupD) + n_walks * sizeof(WalkD)) +
-           3 * n_group_items * (int)sizeof(int);
-  }
-  // The tables copied into dst (geometry::kDecodeTableBytes, 16-byte aligned) by every thread of the
-  // block, all loads at once (one round trip instead of the dependent tile -> group -> item -> walk
-  // loads from global memory); the copy's pointers. Call only when bytes() fits, then __syncthreads.
-  __device__ __forceinline__ DecodeTables staged(unsigned char* dst) const {
-    DecodeTables c = *this;
-    int off = 0;
-    const auto copy = [&](const void* src, int n) {
-      u32* d = reinterpret_cast<u32*>(dst + off);
-      const u32* sp = static_cast<const u32*>(src);
-      for (int x = threadIdx.x; x < n / 4; x += blockDim.x) d[x] = __ldg(sp + x);
-      const int at = off;
-      off += (n + 15) / 16 * 16;
-      return dst + at;
-    };
-    c.items = reinterpret_cast<const Item*>(copy(items, n_items * (int)sizeof(Item)));
-    c.tiles = reinterpret_cast<const TileD*>(copy(tiles, n_tiles * (int)sizeof(TileD)));
-    c.groups = reinterpret_cast<const GroupD*>(copy(groups, n_groups * (int)sizeof(GroupD)));
-    c.walks = reinterpret_cast<const WalkD*>(copy(walks, n_walks * (int)sizeof(WalkD)));
-    c.group_items = reinterpret_cast<const int*>(copy(group_items, n_group_items * 4));
-    c.group_rbeg = reinterpret_cast<const int*>(copy(group_rbeg, n_group_items * 4));
-    c.group_pmax = reinterpret_cast<const int*>(copy(group_pmax, n_group_items * 4));
-    return c;
-  }
-  // Whether the copy fits (five tables rounded up to 16 bytes each, seven in all).
-  __device__ __forceinline__ bool fits(int budget) const { return bytes() + 7 * 16 <= budget; }
 };
 
 // One pass (the plan's only one) for DR = SEQ rows at most per tile, G query heads per K/V head,
@@ -300,17 +268,13 @@ __device__ __forceinline__ void decode_pass(DecodeTables pt, float scale_log2, c
   static_assert(HD % (16 / (int)sizeof(T)) == 0 && HD % 2 == 0, "rows of whole 16-byte chunks");
   const int tix = (int)blockIdx.x * G + (int)(blockIdx.y % G);
   if (tix >= pt.n_tiles) return;
-  // Shared memory (geometry::decode_smem): the tables (when they fit), qs, qraw, every warp's pw,
-  // then every warp's stage (its K rows, then its V rows), which the merge reuses.
-  if (pt.fits(splat::geometry::kDecodeTableBytes)) {
-    pt = pt.staged(dynamic_smem());
-    __syncthreads();
-  }
   const TileD tile = pt.tiles[tix];
   const i64 qy0 = (i64)blockIdx.y / G * G;  // the group's first query head (grid.y index)
   const i64 k0 = kv_head(q_head(qy0)) * ((i64)KV * HD);
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-  float* qs = reinterpret_cast<float*>(dynamic_smem() + splat::geometry::kDecodeTableBytes);
+  // Shared memory (geometry::decode_smem): qs, qraw, every warp's pw, then every warp's stage (its
+  // K rows, then its V rows), which the merge reuses.
+  float* qs = reinterpret_cast<float*>(dynamic_smem());
   T* qraw = reinterpret_cast<T*>(qs + NR * HD);
   float* pw = reinterpret_cast<float*>(qraw + NR * HD) + wid * 32 * NR;
   float* sm = reinterpret_cast<float*>(qraw + NR * HD) + NW * 32 * NR;

@@ -53,12 +53,10 @@ SPLAT_GEOMETRY_FN int tf32x3_smem(int stages, int hd) {
 
 // decode_pass: NW warps, each staging a 32-key step's K and V rows (row stride hd + 16 bytes, so
 // that the lanes' own K rows fall in different banks) by cp.async; NW as many as fit in
-// kDecodeStageBytes (at least 2, at most 8). Shared memory: the plan's tables, Q of the block's (row, query head) pairs
+// kDecodeStageBytes (at least 2, at most 8). Shared memory: Q of the block's (row, query head) pairs
 // as floats and as loaded, each warp's P of a step, and the stages, which the warps' states (m, l,
 // O) reuse for the merge at the end.
 inline constexpr int kDecodeStageBytes = 80 * 1024;
-// The plan's tables (tiles, groups, walks, items), copied into shared memory first where they fit.
-inline constexpr int kDecodeTableBytes = 8 * 1024;
 SPLAT_GEOMETRY_FN int decode_step_bytes(int hd, int esz) { return 2 * 32 * (hd * esz + 16); }
 SPLAT_GEOMETRY_FN int decode_warps(int hd, int esz) {
   const int nw = kDecodeStageBytes / decode_step_bytes(hd, esz);
@@ -66,7 +64,7 @@ SPLAT_GEOMETRY_FN int decode_warps(int hd, int esz) {
 }
 SPLAT_GEOMETRY_FN int decode_smem(int pairs, int hd, int esz) {
   const int nw = decode_warps(hd, esz), stages = nw * decode_step_bytes(hd, esz), merge = 4 * nw * pairs * (hd + 2);
-  return kDecodeTableBytes + pairs * hd * (4 + esz) + 4 * nw * 32 * pairs + (stages > merge ? stages : merge);
+  return pairs * hd * (4 + esz) + 4 * nw * 32 * pairs + (stages > merge ? stages : merge);
 }
 
 // BwdMmaEngine (backward, bf16/fp16 mma.sync): the tile's two row operands (64 rows each), stages

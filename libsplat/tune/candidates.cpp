@@ -100,7 +100,7 @@ std::vector<std::string> tuning_keys(EngineKind engine) {
 
 CandidateSet tuning_candidates(const Problem& p, const Acsr& acsr, const std::string& arch) {
   const Structure structure = analyze_structure(acsr);
-  const Plan plan = make_plan(acsr, structure, plan_shape(p, structure));
+  const Plan plan = make_plan(acsr, structure, plan_shape(p, structure, decode_engine(p, -1)));
   CodegenOptions co;
   co.arch = arch;
   co.pipeline = false;

@@ -138,9 +138,8 @@ void check_decode(const std::string& doc, double tol) {
   const float scale_log2 = (float)(p.scale * 1.4426950408889634);
   simt_grid((unsigned)m.fused[0].grid_x, (unsigned)nbh, (unsigned)m.fused[0].block, (size_t)m.fused[0].smem_dynamic, [&] {
     decode_pass<T, SEQ, KV, HD, PERIOD, R, NSLOTS, G, splat::geometry::decode_warps(HD, (int)sizeof(T)), GTAB, GROWS>(
-        DecodeTables{t.items.data(), t.tiles.data(), t.groups.data(), t.walks.data(), t.group_items.data(), t.group_rbeg.data(),
-                     t.group_pmax.data(), (int)t.items.size(), (int)t.tiles.size(), (int)t.groups.size(), (int)t.walks.size(),
-                     (int)t.group_items.size()},
+        DecodeTables{t.items.data(), t.tiles.data(), (int)t.tiles.size(), t.groups.data(), t.walks.data(), t.group_items.data(),
+                     t.group_rbeg.data(), t.group_pmax.data()},
         scale_log2, q.data(), k.data(), v.data(), o.data(), ws.data(),
         lse.data(), table);
   });
