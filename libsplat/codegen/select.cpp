@@ -315,7 +315,7 @@ KernelSpec decode_spec(const Ctx& c, int64_t group) {
   k.engine.decode_warps = geometry::decode_warps(static_cast<int>(c.p.head_dim), static_cast<int>(dtype_bytes(c.p.dtype)));
   const std::string nw = std::to_string(k.engine.decode_warps);
   k.engine.notes.push_back(std::to_string(k.engine.decode_pairs) + " (row, query head) pair(s) per block, " + nw +
-                           " warps taking every " + nw + "th 32-key step (K and V rows staged by cp.async), fp32 FMA");
+                           " warps taking turns over 32-key steps (K and V rows staged by cp.async), fp32 FMA");
   TableTraits tt;
   tt.first = tt.last = true;
   tt.runs = pass.max_runs;
@@ -350,7 +350,7 @@ int EngineConfig::block() const {
 
 // The engines' SMEM (libsplat/device/geometry.cuh, which the device code uses too).
 int64_t EngineConfig::smem(DType dtype, int64_t hd) const {
-  const int d = static_cast<int>(hd);  // <= 128 (choose_engine)
+  const int d = static_cast<int>(hd);  // <= 128 (choose_engine), <= 256 for the decode engine
   switch (kind) {
     case EngineKind::Wgmma: return geometry::wgmma_smem(stages, q_shared, d);
     case EngineKind::Mma: return geometry::mma_smem(stages, key_tile, d);

@@ -38,6 +38,7 @@ int KernelTuning::*field_of(const std::string& key) {
   if (key == "stages") return &KernelTuning::stages;
   if (key == "bc") return &KernelTuning::key_tile;
   if (key == "minb") return &KernelTuning::min_blocks;
+  if (key == "decode") return &KernelTuning::decode;
   return &KernelTuning::q_shared;
 }
 
@@ -48,7 +49,7 @@ std::vector<int> key_values(const std::string& key) {
   if (key == "stages") return {2, 3};
   if (key == "bc") return {64, 128};
   if (key == "minb") return {2, 3, 4};
-  return {0, 1};  // qs
+  return {0, 1};  // qs, decode
 }
 
 // One assignment per key: -1 unset, else an index into key_values.
@@ -113,6 +114,9 @@ CandidateSet tuning_candidates(const Problem& p, const Acsr& acsr, const std::st
   c.engine = def.engine.kind;
   c.kernels = kernel_families(def);
   c.keys = tuning_keys(c.engine);
+  // Where the decode engine takes the problem, it against the tensor-core engines (decode=1 / 0;
+  // by default it runs for fp32 and tf32 only, decode_engine).
+  if (decode_group(p) > 0) c.keys.push_back("decode");
   c.tunings.push_back({});
   std::set<std::vector<int>> seen = {signature(def)};
   int default_rows = 16;

@@ -26,12 +26,12 @@ std::vector<std::string> tuning_keys(EngineKind engine);
 struct CandidateSet {
   EngineKind engine = EngineKind::CudaCores;
   std::string kernels;                // the selection's kernel families ("band kernel + lattice kernel")
-  std::vector<std::string> keys;      // tuning_keys(engine)
+  std::vector<std::string> keys;      // tuning_keys(engine), then decode where the decode engine takes the problem
   std::vector<KernelTuning> tunings;  // the defaults (the empty tuning) first
 };
 
 // The candidates for a problem at arch (no GPU): the defaults, then every tuning that sets one of the
-// keys, then two, ..., each key's values in a fixed order (minb: the block counts that cap registers at
+// keys (decode 0 and 1 too where the decode engine takes the problem), then two, ..., each key's values in a fixed order (minb: the block counts that cap registers at
 // 255, 168 and 128 per thread), keeping only tunings whose kernels differ from every earlier
 // candidate's (engine configurations, minb by its register cap). Throws Error when the problem has no
 // fused kernel.

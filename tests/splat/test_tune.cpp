@@ -252,6 +252,33 @@ TEST_CASE("tuner candidates: the keys of the engine, the defaults first, no two 
   CHECK(tuning_keys(EngineKind::CudaCores).empty());
 }
 
+TEST_CASE("tuner candidates: the decode engine against the tensor-core engines where it takes the problem") {
+  const auto decode = [](const char* dtype) {
+    return parse_problem_text(std::string(R"({"seq_len": 1, "kv_len": 20000, "q_offset": 19999, "head_dim": 64, "heads": 8,
+        "kv_heads": 2, "causal": true, "pattern": {"window": {"left": 2047, "right": 0}}, "dtype": ")") + dtype + "\"}",
+                              "decode");
+  };
+  // bf16: the tensor-core table pass by default; decode=1 the decode engine, decode=0 the defaults again.
+  const Problem b16 = decode("bf16");
+  CandidateSet c = tuning_candidates(b16, analyze(b16), "sm_90a");
+  CHECK(c.engine == EngineKind::Wgmma);
+  CHECK(c.keys.back() == "decode");
+  std::vector<std::string> l = labels(c);
+  CHECK(std::count(l.begin(), l.end(), "decode=1") == 1);
+  CHECK(std::count(l.begin(), l.end(), "decode=0") == 0);
+  for (const KernelTuning& t : c.tunings)
+    if (t.decode == 1) CHECK(format_tuning(t) == "decode=1");  // the engine's other keys change nothing
+  // fp32: the decode engine by default; decode=0 the 3xTF32 engine.
+  const Problem f32 = decode("fp32");
+  c = tuning_candidates(f32, analyze(f32), "sm_90a");
+  CHECK(c.engine == EngineKind::Decode);
+  CHECK(c.keys == std::vector<std::string>{"decode"});
+  CHECK(labels(c) == std::vector<std::string>{"", "decode=0"});
+  // A problem the decode engine does not take: no decode key.
+  CHECK(tuning_candidates(window("bf16", 64), analyze(window("bf16", 64)), "sm_90a").keys ==
+        std::vector<std::string>{"qs", "stages", "minb"});
+}
+
 namespace {
 
 // A runner with scripted results: each candidate (by its tuning's text, "" the defaults) takes the
