@@ -15,8 +15,26 @@ namespace {
 
 constexpr int kBlock = 128;
 
+// Whether the wgmma engine (BwdWgmmaEngine) can run the problem: sm_90a, 16-bit storage, head_dim
+// 64 (its stages hold one 64-column block and its registers one of dK and dV each), deterministic.
+bool wgmma_takes(const Problem& p, const BackwardTuning& t, const std::string& arch) {
+  return arch == "sm_90a" && dtype_bytes(p.dtype) == 2 && p.head_dim == 64 && !t.fast;
+}
+
 // The measured defaults (docs/performance.md) for what the tuning leaves unset.
-BackwardTuning resolve(const Problem& p, BackwardTuning t) {
+BackwardTuning resolve(const Problem& p, BackwardTuning t, const std::string& arch) {
+  if (t.wgmma < 0) t.wgmma = wgmma_takes(p, t, arch) && (t.step == 0 || t.step == 64) && t.a_regs != 1 ? 1 : 0;
+  if (t.wgmma == 1) {
+    if (!wgmma_takes(p, t, arch))
+      throw Error(p.file, "--tune-backward",
+                  "wg=1 (the wgmma engine) needs --arch sm_90a, bf16 or fp16, head_dim 64 and the deterministic mode");
+    // Its row operands are read from shared memory at each key tile (BwdWgmmaEngine: areg=0).
+    if ((t.step != 0 && t.step != 64) || t.a_regs == 1)
+      throw Error(p.file, "--tune-backward",
+                  "wg=1 (the wgmma engine) steps by 64 walked rows and reads the row operands from shared memory (cw=64, areg=0)");
+    t.step = 64;
+    t.a_regs = 0;
+  }
   if (t.stages == 0) t.stages = 2;
   if (t.step == 0) t.step = p.head_dim <= 64 ? 64 : 32;
   // The fast mode's dK/dV kernel holds dQ's products too: with the row operands in registers it
@@ -49,11 +67,12 @@ emit::Context tables_context(const Problem& p, const Acsr& acsr, const Plan& pla
 
 const char* elt_type(DType t) { return t == DType::FP16 ? "f16_t" : t == DType::BF16 ? "bf16_t" : "float"; }
 
-// fp32 storage (fp32 as 3xTF32, tf32): BwdTf32Engine; bf16/fp16: BwdMmaEngine.
+// fp32 storage (fp32 as 3xTF32, tf32): BwdTf32Engine; bf16/fp16: BwdWgmmaEngine (wg=1) or BwdMmaEngine.
 bool tf32_engine(const Problem& p) { return p.dtype == DType::FP32 || p.dtype == DType::TF32; }
 
 int backward_smem(const Problem& p, const BackwardTuning& tu, bool dkv) {
   const int hd = static_cast<int>(p.head_dim);
+  if (tu.wgmma == 1) return geometry::bwd_wgmma_smem(tu.stages, hd, dkv);
   return tf32_engine(p) ? geometry::bwd_tf32_smem(tu.stages, hd, dkv, tu.fast ? tu.step : 0) : geometry::bwd_mma_smem(tu.stages, hd, dkv, tu.fast ? tu.step : 0);
 }
 
@@ -63,6 +82,9 @@ std::string engine_type(const Problem& p, const BackwardTuning& tu, bool dkv, in
   if (tf32_engine(p))
     return "BwdTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " + std::to_string(tu.stages) + ", " +
            (p.dtype == DType::FP32 ? "true" : "false") + ", " + std::to_string(tu.step) + (tu.fast && dkv ? ", true>" : ">");
+  if (tu.wgmma == 1)
+    return "BwdWgmmaEngine<" + std::string(elt_type(p.dtype)) + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " +
+           std::to_string(tu.stages) + ">";
   // The trailing template arguments FAST and CO, written only where they differ from the defaults.
   std::string tail = tu.fast && dkv ? ", true" : co > 0 ? ", false" : "";
   if (co > 0) tail += ", " + std::to_string(co);
@@ -272,7 +294,10 @@ void header(std::ostream& s, const Problem& p, const BackwardModule& m, int64_t 
   if (group > 1) s << "#define SPLAT_KV_GROUP " << group << "  // query heads per K/V head\n";
   if (m.shared_kv)
     s << "#define SPLAT_BWD_SHARED_KV 1  // dK/dV accumulators in the head groups' shared region (backward.cuh)\n";
-  s << device_includes() << (tf32_engine(p) ? "#include \"splat/backward_tf32.cuh\"\n" : "#include \"splat/backward.cuh\"\n")
+  s << device_includes()
+    << (tf32_engine(p)            ? "#include \"splat/backward_tf32.cuh\"\n"
+        : m.tuning.wgmma == 1 ? "#include \"splat/backward_wgmma.cuh\"\n"
+                              : "#include \"splat/backward.cuh\"\n")
     << "enum : int { kColTableWord = " << m.column_table_word << " };  // the column plan's table words\n";
 }
 
@@ -305,7 +330,8 @@ BackwardTuning parse_backward_tuning(const std::string& spec) {
   static const Key keys[] = {{"stages", &BackwardTuning::stages, 2, 3, false},
                              {"cw", &BackwardTuning::step, 32, 64, true},
                              {"areg", &BackwardTuning::a_regs, 0, 1, false},
-                             {"minb", &BackwardTuning::min_blocks, 0, 8, false}};
+                             {"minb", &BackwardTuning::min_blocks, 0, 8, false},
+                             {"wg", &BackwardTuning::wgmma, 0, 1, false}};
   BackwardTuning t;
   std::istringstream in(spec);
   for (std::string kv; std::getline(in, kv, ',');) {
@@ -315,7 +341,7 @@ BackwardTuning parse_backward_tuning(const std::string& spec) {
     const Key* k = nullptr;
     for (const Key& c : keys)
       if (key == c.name) k = &c;
-    if (!k) throw std::invalid_argument("backward tuning: unknown key '" + key + "' (stages, cw, areg, minb)");
+    if (!k) throw std::invalid_argument("backward tuning: unknown key '" + key + "' (stages, cw, areg, minb, wg)");
     int v = 0;
     size_t used = 0;
     try {
@@ -333,7 +359,7 @@ BackwardTuning parse_backward_tuning(const std::string& spec) {
   return t;
 }
 
-BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const BackwardTuning& tuning) {
+BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const BackwardTuning& tuning, const std::string& arch) {
   if (acsr.seq_len != p.seq_len || acsr.kv_len != p.kv_len) throw std::invalid_argument("ACSR and problem sizes differ");
   if (!p.head_groups.empty())
     throw std::invalid_argument("generate_backward: per-head patterns have a module per head group (head_group_problems)");
@@ -342,8 +368,11 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   m.name = p.name;
   m.varlen = p.varlen.has_value();
   m.grid_y = std::string(m.varlen ? "sequences" : "batch") + (p.group_heads.empty() ? "*heads" : "*group_heads");
-  m.engine = p.dtype == DType::FP32 ? "mma.sync 3xtf32" : p.dtype == DType::TF32 ? "mma.sync tf32" : "mma.sync";
-  m.tuning = resolve(p, tuning);
+  m.tuning = resolve(p, tuning, arch);
+  m.engine = p.dtype == DType::FP32   ? "mma.sync 3xtf32"
+             : p.dtype == DType::TF32 ? "mma.sync tf32"
+             : m.tuning.wgmma == 1    ? "wgmma"
+                                      : "mma.sync";
   m.mode = m.tuning.fast ? "fast" : "deterministic";
   if (m.tuning.a_regs == 1 && !tf32_engine(p) && geometry::mma_width(static_cast<int>(p.head_dim)) > 128)
     throw Error(p.file, "--tune-backward", "areg=1 (the row operands in registers) needs head_dim at most 128, got " +

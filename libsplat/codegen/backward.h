@@ -33,13 +33,14 @@ struct BackwardTuning {
   int step = 0;         // cw: walked rows per product step (S and dP in registers), 32 or 64
   int a_regs = -1;      // areg: the tile's row operands as register fragments (1) or read from shared memory (0)
   int min_blocks = -1;  // minb: __launch_bounds__ minimum blocks per SM, 0 (none) .. 8
+  int wgmma = -1;       // wg: bf16/fp16 on wgmma (1, sm_90a, head_dim 64, deterministic mode) or mma.sync (0)
   // The fast mode (`--backward-mode fast`): the dK/dV kernel also adds dS.K to dQ by fp32
   // atomics, so no dQ kernel recomputes S and dP (5 matrix products a kept tile instead of 7); dQ's
   // bits then vary run to run. Not a tuning key: it changes what the kernels guarantee.
   bool fast = false;
   bool operator==(const BackwardTuning&) const = default;
 };
-// Parses "key=value,..." with keys stages (2|3), cw (32|64), areg (0|1), minb (0..8), e.g.
+// Parses "key=value,..." with keys stages (2|3), cw (32|64), areg (0|1), minb (0..8), wg (0|1), e.g.
 // `splatc bench --pass backward --tune-backward cw=32,minb=2`. Throws std::invalid_argument.
 BackwardTuning parse_backward_tuning(const std::string& spec);
 
@@ -51,7 +52,7 @@ struct BackwardModule {
   int64_t column_table_word = 0;
   int64_t workspace_floats_per_bh = 0;  // D, and the accumulators handed between passes
   int64_t nnz = 0;
-  std::string engine;                 // "mma.sync" (bf16/fp16), "mma.sync 3xtf32" (fp32), "mma.sync tf32"
+  std::string engine;                 // "wgmma" or "mma.sync" (bf16/fp16), "mma.sync 3xtf32" (fp32), "mma.sync tf32"
   std::string grid_y = "batch*heads";  // grid.y: "batch*group_heads" for a head group's module;
                                        // a packed batch: "sequences*heads" ("sequences*group_heads")
   bool varlen = false;                 // a packed variable-length batch: the entries take cu_seqlens (parameter 11)
@@ -72,8 +73,10 @@ const std::vector<ParamDesc>& backward_params();
 void check_backward(const Problem& p);
 // check_backward, then the module. Per-head patterns: call it for each head group's problem
 // (head_group_problems; its module serves the group's heads, grid.y batch*group_heads); the whole
-// problem is std::invalid_argument.
-BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const BackwardTuning& tuning = {});
+// problem is std::invalid_argument. arch: the target ("sm_90a" lets bf16/fp16 at head_dim 64 run on
+// wgmma, BwdWgmmaEngine; "" or any other: the engines every sm_80+ GPU runs).
+BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const BackwardTuning& tuning = {},
+                                 const std::string& arch = "");
 
 // The backward part of manifest.json: entry points in launch order, parameters, workspace, table.
 nlohmann::json backward_manifest(const BackwardModule& mod, const std::vector<std::string>& files);

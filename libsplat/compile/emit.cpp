@@ -133,7 +133,7 @@ ModuleOutput emit_module(const Problem& p, const EmitOptions& o, bool with_manif
 // and the resources' report lines.
 ModuleOutput emit_backward(const Problem& p, const EmitOptions& o) {
   check_backward(p);
-  const BackwardModule mod = generate_backward(p, analyze(p), o.backward_tuning);
+  const BackwardModule mod = generate_backward(p, analyze(p), o.backward_tuning, o.arch);
   const std::string name = p.name + ".bwd";
   const std::string source = o.target == "cuda" ? inline_device_headers(mod.source) : mod.source;
   const CompileResult ptx = nvrtc_compile(source, name + ".cu", o.arch, CompileTarget::Ptx, o.nvrtc_cache);

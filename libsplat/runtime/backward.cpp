@@ -77,7 +77,7 @@ void BackwardKernel::launch_varlen(const void* q, const void* k, const void* v, 
 BackwardKernel build_backward(const Problem& problem, const Acsr& acsr, const BuildOptions& opt) {
   const DeviceInfo dev = device_info();
   const std::string arch = opt.arch.empty() ? dev.target_arch() : opt.arch;
-  auto gen = std::make_shared<const BackwardModule>(generate_backward(problem, acsr, opt.backward_tuning));
+  auto gen = std::make_shared<const BackwardModule>(generate_backward(problem, acsr, opt.backward_tuning, arch));
   const CompileResult img = nvrtc_compile(gen->source, gen->name + ".bwd.cu", arch, load_target(dev, arch));
   return BackwardKernel(gen, std::make_shared<Module>(img.image), problem.batch * served_heads(problem));
 }

@@ -142,7 +142,7 @@ void prepare_backward(Prepared& x, const BackwardTuning& tuning, const std::stri
   try {
     check_backward(x.problem);
     for (const PreparedPart& part : x.parts)
-      x.bwd.push_back(std::make_shared<const BackwardModule>(generate_backward(part.problem, part.acsr, tuning)));
+      x.bwd.push_back(std::make_shared<const BackwardModule>(generate_backward(part.problem, part.acsr, tuning, arch)));
   } catch (const Error& e) {
     x.bwd.clear();
     x.bwd_error = e.message();

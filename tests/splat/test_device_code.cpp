@@ -58,7 +58,7 @@ TEST_CASE("every libsplat/device/*.cuh is embedded byte for byte as splat/<file>
 }
 
 TEST_CASE("the module's #include lines, the backward's and the bench's reference kernels reach every embedded header") {
-  // backward_tf32.cuh includes backward.cuh: the fp32 backward module reaches both.
+  // backward_tf32.cuh and backward_wgmma.cuh include backward.cuh: the backward modules reach all three.
   const std::string inc = device_includes();
   std::istringstream lines(inc);
   std::string line;
@@ -66,7 +66,7 @@ TEST_CASE("the module's #include lines, the backward's and the bench's reference
     CAPTURE(line);
     CHECK(line.rfind("#include \"splat/", 0) == 0);
   }
-  const std::string all = inline_device_headers(inc + "#include \"splat/backward_tf32.cuh\"\n#include \"splat/reference.cuh\"\n");
+  const std::string all = inline_device_headers(inc + "#include \"splat/backward_tf32.cuh\"\n#include \"splat/backward_wgmma.cuh\"\n#include \"splat/reference.cuh\"\n");
   for (const EmbeddedFile& f : device_files()) {
     CAPTURE(f.name);
     CHECK(count(all, std::string("// ---- ") + f.name + " (") == 1);

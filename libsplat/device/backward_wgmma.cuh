@@ -1,0 +1,154 @@
+// The backward engine for bf16/fp16 on Hopper (wgmma, sm_90a; head_dim 64): BwdMmaEngine's scheme,
+// tile, statistics and outputs (backward.cuh) with the four matrix products of a key tile on wgmma.
+// Why: the mma.sync engine issues ldmatrix + mma.sync for every 16 x 8 piece of S, dP, dV and dK
+// and runs at 240-255 registers; here each product of a 64 x 64 tile is four m64n64k16 reading the
+// walked operands straight from shared memory (as the forward's WgmmaEngine reads K and V).
+//  * The tile's row operands A1, A2 (dK/dV: K, V; dQ: Q, dO) are staged once per tile in shared
+//    memory (BwdMmaEngine's layout) and read as register fragments (ldmatrix: the mma.sync A layout
+//    is the wgmma one) at each key tile. Held in registers across the key tiles instead, ptxas
+//    (CUDA 13.0) gave A2's fragment registers to the packed dS after their last wgmma of a key tile,
+//    although the next key tile reads them again: the dP of every key tile but a tile's first came
+//    from the previous dS in every kernel with masks (H100; SASS read with cuobjdump).
+//  * Stages of the walked operands X, Y (dK/dV: Q, dO; dQ: K, V): 64 rows x 128 bytes, the 128-byte
+//    swizzle the descriptors name (16-byte chunk c of row r at chunk c ^ (r % 8)), 1024-aligned.
+//  * S = A1.X^T and dP = A2.Y^T: B = X, Y K-major ([walked row][d]); one wgmma group, waited for.
+//  * P and dS (= P * (dP - D)) in the accumulators' registers (the mma.sync C layout per warp), then
+//    packed as A operands: dV += P.Y and dK += dS.X (dQ: dQ += dS.X) with B = Y, X N-major
+//    (transposed by the instruction); a second group, waited for before compute returns, so the
+//    driver may refill the stage after its next barrier (EARLY_WAIT, no REFILL_BARRIER).
+//  * The masks branch per thread; __syncwarp() reconverges each warp before a wgmma (.aligned).
+//  * cp.async writes the stages through the generic proxy and wgmma reads them through the async
+//    proxy: every thread fences (landed()) after its copies completed, before the stage's barrier.
+// Deterministic mode only (the fast mode's dQ atomics are BwdMmaEngine's); codegen selects this
+// engine only when compiling for sm_90a (wgmma is an arch-specific feature).
+#pragma once
+#include "splat/backward.cuh"
+#include "splat/engine_wgmma.cuh"
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <class T, int HD, int SEQ, int KV, bool DKV, int NSTAGES>
+struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
+  using Base = BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64>;
+  static_assert(HD == 64, "the wgmma backward engine's stages hold one 64-column block");
+  static constexpr int BC = 64, TILE = splat::geometry::wgmma_tile_bytes(HD);
+  static constexpr int SMEM = splat::geometry::bwd_wgmma_smem(NSTAGES, HD, DKV);
+  static constexpr bool REFILL_BARRIER = false;
+  static constexpr bool EARLY_WAIT = true;
+  u32 xbase;       // shared address of X stage 0 (1024-aligned); Y stage s at xbase + (NSTAGES + s) * TILE
+  u32 sdst;        // this thread's byte offset in a stage: row t / 8, 16-byte chunk t % 8, swizzled
+  float* wstats;   // dK/dV: per stage, the walked rows' lse (64) and D (64)
+
+  // Shared memory: the stages first (aligned up from the dynamic base), then BwdMmaEngine's row
+  // operands (its begin stages and loads them from there), then the statistics.
+  __device__ __forceinline__ void begin(unsigned char* smem, const T* a1, const T* x, const T* unused, const i64* row,
+                                        const Head& hv, bool first, const float* ws) {
+    const u32 raw = smem_addr(smem);
+    xbase = (raw + 1023u) & ~1023u;
+    unsigned char* rows = smem + (xbase - raw) + 2 * NSTAGES * TILE;
+    wstats = reinterpret_cast<float*>(rows + 2 * 64 * Base::LDS * 2);
+    Base::begin(rows, a1, x, unused, row, hv, first, ws);
+    const u32 c = threadIdx.x & 7, r0 = threadIdx.x >> 3;
+    sdst = r0 * 128 + ((c ^ (r0 & 7)) << 4);  // (r0 + 16 k) % 8 == r0 % 8
+  }
+
+  // Walked rows base + u*step (or the table's), u in [u0, u0 + 64), of X and Y into stage buf:
+  // thread t copies chunk t % 8 of rows t / 8 + 16 k; zeros past the walk. dK/dV: their lse and D.
+  __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
+    const int r0 = (int)(threadIdx.x >> 3), c = (int)(threadIdx.x & 7);
+    const u32 xd = xbase + buf * TILE + sdst, yd = xd + NSTAGES * TILE;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int u = u0 + r0 + 16 * k;
+      const bool ok = u < w.count;
+      const i64 off = ok ? walk_key(w, u, table) * (Base::XSTEP * HD) + c * 8 : 0;
+      cp_async16_s(xd + k * 16 * 128, this->xg + off, ok ? 16 : 0);
+      cp_async16_s(yd + k * 16 * 128, this->yg + off, ok ? 16 : 0);
+    }
+    if constexpr (DKV) bwd_load_stats<BC>(wstats + buf * 2 * BC, this->lse_g, this->delta_g, w, u0, table);
+  }
+
+  // This thread's copies have completed: publish them to the async proxy (wgmma).
+  __device__ __forceinline__ void landed() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+  // P (in s) and dS (in dp) of the tile from S and dP in place: P recomputed from the log-sum-exp
+  // (masked scores 0 by selection), dS = P * (dP - D); as in bwd_key_tile.
+  template <class Keep>
+  __device__ __forceinline__ void softmax_grad(float (&s)[8][4], float (&dp)[8][4], const float* st, bool full,
+                                               float scale_log2, Keep keep) const {
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e4 = 0; e4 < 4; ++e4) {
+        const int h = e4 >> 1, c = n * 8 + 2 * t4 + (e4 & 1);
+        const float l2 = DKV ? st[c] * Base::kLog2e : this->lrow[h];
+        const float dv = DKV ? st[BC + c] : this->drow[h];
+        const float p = (full || keep(h, c)) ? fast_exp2(fmaf(s[n][e4], scale_log2, -l2)) : 0.f;
+        s[n][e4] = p;
+        dp[n][e4] = p * (dp[n][e4] - dv);
+      }
+  }
+
+  // One key tile: S and dP (one wgmma group), P and dS in registers, then dV += P.Y and dK += dS.X
+  // (dQ: dQ += dS.X), a second group; both waited for.
+  template <class Keep>
+  __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
+    const u32 xs = xbase + buf * TILE;
+    const u64 dx = wg_desc(xs), dy = wg_desc(xs + NSTAGES * TILE);
+    float s[8][4], dp[8][4];
+    u32 af[2][4][4];  // A1, A2 of the warp's 16 rows, 16 head columns a k-step
+    __syncwarp();     // ldmatrix and wgmma are .aligned: the warp executes them converged
+#pragma unroll
+    for (int a = 0; a < 2; ++a)
+#pragma unroll
+      for (int kb = 0; kb < 4; ++kb) this->a_frag(a, kb, af[a][kb]);
+    wg_fence();
+    wg_mma<T, 0, false>(s, af[0][0], dx);
+#pragma unroll
+    for (int kb = 1; kb < 4; ++kb) wg_mma<T, 0, true>(s, af[0][kb], dx + 2 * kb);
+    wg_mma<T, 0, false>(dp, af[1][0], dy);
+#pragma unroll
+    for (int kb = 1; kb < 4; ++kb) wg_mma<T, 0, true>(dp, af[1][kb], dy + 2 * kb);
+    wg_commit();
+    wg_wait0();
+    wg_hold(s);
+    wg_hold(dp);
+#pragma unroll
+    for (int a = 0; a < 2; ++a)
+#pragma unroll
+      for (int kb = 0; kb < 4; ++kb)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(af[a][kb][e]));
+    softmax_grad(s, dp, wstats + buf * 2 * BC, full, scale_log2, keep);
+    __syncwarp();  // the masks branch per thread: reconverged before the next wgmma
+    u32 pa[4][4], da[4][4];
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb) {
+      pa[kb][0] = pack2<T>(s[2 * kb][0], s[2 * kb][1]);
+      pa[kb][1] = pack2<T>(s[2 * kb][2], s[2 * kb][3]);
+      pa[kb][2] = pack2<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+      pa[kb][3] = pack2<T>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+      da[kb][0] = pack2<T>(dp[2 * kb][0], dp[2 * kb][1]);
+      da[kb][1] = pack2<T>(dp[2 * kb][2], dp[2 * kb][3]);
+      da[kb][2] = pack2<T>(dp[2 * kb + 1][0], dp[2 * kb + 1][1]);
+      da[kb][3] = pack2<T>(dp[2 * kb + 1][2], dp[2 * kb + 1][3]);
+    }
+    wg_hold(this->acc1);
+    if constexpr (DKV) wg_hold(this->acc2);
+    wg_fence();
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb) {  // k-step kb: walked rows 16 kb .. (2048 bytes further)
+      if constexpr (DKV) wg_mma<T, 1, true>(this->acc2, pa[kb], dy + 128 * kb);
+      wg_mma<T, 1, true>(this->acc1, da[kb], dx + 128 * kb);
+    }
+    wg_commit();
+    wg_wait0();
+    wg_hold(this->acc1);
+    if constexpr (DKV) wg_hold(this->acc2);
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[kb][e]), "+r"(da[kb][e]));
+  }
+};
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
