@@ -334,6 +334,10 @@ struct BwdMmaEngine {
       dq_g = args->dq_acc + hv.bh * (i64)SEQ * HD;
     }
     bwd_begin_rows<T, HD, SEQ>(*this, a1, x, row, hv);
+    load_acc(row, hv, first);
+  }
+  // The accumulators: zeros (first), else the fp32 sums an earlier pass left in the workspace.
+  __device__ __forceinline__ void load_acc(const i64* row, const Head& hv, bool first) {
     const int t4 = threadIdx.x & 3;
     const float* ws = args->acc_ws + (bwd_acc_slot<DKV>(hv.bh) * ROWS_LEN) * (DKV ? 2 * HD : HD);
 #pragma unroll

@@ -4,11 +4,11 @@
 // and runs at 240-255 registers; here each product of a 64 x 64 tile is four m64n64k16 reading the
 // walked operands straight from shared memory (as the forward's WgmmaEngine reads K and V).
 //  * The tile's row operands A1, A2 (dK/dV: K, V; dQ: Q, dO) are staged once per tile in shared
-//    memory (BwdMmaEngine's layout) and read as register fragments (ldmatrix: the mma.sync A layout
-//    is the wgmma one) at each key tile. Held in registers across the key tiles instead, ptxas
-//    (CUDA 13.0) gave A2's fragment registers to the packed dS after their last wgmma of a key tile,
-//    although the next key tile reads them again: the dP of every key tile but a tile's first came
-//    from the previous dS in every kernel with masks (H100; SASS read with cuobjdump).
+//    memory, swizzled like the stages, and S, dP read them there (both operands from shared memory).
+//    Held as register fragments instead (32 registers a thread across the key tiles), ptxas (CUDA
+//    13.0) gave A2's fragment registers to the packed dS after their last wgmma of a key tile,
+//    although the next key tile reads them again: in every kernel with masks the dP of a tile's
+//    second and later key tiles came from the previous dS (H100; SASS read with cuobjdump).
 //  * Stages of the walked operands X, Y (dK/dV: Q, dO; dQ: K, V): 64 rows x 128 bytes, the 128-byte
 //    swizzle the descriptors name (16-byte chunk c of row r at chunk c ^ (r % 8)), 1024-aligned.
 //  * S = A1.X^T and dP = A2.Y^T: B = X, Y K-major ([walked row][d]); one wgmma group, waited for.
@@ -26,6 +26,8 @@
 #include "splat/engine_wgmma.cuh"
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Derived from BwdMmaEngine for its arguments, statistics, accumulators and ends (its own stages and
+// row operands unused).
 template <class T, int HD, int SEQ, int KV, bool DKV, int NSTAGES>
 struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
   using Base = BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64>;
@@ -35,20 +37,40 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
   static constexpr bool REFILL_BARRIER = false;
   static constexpr bool EARLY_WAIT = true;
   u32 xbase;       // shared address of X stage 0 (1024-aligned); Y stage s at xbase + (NSTAGES + s) * TILE
+  u32 abase;       // the tile's A1 rows (64 x 128 bytes, swizzled), then A2's
   u32 sdst;        // this thread's byte offset in a stage: row t / 8, 16-byte chunk t % 8, swizzled
   float* wstats;   // dK/dV: per stage, the walked rows' lse (64) and D (64)
 
-  // Shared memory: the stages first (aligned up from the dynamic base), then BwdMmaEngine's row
-  // operands (its begin stages and loads them from there), then the statistics.
-  __device__ __forceinline__ void begin(unsigned char* smem, const T* a1, const T* x, const T* unused, const i64* row,
-                                        const Head& hv, bool first, const float* ws) {
+  // Shared memory: the stages (aligned up from the dynamic base), the row operands, the statistics.
+  __device__ __forceinline__ void begin(unsigned char* smem, const T* a1, const T* x, const T*, const i64* row, const Head& hv,
+                                        bool first, const float*) {
     const u32 raw = smem_addr(smem);
     xbase = (raw + 1023u) & ~1023u;
-    unsigned char* rows = smem + (xbase - raw) + 2 * NSTAGES * TILE;
-    wstats = reinterpret_cast<float*>(rows + 2 * 64 * Base::LDS * 2);
-    Base::begin(rows, a1, x, unused, row, hv, first, ws);
+    abase = xbase + 2 * NSTAGES * TILE;
+    wstats = reinterpret_cast<float*>(smem + (abase - raw) + 2 * TILE);
     const u32 c = threadIdx.x & 7, r0 = threadIdx.x >> 3;
     sdst = r0 * 128 + ((c ^ (r0 & 7)) << 4);  // (r0 + 16 k) % 8 == r0 % 8
+    bwd_begin_rows<T, HD, SEQ>(*this, a1, x, row, hv);  // stage_rows (below), the walked operands' bases
+    this->load_acc(row, hv, first);
+  }
+
+  // The warp's 16 rows of A1 and A2 (rows i = row[r / 8] of lane 4 (r % 8), ASTEP * HD elements
+  // apart; zeros for padding rows) into the swizzled row tiles, landed and published to wgmma.
+  __device__ __forceinline__ void stage_rows(const T* a1, const T* a2, const i64* row) {
+    const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
+#pragma unroll
+    for (int x = lane; x < 16 * 8; x += 32) {
+      const int r = x >> 3, c = x & 7, src = (r & 7) * 4;
+      const i64 i0 = __shfl_sync(0xffffffffu, row[0], src), i1 = __shfl_sync(0xffffffffu, row[1], src);
+      const i64 i = r < 8 ? i0 : i1;
+      const i64 off = i >= 0 ? i * (Base::ASTEP * HD) + c * 8 : 0;
+      const u32 rr = (u32)(w0 + r), d = rr * 128 + (((u32)c ^ (rr & 7)) << 4);
+      cp_async16_s(abase + d, a1 + off, i >= 0 ? 16 : 0);
+      cp_async16_s(abase + TILE + d, a2 + off, i >= 0 ? 16 : 0);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    landed();  // the driver's barrier before the first key tile publishes every warp's rows
   }
 
   // Walked rows base + u*step (or the table's), u in [u0, u0 + 64), of X and Y into stage buf:
@@ -95,30 +117,20 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
     const u32 xs = xbase + buf * TILE;
     const u64 dx = wg_desc(xs), dy = wg_desc(xs + NSTAGES * TILE);
+    const u64 d1 = wg_desc(abase), d2 = wg_desc(abase + TILE);
     float s[8][4], dp[8][4];
-    u32 af[2][4][4];  // A1, A2 of the warp's 16 rows, 16 head columns a k-step
-    __syncwarp();     // ldmatrix and wgmma are .aligned: the warp executes them converged
-#pragma unroll
-    for (int a = 0; a < 2; ++a)
-#pragma unroll
-      for (int kb = 0; kb < 4; ++kb) this->a_frag(a, kb, af[a][kb]);
+    __syncwarp();  // wgmma is .aligned: the warp executes it converged
     wg_fence();
-    wg_mma<T, 0, false>(s, af[0][0], dx);
+    wg_mma_ss<T, false>(s, d1, dx);
 #pragma unroll
-    for (int kb = 1; kb < 4; ++kb) wg_mma<T, 0, true>(s, af[0][kb], dx + 2 * kb);
-    wg_mma<T, 0, false>(dp, af[1][0], dy);
+    for (int kb = 1; kb < 4; ++kb) wg_mma_ss<T, true>(s, d1 + 2 * kb, dx + 2 * kb);
+    wg_mma_ss<T, false>(dp, d2, dy);
 #pragma unroll
-    for (int kb = 1; kb < 4; ++kb) wg_mma<T, 0, true>(dp, af[1][kb], dy + 2 * kb);
+    for (int kb = 1; kb < 4; ++kb) wg_mma_ss<T, true>(dp, d2 + 2 * kb, dy + 2 * kb);
     wg_commit();
     wg_wait0();
     wg_hold(s);
     wg_hold(dp);
-#pragma unroll
-    for (int a = 0; a < 2; ++a)
-#pragma unroll
-      for (int kb = 0; kb < 4; ++kb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(af[a][kb][e]));
     softmax_grad(s, dp, wstats + buf * 2 * BC, full, scale_log2, keep);
     __syncwarp();  // the masks branch per thread: reconverged before the next wgmma
     u32 pa[4][4], da[4][4];

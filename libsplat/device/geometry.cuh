@@ -76,11 +76,11 @@ SPLAT_GEOMETRY_FN int bwd_mma_smem(int stages, int hd, bool dkv, int fast_cw = 0
   return (2 + 2 * stages) * 64 * (mma_width(hd) + 8) * 2 + (dkv ? stages * 2 * 64 * 4 : 0) +
          (dkv && fast_cw > 0 ? fast_cw * 72 * 2 + stages * 64 * 4 : 0);
 }
-// BwdWgmmaEngine (backward, bf16/fp16 wgmma, head_dim 64): stages of the two walked operands (64 rows
-// of 128 bytes, swizzled, 1024-aligned: 1024 bytes of slack), BwdMmaEngine's two row operands, and
-// for the dK/dV kernel each stage's walked rows' lse and D.
+// BwdWgmmaEngine (backward, bf16/fp16 wgmma, head_dim 64): stages of the two walked operands and the
+// tile's two row operands (64 rows of 128 bytes each, swizzled, 1024-aligned: 1024 bytes of slack),
+// and for the dK/dV kernel each stage's walked rows' lse and D.
 SPLAT_GEOMETRY_FN int bwd_wgmma_smem(int stages, int hd, bool dkv) {
-  return 2 * stages * wgmma_tile_bytes(hd) + 2 * 64 * (mma_width(hd) + 8) * 2 + (dkv ? stages * 2 * 64 * 4 : 0) + 1024;
+  return (2 * stages + 2) * wgmma_tile_bytes(hd) + (dkv ? stages * 2 * 64 * 4 : 0) + 1024;
 }
 // Column slices of BwdMmaEngine: at a width over 128 its dQ, dK and dV accumulators hold 128 output
 // columns (the slice from column co: width - co of them in the last), and each slice is an entry

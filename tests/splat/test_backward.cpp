@@ -53,15 +53,19 @@ TEST_CASE("backward modules compile for sm_80 and sm_90a: every bf16/fp16 one of
   for (const char* dir : {"patterns", "tests/gpu"})
     for (const Problem& p : backward_problems(fs::path(TRSPLAT_SOURCE_DIR) / dir)) {
       CAPTURE(p.name);
-      const BackwardModule m = generate_backward(p, analyze(p));
+      const Acsr acsr = analyze(p);
+      const BackwardModule m = generate_backward(p, acsr);                          // every sm_80+ GPU's
+      const BackwardModule m90 = generate_backward(p, acsr, BackwardTuning{}, "sm_90a");  // wgmma where it runs
       // fp32 storage (NVRTC takes several seconds a module over 3xTF32's unrolled products): the
       // tests/gpu problems only, which cover the plan features; sm_80 at head_dim <= 64 (where its
       // shared memory holds the engine's stages).
       const bool fp32 = dtype_bytes(p.dtype) == 4, small = p.seq_len <= 8192;
       if (fp32 && std::string(dir) != "tests/gpu") continue;
       // PTX for sm_90a (front end and code generation); for sm_80 CUBIN (ptxas) up to 8k rows, else PTX.
-      const CompileResult r = test_compile(m.source, p.name + ".bwd.cu", "sm_90a", CompileTarget::Ptx);
-      for (const KernelDesc& k : m.kernels) CHECK(r.image.find(".entry " + k.name) != std::string::npos);
+      CHECK(m90.engine == (!fp32 && p.head_dim == 64 ? "wgmma" : m.engine));
+      const CompileResult r = test_compile(m90.source, p.name + ".bwd.cu", "sm_90a", CompileTarget::Ptx);
+      for (const KernelDesc& k : m90.kernels) CHECK(r.image.find(".entry " + k.name) != std::string::npos);
+      if (m90.engine == "wgmma") CHECK(r.image.find("wgmma.mma_async") != std::string::npos);
       if (!fp32 || p.head_dim <= 64) {
         const CompileResult r80 = test_compile(m.source, p.name + ".bwd.cu", "sm_80", small ? CompileTarget::Cubin : CompileTarget::Ptx);
         CHECK(!r80.image.empty());
@@ -113,17 +117,26 @@ TEST_CASE("backward kernels: registers and spills (window, strided, bigbird, fix
                            "tests/gpu/wide-window-globals-d256-bf16.json", "tests/gpu/wide-strided-d200-fp16.json"}) {
     const Problem p = load_problem((fs::path(TRSPLAT_SOURCE_DIR) / name).string());
     CAPTURE(p.name);
-    const BackwardModule m = generate_backward(p, analyze(p));
-    const CompileResult r = nvrtc_compile(m.source, p.name + ".bwd.cu", "sm_90a", CompileTarget::Cubin, TRSPLAT_NVRTC_CACHE, true);
-    const std::vector<KernelResources> res = parse_ptxas_report(r.log);
-    for (const KernelDesc& k : m.kernels) {
-      CAPTURE(k.name);
-      auto it = std::find_if(res.begin(), res.end(), [&](const KernelResources& x) { return x.name == k.name; });
-      REQUIRE(it != res.end());
-      MESSAGE(k.name << ": " << it->registers << " registers, spills " << it->spill_stores_bytes);
-      // Over head_dim 128 (column slices: a slice's accumulators as at 128, S and dP over the whole
-      // width, 1 block per SM): at most 256 bytes too (176-204 B at d = 200 and 256).
-      CHECK(it->spill_stores_bytes <= ((dtype_bytes(p.dtype) == 4 && p.head_dim > 64) || p.head_dim > 128 ? 256 : 64));
+    const Acsr acsr = analyze(p);
+    // The engines every sm_80+ GPU runs, then the sm_90a module (wgmma at 16-bit head_dim 64).
+    for (const char* arch : {"", "sm_90a"}) {
+      const BackwardModule m = generate_backward(p, acsr, BackwardTuning{}, arch);
+      CAPTURE(m.engine);
+      const CompileResult r = nvrtc_compile(m.source, p.name + ".bwd.cu", "sm_90a", CompileTarget::Cubin, TRSPLAT_NVRTC_CACHE, true);
+      const std::vector<KernelResources> res = parse_ptxas_report(r.log);
+      for (const KernelDesc& k : m.kernels) {
+        CAPTURE(k.name);
+        auto it = std::find_if(res.begin(), res.end(), [&](const KernelResources& x) { return x.name == k.name; });
+        REQUIRE(it != res.end());
+        MESSAGE(k.name << ": " << it->registers << " registers, spills " << it->spill_stores_bytes);
+        // Over head_dim 128 (column slices: a slice's accumulators as at 128, S and dP over the whole
+        // width, 1 block per SM): at most 256 bytes too (176-204 B at d = 200 and 256). The wgmma
+        // engine's dK/dV kernel at 3 blocks per SM (168 registers): 56-292 bytes, faster than at 2
+        // blocks without spills (docs/performance.md).
+        const bool wide = (dtype_bytes(p.dtype) == 4 && p.head_dim > 64) || p.head_dim > 128;
+        CHECK(it->spill_stores_bytes <= (m.engine == "wgmma" ? 320 : wide ? 256 : 64));
+        if (m.engine == "wgmma") CHECK(it->registers <= 168);  // __launch_bounds__(128, 3)
+      }
     }
   }
 }
@@ -486,4 +499,61 @@ TEST_CASE("backward: what the kernels do not take is a located error; --tune-bac
   CHECK(tm.source.find("BwdTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, false, 2, false, 32>") != std::string::npos);
   CHECK_THROWS_WITH_AS(generate_backward(t32, analyze(t32), parse_backward_tuning("stages=3")),
                        doctest::Contains("stages=3 needs 278016 bytes of shared memory per block at head_dim 128 in tf32"), Error);
+}
+
+// The wgmma engine (BwdWgmmaEngine): chosen for sm_90a modules of bf16/fp16 at head_dim 64 in the
+// deterministic mode unless the tuning says otherwise (wg=0, or a step or row-operand choice only
+// the mma.sync engine has); wg=1 where it cannot run is a located error.
+TEST_CASE("backward: the wgmma engine, where it runs and its tuning" * doctest::test_suite("unit")) {
+  const std::string base = R"({"seq_len": 256, "head_dim": 64, "pattern": {"window": {"left": 8, "right": 8}}, )";
+  const Problem p = parse_problem_text(base + R"("dtype": "bf16"})", "p.json");
+  const Acsr acsr = analyze(p);
+  const BackwardModule w = generate_backward(p, acsr, BackwardTuning{}, "sm_90a");
+  CHECK(w.engine == "wgmma");
+  CHECK(w.tuning.wgmma == 1);
+  CHECK(w.tuning.step == 64);
+  CHECK(w.tuning.a_regs == 0);
+  CHECK(w.tuning.min_blocks == 3);
+  CHECK(w.source.find("#include \"splat/backward_wgmma.cuh\"") != std::string::npos);
+  CHECK(w.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, 2>") != std::string::npos);
+  CHECK(w.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, false, 2>") != std::string::npos);
+  CHECK(w.source.find("__launch_bounds__(128, 3) splat_bwd_dkv_p0") != std::string::npos);
+  CHECK(w.kernels[1].smem_dynamic == geometry::bwd_wgmma_smem(2, 64, false));
+  CHECK(w.kernels.back().smem_dynamic == geometry::bwd_wgmma_smem(2, 64, true));
+  CHECK(geometry::bwd_wgmma_smem(2, 64, true) == 4 * 8192 + 2 * 8192 + 2 * 2 * 64 * 4 + 1024);
+  // Any other target, and wg=0: the mma.sync engine.
+  for (const char* arch : {"", "sm_80", "sm_90"}) CHECK(generate_backward(p, acsr, BackwardTuning{}, arch).engine == "mma.sync");
+  const BackwardModule m0 = generate_backward(p, acsr, parse_backward_tuning("wg=0"), "sm_90a");
+  CHECK(m0.engine == "mma.sync");
+  CHECK(m0.tuning.min_blocks == 0);
+  CHECK(m0.source.find("BwdMmaEngine<bf16_t") != std::string::npos);
+  // Keys only the mma.sync engine has pick it; the fast mode too.
+  CHECK(generate_backward(p, acsr, parse_backward_tuning("cw=32"), "sm_90a").engine == "mma.sync");
+  CHECK(generate_backward(p, acsr, parse_backward_tuning("areg=1"), "sm_90a").engine == "mma.sync");
+  BackwardTuning fast;
+  fast.fast = true;
+  CHECK(generate_backward(p, acsr, fast, "sm_90a").engine == "mma.sync");
+  // The engine's own tuning: stages and minb.
+  const BackwardModule w3 = generate_backward(p, acsr, parse_backward_tuning("stages=3,minb=0"), "sm_90a");
+  CHECK(w3.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, 3>") != std::string::npos);
+  CHECK(w3.source.find("__launch_bounds__(128) splat_bwd_dkv_p0") != std::string::npos);
+  // fp16 too; head_dim 128, fp32 and tf32 keep their engines.
+  const Problem h = parse_problem_text(base + R"("dtype": "fp16"})", "p.json");
+  CHECK(generate_backward(h, analyze(h), BackwardTuning{}, "sm_90a").engine == "wgmma");
+  const Problem d128 = parse_problem_text(base + R"("dtype": "bf16", "head_dim": 128})", "p.json");
+  CHECK(generate_backward(d128, analyze(d128), BackwardTuning{}, "sm_90a").engine == "mma.sync");
+  const Problem f = parse_problem_text(base + R"("dtype": "fp32"})", "p.json");
+  CHECK(generate_backward(f, analyze(f), BackwardTuning{}, "sm_90a").engine == "mma.sync 3xtf32");
+  // wg=1 where the engine cannot run, or with keys it does not have: located errors.
+  const BackwardTuning on = parse_backward_tuning("wg=1");
+  CHECK(on.wgmma == 1);
+  CHECK_THROWS_WITH_AS(generate_backward(p, acsr, on, "sm_80"), doctest::Contains("wg=1 (the wgmma engine) needs --arch sm_90a"), Error);
+  CHECK_THROWS_WITH_AS(generate_backward(d128, analyze(d128), on, "sm_90a"), doctest::Contains("head_dim 64"), Error);
+  CHECK_THROWS_WITH_AS(generate_backward(f, analyze(f), on, "sm_90a"), doctest::Contains("bf16 or fp16"), Error);
+  BackwardTuning fast_on = on;
+  fast_on.fast = true;
+  CHECK_THROWS_WITH_AS(generate_backward(p, acsr, fast_on, "sm_90a"), doctest::Contains("deterministic mode"), Error);
+  CHECK_THROWS_WITH_AS(generate_backward(p, acsr, parse_backward_tuning("wg=1,cw=32"), "sm_90a"), doctest::Contains("cw=64, areg=0"), Error);
+  CHECK_THROWS_WITH_AS(generate_backward(p, acsr, parse_backward_tuning("wg=1,areg=1"), "sm_90a"), doctest::Contains("cw=64, areg=0"), Error);
+  CHECK_THROWS_WITH_AS(parse_backward_tuning("wg=2"), doctest::Contains("wg must be 0..1"), std::invalid_argument);
 }
