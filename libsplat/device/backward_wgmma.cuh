@@ -136,14 +136,8 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
     u32 pa[4][4], da[4][4];
 #pragma unroll
     for (int kb = 0; kb < 4; ++kb) {
-      pa[kb][0] = pack2<T>(s[2 * kb][0], s[2 * kb][1]);
-      pa[kb][1] = pack2<T>(s[2 * kb][2], s[2 * kb][3]);
-      pa[kb][2] = pack2<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
-      pa[kb][3] = pack2<T>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
-      da[kb][0] = pack2<T>(dp[2 * kb][0], dp[2 * kb][1]);
-      da[kb][1] = pack2<T>(dp[2 * kb][2], dp[2 * kb][3]);
-      da[kb][2] = pack2<T>(dp[2 * kb + 1][0], dp[2 * kb + 1][1]);
-      da[kb][3] = pack2<T>(dp[2 * kb + 1][2], dp[2 * kb + 1][3]);
+      wg_pack_a<T>(s, kb, pa[kb]);
+      wg_pack_a<T>(dp, kb, da[kb]);
     }
     wg_hold(this->acc1);
     if constexpr (DKV) wg_hold(this->acc2);

@@ -107,6 +107,16 @@ __device__ __forceinline__ void wg_mma_ss(float (&d)[ND][4], u64 da, u64 db) {
 }
 #undef SPLAT_WG_SS
 #undef SPLAT_WG_D
+// k-step kb of a 64 x 64 block of accumulators (the mma.sync C layout per warp) as the A operand of
+// a wgmma over its 64 columns: columns 16 kb .. 16 kb + 15 in the element type, the mma.sync A
+// layout, which is wgmma's.
+template <class T>
+__device__ __forceinline__ void wg_pack_a(const float (&s)[8][4], int kb, u32 (&a)[4]) {
+  a[0] = pack2<T>(s[2 * kb][0], s[2 * kb][1]);
+  a[1] = pack2<T>(s[2 * kb][2], s[2 * kb][3]);
+  a[2] = pack2<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+  a[3] = pack2<T>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+}
 
 // One warpgroup (128 threads, a 64-row tile, as split-KV state slots assume), 64-key softmax steps.
 // compute() (table passes) waits for a tile's P.V before it returns; the band and lattice kernels
@@ -395,12 +405,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
   }
   __device__ __forceinline__ void pack_p(const float (&s)[8][4]) {
 #pragma unroll
-    for (int kb = 0; kb < 4; ++kb) {
-      pa[kb][0] = pack2<T>(s[2 * kb][0], s[2 * kb][1]);
-      pa[kb][1] = pack2<T>(s[2 * kb][2], s[2 * kb][3]);
-      pa[kb][2] = pack2<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
-      pa[kb][3] = pack2<T>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
-    }
+    for (int kb = 0; kb < 4; ++kb) wg_pack_a<T>(s, kb, pa[kb]);
   }
 
   // S = Q.K^T for this warp's 16 rows with mma.sync from the swizzled K stage buf (the wgmma
