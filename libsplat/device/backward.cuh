@@ -227,7 +227,7 @@ __device__ __forceinline__ void bwd_key_tile(E& e, const B* Xb, const B* Yb, con
   }
 }
 
-// The start of a tile in either backward engine E (storage type T): the walked operands' bases (X
+// The start of a tile in a backward engine E (BwdMmaEngine, BwdTf32Engine, BwdWgmmaEngine; storage type T): the walked operands' bases (X
 // and Y, at the other side's rows), the lse and D bases, the tile's rows of A1 and A2 staged
 // (E::stage_rows) and, for dQ, each of the thread's rows' lse (log2 units) and D.
 template <class T, int HD, int SEQ, class E>
