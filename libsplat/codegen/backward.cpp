@@ -234,15 +234,17 @@ void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, 
   if (!pass.splits.empty()) combine_entry(s, p, plan, pi, dkv, lay, elt, kernels);
 }
 
-// One warp a query row: splat_bwd_delta (D = rowsum(dO * O); the fast mode zeroes dQ's sums), or
-// (store) the fast mode's splat_bwd_dq_store, dQ = scale * its sums in the element type.
+// A lane group a query row (geometry::bwd_row_lanes): splat_bwd_delta (D = rowsum(dO * O); the fast
+// mode zeroes dQ's sums), or (store) the fast mode's splat_bwd_dq_store, dQ = scale * its sums in the
+// element type.
 void row_entry(std::ostream& s, const Problem& p, const Layout& lay, const std::string& elt, bool store,
                std::vector<KernelDesc>& kernels) {
   KernelDesc d;
   d.name = store ? "splat_bwd_dq_store" : "splat_bwd_delta";
   d.role = store ? "dQ = scale * the sums the dK/dV kernels' atomics made"
                  : std::string("D = rowsum(dO * O) of each query row") + (lay.fast ? "; dQ's sums zeroed" : "");
-  d.grid_x = (p.seq_len + 3) / 4;
+  const int64_t rows = geometry::bwd_rows_per_block(static_cast<int>(p.head_dim), dtype_bytes(p.dtype));
+  d.grid_x = (p.seq_len + rows - 1) / rows;
   const std::string own = lay.shared ? "ws + " + shared_floats(p) : "ws";
   const std::string dq_acc = "(" + own + ") + (i64)gridDim.y * " + std::to_string(lay.delta);
   s << "\n" << entry(p, d.name) << "  (void)q; (void)k; (void)v; (void)lse; (void)dk; (void)dv; (void)table;"

@@ -17,6 +17,7 @@
 #include "splat/common.cuh"
 #include "splat/geometry.cuh"
 #include "splat/plan.cuh"
+#include "splat/backward_rows.cuh"
 
 // What the backward entry points hand the engine (fused_pass's extra, BwdMmaEngine::bind).
 struct BwdArgs {
@@ -47,37 +48,6 @@ template <bool DKV> __device__ __forceinline__ i64 bwd_acc_slot(i64 bh) { return
 // cp.async of 4 bytes (src_bytes 0: zero).
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
-}
-
-// D = rowsum(dO * O) of each query row, fp32: one warp a row, grid (ceil(SEQ / 4), batch*heads)
-// (a packed batch: sequences*heads, the rows below the sequence's length).
-// dq_zero (fast mode): the row's fp32 dQ sums, zeroed here for the dK/dV kernel's atomics.
-template <class T, int SEQ, int HD>
-__device__ __forceinline__ void bwd_delta(const T* o, const T* dout, float* delta, const int* cu_seqlens,
-                                          float* dq_zero = nullptr) {
-  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const i64 bh = blockIdx.y, i = (i64)blockIdx.x * 4 + w;
-  const Head hv = make_head<SEQ, SEQ>(bh, cu_seqlens);
-  if (i >= hv.len) return;
-  if (dq_zero != nullptr)
-    for (int c = lane; c < HD; c += 32) dq_zero[(bh * SEQ + i) * HD + c] = 0.f;
-  const i64 base = (head_q0<SEQ>(hv) + i * kQStep) * HD;
-  float sum = 0.f;
-  for (int c = lane; c < HD; c += 32) sum += to_f(o[base + c]) * to_f(dout[base + c]);
-  sum = lane_sum<32>(sum);
-  if (lane == 0) delta[bh * SEQ + i] = sum;
-}
-
-// Fast mode: dQ = scale * the fp32 sums the dK/dV kernel's atomics made, in the element type; one warp
-// a row, grid (ceil(SEQ / 4), batch*heads) as bwd_delta.
-template <class T, int SEQ, int HD>
-__device__ __forceinline__ void bwd_dq_store(const float* acc, T* dq, float scale, const int* cu_seqlens) {
-  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const i64 bh = blockIdx.y, i = (i64)blockIdx.x * 4 + w;
-  const Head hv = make_head<SEQ, SEQ>(bh, cu_seqlens);
-  if (i >= hv.len) return;
-  const i64 dst = (head_q0<SEQ>(hv) + i * kQStep) * HD;
-  for (int c = lane; c < HD; c += 32) dq[dst + c] = from_f<T>(acc[(bh * SEQ + i) * HD + c] * scale);
 }
 
 // Grouped-query heads: dK and dV of K/V head kvh are the sums over its GROUP query heads' fp32

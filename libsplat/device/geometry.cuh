@@ -82,6 +82,16 @@ SPLAT_GEOMETRY_FN int bwd_mma_smem(int stages, int hd, bool dkv, int fast_cw = 0
 SPLAT_GEOMETRY_FN int bwd_wgmma_smem(int stages, int hd, bool dkv) {
   return (2 * stages + 2) * wgmma_tile_bytes(hd) + (dkv ? stages * 2 * 64 * 4 : 0) + 1024;
 }
+// bwd_delta and bwd_dq_store: a group of lanes per query row, the power of two at or above the
+// row's 16-byte pieces (rows of whole 16-byte pieces; else 32 lanes, one element each), at most 32;
+// a block of 128 threads takes 128 / lanes rows.
+SPLAT_GEOMETRY_FN int bwd_row_lanes(int hd, int esz) {
+  const int pieces = (hd * esz) % 16 == 0 ? hd * esz / 16 : 32;
+  int g = 1;
+  while (g < pieces && g < 32) g *= 2;
+  return g;
+}
+SPLAT_GEOMETRY_FN int bwd_rows_per_block(int hd, int esz) { return 128 / bwd_row_lanes(hd, esz); }
 // Column slices of BwdMmaEngine: at a width over 128 its dQ, dK and dV accumulators hold 128 output
 // columns (the slice from column co: width - co of them in the last), and each slice is an entry
 // point of its own.

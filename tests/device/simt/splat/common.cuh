@@ -81,6 +81,7 @@ struct Head {  // online_softmax.cuh's softmax_end (not run here) names it
   float* lse;
 };
 template <int SEQ> inline i64 head_q0(const Head& hv) { return q_head(hv.bh) * SEQ; }
+template <int SEQ, int KV> inline Head make_head(i64 bh, const int*, float* lse = nullptr) { return {bh, 0, 0, SEQ, lse}; }
 template <int SEQ> inline void store_lse(const Head&, i64, float, float) {}
 inline float row_lse(float ref, float l) { return l > 0.f ? (ref + std::log2(l)) * 0.693147180559945309f : neg_inf(); }
 inline void pdl_launch_dependents() {}
