@@ -11,11 +11,15 @@
 //    second and later key tiles came from the previous dS (H100; SASS read with cuobjdump).
 //  * Stages of the walked operands X, Y (dK/dV: Q, dO; dQ: K, V): 64 rows x 128 bytes, the 128-byte
 //    swizzle the descriptors name (16-byte chunk c of row r at chunk c ^ (r % 8)), 1024-aligned.
-//  * S = A1.X^T and dP = A2.Y^T: B = X, Y K-major ([walked row][d]); one wgmma group, waited for.
-//  * P and dS (= P * (dP - D)) in the accumulators' registers (the mma.sync C layout per warp), then
-//    packed as A operands: dV += P.Y and dK += dS.X (dQ: dQ += dS.X) with B = Y, X N-major
-//    (transposed by the instruction); a second group, waited for before compute returns, so the
-//    driver may refill the stage after its next barrier (EARLY_WAIT, no REFILL_BARRIER).
+//  * S = A1.X^T and dP = A2.Y^T: B = X, Y K-major ([walked row][d]). P and dS (= P * (dP - D)) in
+//    the accumulators' registers (the mma.sync C layout per warp), packed as A operands of dV += P.Y
+//    and dK += dS.X (dQ: dQ += dS.X) with B = Y, X N-major (transposed by the instruction).
+//  * Four wgmma groups a key tile, so that the tensor cores work while the registers are: S, dP;
+//    P once S has landed (dP running); dV issued; dS once dP has landed (dV running); dK. The last
+//    is waited for before compute returns, so the driver may refill the stage after its next
+//    barrier (EARLY_WAIT, no REFILL_BARRIER). Leaving it running into the next key tile (the next
+//    S and dP issued first) needs 190-220 registers in the dK/dV kernel: at 168 (3 blocks an SM)
+//    ptxas serialises every wgmma (C7512).
 //  * The masks branch per thread; __syncwarp() reconverges each warp before a wgmma (.aligned).
 //  * cp.async writes the stages through the generic proxy and wgmma reads them through the async
 //    proxy: every thread fences (landed()) after its copies completed, before the stage's barrier.
@@ -92,11 +96,10 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
   // This thread's copies have completed: publish them to the async proxy (wgmma).
   __device__ __forceinline__ void landed() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-  // P (in s) and dS (in dp) of the tile from S and dP in place: P recomputed from the log-sum-exp
-  // (masked scores 0 by selection), dS = P * (dP - D); as in bwd_key_tile.
+  // P of the tile from S in place: recomputed from the log-sum-exp (masked scores 0 by selection), as
+  // in bwd_key_tile.
   template <class Keep>
-  __device__ __forceinline__ void softmax_grad(float (&s)[8][4], float (&dp)[8][4], const float* st, bool full,
-                                               float scale_log2, Keep keep) const {
+  __device__ __forceinline__ void probs(float (&s)[8][4], const float* st, bool full, float scale_log2, Keep keep) const {
     const int t4 = threadIdx.x & 3;
 #pragma unroll
     for (int n = 0; n < 8; ++n)
@@ -104,51 +107,67 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
       for (int e4 = 0; e4 < 4; ++e4) {
         const int h = e4 >> 1, c = n * 8 + 2 * t4 + (e4 & 1);
         const float l2 = DKV ? st[c] * Base::kLog2e : this->lrow[h];
-        const float dv = DKV ? st[BC + c] : this->drow[h];
-        const float p = (full || keep(h, c)) ? fast_exp2(fmaf(s[n][e4], scale_log2, -l2)) : 0.f;
-        s[n][e4] = p;
-        dp[n][e4] = p * (dp[n][e4] - dv);
+        s[n][e4] = (full || keep(h, c)) ? fast_exp2(fmaf(s[n][e4], scale_log2, -l2)) : 0.f;
+      }
+  }
+  // dS = P * (dP - D) in dp's registers.
+  __device__ __forceinline__ void grads(const float (&p)[8][4], float (&dp)[8][4], const float* st) const {
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e4 = 0; e4 < 4; ++e4) {
+        const int h = e4 >> 1, c = n * 8 + 2 * t4 + (e4 & 1);
+        dp[n][e4] = p[n][e4] * (dp[n][e4] - (DKV ? st[BC + c] : this->drow[h]));
       }
   }
 
-  // One key tile: S and dP (one wgmma group), P and dS in registers, then dV += P.Y and dK += dS.X
-  // (dQ: dQ += dS.X), a second group; both waited for.
+  // One key tile, its products in four wgmma groups so that the tensor cores work while the
+  // registers are: S and dP; P from S (dP's group still running); dV += P.Y issued; dS from dP
+  // (dV's group running); dK += dS.X (dQ: dQ += dS.X); waited for before returning.
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
     const u32 xs = xbase + buf * TILE;
     const u64 dx = wg_desc(xs), dy = wg_desc(xs + NSTAGES * TILE);
     const u64 d1 = wg_desc(abase), d2 = wg_desc(abase + TILE);
-    float s[8][4], dp[8][4];
-    __syncwarp();  // wgmma is .aligned: the warp executes it converged
+    const float* st = wstats + buf * 2 * BC;
+    float s[8][4], dp[8][4];  // S and dP, then P and dS
+    u32 pa[4][4], da[4][4];   // P and dS packed as A operands
     wg_fence();
     wg_mma_ss<T, false>(s, d1, dx);
 #pragma unroll
     for (int kb = 1; kb < 4; ++kb) wg_mma_ss<T, true>(s, d1 + 2 * kb, dx + 2 * kb);
+    wg_commit();
     wg_mma_ss<T, false>(dp, d2, dy);
 #pragma unroll
     for (int kb = 1; kb < 4; ++kb) wg_mma_ss<T, true>(dp, d2 + 2 * kb, dy + 2 * kb);
     wg_commit();
-    wg_wait0();
+    wg_wait<1>();  // S
     wg_hold(s);
-    wg_hold(dp);
-    softmax_grad(s, dp, wstats + buf * 2 * BC, full, scale_log2, keep);
-    __syncwarp();  // the masks branch per thread: reconverged before the next wgmma
-    u32 pa[4][4], da[4][4];
+    probs(s, st, full, scale_log2, keep);
+    __syncwarp();  // the masks branch per thread: reconverged before the next wgmma instruction
+    if constexpr (DKV) {
 #pragma unroll
-    for (int kb = 0; kb < 4; ++kb) {
-      wg_pack_a<T>(s, kb, pa[kb]);
-      wg_pack_a<T>(dp, kb, da[kb]);
+      for (int kb = 0; kb < 4; ++kb) wg_pack_a<T>(s, kb, pa[kb]);
+      wg_hold(this->acc2);
+      wg_fence();
+#pragma unroll
+      for (int kb = 0; kb < 4; ++kb) wg_mma<T, 1, true>(this->acc2, pa[kb], dy + 128 * kb);  // k-step kb: walked rows 16 kb ..
+      wg_commit();
+      wg_wait<1>();  // dP (dV's group may run on)
+    } else {
+      wg_wait<0>();  // dP
     }
+    wg_hold(dp);
+    grads(s, dp, st);
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb) wg_pack_a<T>(dp, kb, da[kb]);
     wg_hold(this->acc1);
-    if constexpr (DKV) wg_hold(this->acc2);
     wg_fence();
 #pragma unroll
-    for (int kb = 0; kb < 4; ++kb) {  // k-step kb: walked rows 16 kb .. (2048 bytes further)
-      if constexpr (DKV) wg_mma<T, 1, true>(this->acc2, pa[kb], dy + 128 * kb);
-      wg_mma<T, 1, true>(this->acc1, da[kb], dx + 128 * kb);
-    }
+    for (int kb = 0; kb < 4; ++kb) wg_mma<T, 1, true>(this->acc1, da[kb], dx + 128 * kb);
     wg_commit();
-    wg_wait0();
+    wg_wait<0>();
     wg_hold(this->acc1);
     if constexpr (DKV) wg_hold(this->acc2);
 #pragma unroll

@@ -36,6 +36,8 @@ __device__ __forceinline__ u64 wg_desc(u32 addr) {
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Every group but the last N committed ones has completed.
+template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 // Keeps the compiler from moving reads or writes of accumulator registers across the asynchronous
 // wgmma (the asm statements are ordered; these make every register an operand of one).
 template <int ND>
