@@ -96,30 +96,27 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
   // This thread's copies have completed: publish them to the async proxy (wgmma).
   __device__ __forceinline__ void landed() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+  // Calls f(n, e4, h, c) for each of this thread's 32 scores of a 64 x 64 tile: accumulator
+  // [n][e4], the tile's row slot h (of ROWS) and walked row (key) c.
+  template <class F> __device__ __forceinline__ static void each_score(F f) {
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e4 = 0; e4 < 4; ++e4) f(n, e4, e4 >> 1, n * 8 + 2 * t4 + (e4 & 1));
+  }
   // P of the tile from S in place: recomputed from the log-sum-exp (masked scores 0 by selection), as
   // in bwd_key_tile.
   template <class Keep>
   __device__ __forceinline__ void probs(float (&s)[8][4], const float* st, bool full, float scale_log2, Keep keep) const {
-    const int t4 = threadIdx.x & 3;
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e4 = 0; e4 < 4; ++e4) {
-        const int h = e4 >> 1, c = n * 8 + 2 * t4 + (e4 & 1);
-        const float l2 = DKV ? st[c] * Base::kLog2e : this->lrow[h];
-        s[n][e4] = (full || keep(h, c)) ? fast_exp2(fmaf(s[n][e4], scale_log2, -l2)) : 0.f;
-      }
+    each_score([&](int n, int e4, int h, int c) {
+      const float l2 = DKV ? st[c] * Base::kLog2e : this->lrow[h];
+      s[n][e4] = (full || keep(h, c)) ? fast_exp2(fmaf(s[n][e4], scale_log2, -l2)) : 0.f;
+    });
   }
   // dS = P * (dP - D) in dp's registers.
   __device__ __forceinline__ void grads(const float (&p)[8][4], float (&dp)[8][4], const float* st) const {
-    const int t4 = threadIdx.x & 3;
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e4 = 0; e4 < 4; ++e4) {
-        const int h = e4 >> 1, c = n * 8 + 2 * t4 + (e4 & 1);
-        dp[n][e4] = p[n][e4] * (dp[n][e4] - (DKV ? st[BC + c] : this->drow[h]));
-      }
+    each_score([&](int n, int e4, int h, int c) { dp[n][e4] = p[n][e4] * (dp[n][e4] - (DKV ? st[BC + c] : this->drow[h])); });
   }
 
   // One key tile, its products in four wgmma groups so that the tensor cores work while the
