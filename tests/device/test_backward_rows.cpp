@@ -2,7 +2,8 @@
 // (simt/splat/common.cuh), on the grid codegen gives them (geometry::bwd_rows_per_block rows a block
 // of 128 threads): D = rowsum(dO * O) against float64 for every element type and head_dim shapes that
 // take each path (whole 16-byte pieces a row: 1 to 32 lanes; else one element a lane), a ragged row
-// count (the last block's rows past the end write nothing), the fast mode's zeroed dQ sums, and its
+// count (the arrays end at the last row: a write past it is out of bounds, which the sanitizer build
+// reports), the fast mode's zeroed dQ sums, and its
 // dQ store.
 #include <doctest/doctest.h>
 
