@@ -35,7 +35,6 @@ __device__ __forceinline__ u64 wg_desc(u32 addr) {
 }
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 // Every group but the last N committed ones has completed.
 template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 // Keeps the compiler from moving reads or writes of accumulator registers across the asynchronous
@@ -398,7 +397,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
   // After the P.V completed: O is read again and pa may be overwritten (the asm statements make
   // both operands of a point after the wait, so no access moves above it).
   __device__ __forceinline__ void pv_done() {
-    wg_wait0();
+    wg_wait<0>();
 #pragma unroll
     for (int kb = 0; kb < 4; ++kb)
 #pragma unroll
@@ -541,7 +540,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
     float s[1][8][4];
     issue_s(buf, s);
-    wg_wait0();
+    wg_wait<0>();
     wg_hold(s[0]);
     s_finish(buf, s, full, scale_log2, keep);
     pv_done();
