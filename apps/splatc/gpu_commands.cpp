@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kTuneHelp =
     "Fused-kernel tuning, key=value,...: mw 16|32 (rows per warp, mma.sync bf16/fp16), stages 2|3, bc 64|128 "
     "(keys per softmax step, mma.sync bf16/fp16), minb 0..16 (min blocks per SM), qs 0|1 (Q in shared memory, "
-    "wgmma), decode 0|1 (the decode engine for few query rows, off by default: not yet run on a GPU); unset keys "
+    "wgmma), decode 0|1 (the decode engine for few query rows; by default on for fp32/tf32 only); unset keys "
     "keep the measured defaults";
 
 // --tune's value as KernelTuning when it was given (a bad value is a usage error: exit 2); unset:

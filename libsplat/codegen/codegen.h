@@ -114,8 +114,8 @@ struct GeneratedModule {
   Selection selection;                 // the fused kernels' specs (launch order) and the engine
   int64_t max_row_runs = 0;
   // Tensor maps the fused kernels' TMA loads read (parameter tmaps), in order: K and V for unit-step
-  // walks, K and V for stride-2 walks, then (a lattice pass) K and V for its stride; empty when no
-  // fused kernel uses TMA.
+  // walks, K and V for stride-2 walks, then (a lattice pass) K and V for its stride; a packed batch's
+  // band: K and V over its tokens only; empty when no fused kernel uses TMA.
   std::vector<TensorMapDesc> tensor_maps;
 };
 

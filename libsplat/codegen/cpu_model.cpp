@@ -6,12 +6,50 @@
 #include <stdexcept>
 #include <string>
 
+#include "libsplat/device/geometry.cuh"
+
 namespace splat {
 namespace {
 
 bool in_run(const Run& r, int64_t j) {
   int64_t d = j - r.start;
   return d >= 0 && d % r.stride == 0 && d / r.stride < r.count;
+}
+
+// One sequence of `length` tokens of a packed batch under a unit-step band (band_pass_varlen): row
+// tiles of 64 rows below the length, their key tiles from band_key_tiles over `length` rows, each
+// read as the box from band_box_start (moved down where it would reach past the length: its keys
+// below the tile's first are the tile before's, masked); key_tile and end as walk's.
+template <class KeyTile, class End>
+void band_varlen_walk(const Band& b, int64_t length, KeyTile&& key_tile, End&& end) {
+  if (b.dilation != 1) throw std::invalid_argument("cpu model: a packed batch's closed-form kernel is a unit-step band");
+  const PlanTile none;
+  std::vector<int64_t> rows(64), keys(64);
+  std::vector<char> kept(64 * 64);
+  for (int64_t m_first = 0; m_first < length; m_first += 64) {
+    const int64_t m_last = std::min(m_first + 63, length - 1);
+    const geometry::BandKeyTiles<int64_t> g = geometry::band_key_tiles<int64_t>(m_first, m_last, length, b.k_lo, b.k_hi);
+    for (int r = 0; r < 64; ++r) rows[static_cast<size_t>(r)] = m_first + r < length ? m_first + r : -1;
+    for (int64_t kt = g.first; kt < g.first + g.count; ++kt) {
+      const int64_t u0 = g.u_start + 64 * kt, ub = geometry::band_box_start<int64_t>(u0, length);
+      const bool full = kt >= g.full_begin && kt < g.full_end;
+      if (full && ub != u0) throw std::logic_error("cpu model: a moved box in a full key tile");
+      if (ub + 63 >= length) throw std::logic_error("cpu model: a box reads past its sequence's last key");
+      for (int c = 0; c < 64; ++c) keys[static_cast<size_t>(c)] = ub + c >= 0 && ub + c < length ? ub + c : -1;
+      for (int r = 0; r < 64; ++r)
+        for (int c = 0; c < 64; ++c) {
+          const int64_t m = m_first + r, u = ub + c;
+          const bool k = m < length && u >= std::max<int64_t>(u0, 0) && u < length && u - m >= b.k_lo && u - m <= b.k_hi;
+          if (full && !k && m < length)
+            throw std::logic_error("band (packed batch): key tile " + std::to_string(kt) + " of rows from " +
+                                   std::to_string(m_first) + " is full but row " + std::to_string(m) +
+                                   " does not keep key " + std::to_string(u));
+          kept[static_cast<size_t>(r) * 64 + static_cast<size_t>(c)] = k;
+        }
+      key_tile(none, rows, keys, kept);
+    }
+    end(none, rows, 0);
+  }
 }
 
 // Calls key_tile(tile, rows, keys, kept) for every key tile of BC keys in the kernel's order
@@ -26,7 +64,8 @@ bool in_run(const Run& r, int64_t j) {
 // rows' holes, on a fresh state (its tiles name split slot 0) merged with the window's at the end.
 // length >= 0: one sequence of a packed variable-length batch (fused_pass with SPLAT_VARLEN): the
 // plan's rows and walks clipped to it as the kernel clips them (rows below length; each walk's keys
-// below length, walks ascending; full 64-key tiles only among those).
+// below length, walks ascending; full 64-key tiles only among those); kernels a Band:
+// band_varlen_walk.
 template <class KeyTile, class End, class PassEnd>
 void walk(const Plan& plan, const StructureKind& kernels, KeyTile&& key_tile, End&& end, PassEnd&& pass_end,
           int64_t length = -1) {
@@ -78,8 +117,14 @@ void walk(const Plan& plan, const StructureKind& kernels, KeyTile&& key_tile, En
     end(tile, rows, p);
   };
   if (!std::holds_alternative<Unstructured>(kernels)) {
-    if (length >= 0) throw std::invalid_argument("cpu model: a packed variable-length batch runs the plan's tables");
     if (br != 64 || bc != 64) throw std::invalid_argument("cpu model: the band walk has 64x64 tiles");
+    if (length >= 0) {
+      const Band* b = std::get_if<Band>(&kernels);
+      if (b == nullptr) throw std::invalid_argument("cpu model: a packed variable-length batch's closed form is a band");
+      band_varlen_walk(*b, length, key_tile, end);
+      pass_end(0);
+      return;
+    }
     const BandWithGlobals* bg = std::get_if<BandWithGlobals>(&kernels);
     const WindowLattice* wl = std::get_if<WindowLattice>(&kernels);
     const Band& b = bg ? bg->band : wl ? wl->window : std::get<Band>(kernels);

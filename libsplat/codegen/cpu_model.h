@@ -27,8 +27,8 @@ std::vector<double> cpu_model_attention(const Plan& plan, int64_t d, double scal
                                         bool checked_sums = false, const StructureKind& kernels = Unstructured{});
 
 // The per-row kept keys the plan visits, in visiting order (for coverage tests). length >= 0: one
-// sequence of that length of a packed variable-length batch (rows and keys below it; the plan's
-// tables only, kernels Unstructured).
+// sequence of that length of a packed variable-length batch (rows and keys below it; kernels
+// Unstructured: the plan's tables clipped, as fused_pass; a unit-step Band: band_pass_varlen's walk).
 std::vector<std::vector<int64_t>> cpu_model_visits(const Plan& plan, const StructureKind& kernels = Unstructured{},
                                                    int64_t length = -1);
 

@@ -71,7 +71,7 @@ void lattice(std::ostream& s, const Context& c, const KernelSpec& k);
 
 // manifest.cpp: the tensor maps of K and V for the fused kernels' TMA loads (GeneratedModule::
 // tensor_maps): rows, row pairs, and with period > 0 rows grouped by period with boxes of 64 / width
-// blocks of width rows.
+// blocks of width rows; a packed batch: [max_total_tokens][kv_heads][head_dim], boxes of 64 tokens.
 std::vector<TensorMapDesc> tensor_maps(const Problem& p, int64_t period, int64_t width);
 
 // emit_pipeline.cpp: the pipeline's segment tables and its three entry points; tabulated segments

@@ -21,6 +21,10 @@ void band(std::ostream& s, const Context& c, const KernelSpec& k) {
     s << "\n// Pass 0, the window of a window plus a key lattice: the band kernel; row i keeps keys i + k, " << b.k_lo
       << " <= k <= " << b.k_hi << ", within [0, " << c.p.seq_len << ") (with the lattice: checked on every row of the ACSR); "
       << b.tiles_per_phase() << " row tiles, no tables. It hands its softmax state over (ws) to pass 1.\n";
+  else if (c.p.varlen)
+    s << "\n// Band kernel of a packed batch: in each sequence of length L, row i < L keeps keys i + k < L, " << b.k_lo
+      << " <= k <= " << b.k_hi << " (checked on every row of the ACSR at seq_len " << c.p.seq_len << "); " << b.tiles_per_phase()
+      << " row tiles of the longest sequence, no tables.\n";
   else
     s << "\n// Band kernel: row i keeps keys i + " << b.dilation << "*k, " << b.k_lo << " <= k <= " << b.k_hi << ", within [0, "
       << c.p.seq_len << ") (checked on every row of the ACSR); " << b.dilation << " phase(s) of " << b.tiles_per_phase()
@@ -28,6 +32,12 @@ void band(std::ostream& s, const Context& c, const KernelSpec& k) {
   s << "// " << engine_comment(k.engine, true) << "\n";
   s << entry(c, k.name, k.block, k.engine.min_blocks) << "  (void)scores;\n";
   if (k.launch_dependents) s << "  pdl_launch_dependents();\n";
+  if (c.p.varlen) {  // a packed batch: row tile blockIdx.x of sequence and head blockIdx.y
+    s << "  (void)table;\n  band_pass_varlen<" << engine_type(c, k.engine) << ", " << c.elt << ", SPLAT_SEQ, SPLAT_HD, " << b.k_lo
+      << ", " << b.k_hi << ">(" << f32_literal(c.scale_log2) << ", " << tensor_args(c) << ", ws, " << c.lse_arg()
+      << ", tmaps, cu_seqlens);\n}\n";
+    return;
+  }
   // A window's band hands over (G = 0, B0 = 0, BX = 0, LAST = false).
   s << "  (void)table;\n  " << band_pass_call(c, k.engine, t, t.hands_over ? ", 0, 0, 0, false" : "", "") << "}\n";
 }

@@ -36,10 +36,25 @@ const ParamDesc& varlen_param() {
 // K, V as rows (unit-step walks), as [rows / 2][2][head_dim] (stride-2 walks: a box is 64 rows of
 // one parity) and, for a lattice pass or blocks of global keys (period > 0), as
 // [rows / period][period][head_dim] with boxes of 64 / width blocks of width rows (lattice: 1).
+// A packed batch (band_pass_varlen): K and V as [max_total_tokens][kv_heads][head_dim], boxes of 64
+// tokens of one K/V head; the kernels read no token past the batch's last, so a map may also be
+// encoded over the batch's own token count.
 std::vector<TensorMapDesc> emit::tensor_maps(const Problem& p, int64_t period, int64_t width) {
   const uint64_t rows = static_cast<uint64_t>(p.batch * p.kv_heads * p.kv_len), hd = static_cast<uint64_t>(p.head_dim);
   const uint64_t pitch = hd * 2;  // bf16/fp16 rows
   std::vector<TensorMapDesc> maps;
+  if (p.varlen) {
+    for (const char* t : {"k", "v"}) {
+      TensorMapDesc m;
+      m.tensor = t;
+      const uint64_t kvh = static_cast<uint64_t>(p.kv_heads), tokens = static_cast<uint64_t>(p.varlen->max_total_tokens);
+      m.dims = {hd, kvh, tokens};
+      m.strides = {pitch, kvh * pitch};
+      m.box = {static_cast<uint32_t>(std::min<uint64_t>(hd, 64)), 1, 64};
+      maps.push_back(m);
+    }
+    return maps;
+  }
   std::vector<uint64_t> steps = {1, 2};
   if (period > 0) steps.push_back(static_cast<uint64_t>(period));
   for (uint64_t step : steps)

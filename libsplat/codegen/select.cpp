@@ -30,6 +30,9 @@ bool tma_walks(const Problem& p, const Plan& plan, const PlanPass& pass) {
   return ok && (!step2 || rows % 2 == 0) && rows_fit_int32(p);
 }
 
+// A packed batch's band (band_pass_varlen): TMA's 32-bit coordinates reach every token.
+bool varlen_maps_fit(const Problem& p) { return p.varlen && p.varlen->max_total_tokens < (int64_t{1} << 31); }
+
 // Every key tile of the pass full: no run bounds, no mask code. Not in a packed variable-length
 // batch, whose sequences end inside key tiles.
 bool unmasked_pass(const Problem& p, const PlanPass& pass, int64_t bc) { return !p.varlen && pass_unmasked(pass, bc); }
@@ -240,7 +243,8 @@ KernelSpec band_spec(const Ctx& c, const Band& band, bool window_lattice) {
   k.reason = window_lattice
                  ? "the window of a window plus a key lattice, in closed form (no tables); hands its state to the lattice kernel"
                  : "the pattern is a band (keys i + " + std::to_string(band.dilation) + "*k, " + std::to_string(band.k_lo) +
-                       " <= k <= " + std::to_string(band.k_hi) + "): closed form, no tables";
+                       " <= k <= " + std::to_string(band.k_hi) + "): closed form" +
+                       (c.p.varlen ? " per sequence of a packed batch (key tiles clipped to its length)" : "") + ", no tables";
   return k;
 }
 
@@ -337,7 +341,9 @@ KernelSpec decode_spec(const Ctx& c, int64_t group) {
 // Why a structure's closed-form kernels do not apply (empty: they do).
 std::string closed_form_blocker(const Ctx& c, const StructureKind& kind) {
   if (std::holds_alternative<Unstructured>(kind)) return "no band or lattice structure: the plan's tables";
-  if (c.p.varlen) return "a packed variable-length batch: the plan's tables, clipped to each sequence";
+  if (c.p.varlen)
+    return "a packed variable-length batch: the plan's tables, clipped to each sequence (its closed form: unit-step bands "
+           "on the wgmma engine)";
   if (c.engine != EngineKind::Wgmma) return "the closed-form kernels need the wgmma engine (sm_90a, bf16/fp16, head_dim 64 or 128)";
   return "";
 }
@@ -469,6 +475,10 @@ Selection select_kernels(const Problem& p, const Structure& st, const Plan& plan
   } else if (wg && band && plan.passes.size() == 1 && plan.passes[0].splits.empty() &&
              (band->dilation == 1 || band->dilation == 2) && tma_walks(p, plan, plan.passes[0])) {
     // The tensor maps' two views: dilation 1 or 2.
+    sel.fused.push_back(band_spec(c, *band, false));
+  } else if (c.engine == EngineKind::Wgmma && p.varlen && band && band->dilation == 1 && plan.passes.size() == 1 &&
+             p.kv_len == p.seq_len && p.q_offset == 0 && varlen_maps_fit(p)) {
+    // A packed batch's window: the band per sequence, TMA boxes over the packed tokens.
     sel.fused.push_back(band_spec(c, *band, false));
   } else {
     std::string why = closed_form_blocker(c, st.kind);

@@ -170,3 +170,85 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   else
     e.end(row, hv, LAST, o, ws);
 }
+
+// ================================================================================================
+// A packed batch's band (SPLAT_VARLEN; Plan::band with D == 1): block (t, y) is row tile t of the
+// sequence and head of grid row y (Head, from cu_seqlens), and returns at once when its first row is
+// at or past the sequence's length L. Rows m < L keep keys u < L with KLO <= u - m <= KHI; the key
+// tiles are band_key_tiles over L rows, each one TMA box per operand and column block from the packed
+// K and V's [tokens][kv_heads][head_dim] view (WgmmaEngine's varlen maps), moved down to start at
+// L - 64 where it would reach past L (band_box_start), its keys below the tile's first masked then.
+// Rows keep one run each, from the row tile's first key tile on, so the checked softmax takes the
+// exact step on that tile and votes on nothing after it, as band_pass.
+// ================================================================================================
+template <int KLO, int KHI>
+struct SeqBandMask {
+  static constexpr bool TILE_MASK = true;
+  int ub, ulo, len, m0;  // the box's first key, the tile's first (at least 0), the sequence's length, row m0
+  __device__ __forceinline__ bool operator()(int h, int c) const {
+    const int u = ub + c, m = m0 + 8 * h;
+    return m < len && u >= ulo && u < len && u - m >= KLO && u - m <= KHI;
+  }
+  __device__ __forceinline__ void tile(float (&s)[8][4]) const {
+    const int t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (!(*this)(e >> 1, n * 8 + 2 * t4 + (e & 1))) s[n][e] = neg_inf();
+  }
+};
+
+template <class E, class T, int SEQ, int HD, int KLO, int KHI>
+__device__ __forceinline__ void band_pass_varlen(float scale_log2, const T* q, const T* k, const T* v, T* o, float* ws,
+                                                 float* lse, const void* tmaps, const int* cu_seqlens) {
+  static_assert(UsesTma<E>::value && SPLAT_VARLEN, "a packed batch's band: TMA boxes of the packed K and V");
+  constexpr int S = E::STAGES, LA = S - 1;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const Head hv = make_head<SEQ, SEQ>(blockIdx.y, cu_seqlens, lse);
+  const int len = hv.len, m_first = 64 * (int)blockIdx.x;
+  if (m_first >= len) return;  // no row of this sequence
+  const int m_last = min(m_first + 63, len - 1);
+  const splat::geometry::BandKeyTiles<int> tiles = splat::geometry::band_key_tiles<int>(m_first, m_last, len, KLO, KHI);
+  i64 row[E::ROWS];
+#pragma unroll
+  for (int h = 0; h < E::ROWS; ++h) {
+    const int m = m_first + E::slot(h);
+    row[h] = m < len ? m : -1;
+  }
+  static_assert(E::ROWS == 2, "one warpgroup: rows slot(0) and slot(0) + 8");
+  const int m0 = m_first + E::slot(0);
+  E e;
+  e.begin(smem_raw, q, k, v, row, hv, true, ws);
+  cp_async_commit();  // Q's copies (QS), waited for before the first key tile (wait_stage)
+  e.tma_setup(tmaps, hv);
+  const WalkD w = {0, 1, 0, 0, 0, 0};  // keys u (the engine adds the sequence's first token)
+  const int total = tiles.count, u_first = tiles.u_start + 64 * tiles.first;
+  const int fb = tiles.full_begin - tiles.first, fe = tiles.full_end - tiles.first;
+  auto box = [&](int c) { return splat::geometry::band_box_start<int>(u_first + 64 * c, len); };
+#pragma unroll
+  for (int p = 0; p < LA; ++p)
+    if (p < total) e.load(p, w, box(p));
+  __syncthreads();  // the stage barriers thread 0 initialised
+  int buf = 0;
+  u32 parity = 0;
+  for (int c = 0; c < total; ++c) {
+    e.wait_stage(buf, parity, c == 0);
+    const int u0 = u_first + 64 * c, lbuf = buf + LA < S ? buf + LA : buf + LA - S;
+    const SeqBandMask<KLO, KHI> keep = {box(c), max(u0, 0), len, m0};
+    float s[1][8][4];
+    e.s_wait(buf, s);  // also the previous tile's P.V: its stage may be refilled now
+    if (c + LA < total) e.load(lbuf, w, box(c + LA));
+    e.s_finish(buf, s, c >= fb && c < fe, scale_log2, keep, c == 0 ? 1 : 0);
+    if (++buf == S) {
+      buf = 0;
+      parity ^= 1u;
+    }
+  }
+  e.pv_done();
+  if (total == 0) cp_async_wait<0>();  // no key tile (a one-sided band's last rows): Q's copies (QS)
+  if constexpr (StagedEnd<E>::value)
+    e.end_band(m_first, 1, m_last - m_first + 1, hv, o);
+  else
+    e.end(row, hv, true, o, ws);
+}

@@ -163,25 +163,32 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
   u32 kbase;  // shared address of K stage 0 (1024-aligned); V stage s at kbase + (NSTAGES + s) * TILE
   u32 sdst;   // this thread's byte offset in a stage: key row t / 8, 16-byte chunk t % 8, swizzled
   u32 pa[4][4];  // P of the tile, packed (A operand of its P.V)
-  const char* tmap;  // TMA: tensor maps K, V (step 1), K, V (step 2), 128 bytes each
-  int keyoff;        // TMA: first key row of this head's K/V in the maps (kv_head(bh) * kv_len; no varlen)
+  const char* tmap;  // TMA: tensor maps K, V (step 1), K, V (step 2), 128 bytes each (varlen: K, V)
+  int keyoff;        // TMA: first key row of this head's K/V in the maps (kv_head(bh) * kv_len; varlen: its first token)
+  int kvh;           // TMA, varlen: the K/V head (the maps' middle coordinate)
 
   // TMA: stage i's mbarrier (one arrival per use: the issuing thread's, plus the copies' bytes).
   __device__ __forceinline__ static u32 bar(int i) {
     __shared__ __align__(8) u64 bars[NSTAGES];
     return smem_addr(&bars[i]);
   }
+  // A packed batch (band_pass_varlen): maps 0 and 1 view K and V as [tokens][kv_heads][head_dim]
+  // (emit::tensor_maps), key u of the sequence at token hv.k0 / kv_heads + u, head hv.k0 % kv_heads.
   __device__ __forceinline__ void tma_setup(const void* maps, const Head& hv) {
-    static_assert(!TMA || !SPLAT_VARLEN, "the tensor maps view K and V per head");
     tmap = static_cast<const char*>(maps);
-    keyoff = (int)head_k0<KV>(hv);
+    if constexpr (SPLAT_VARLEN) {
+      keyoff = (int)(hv.k0 / kKvStep);
+      kvh = (int)(hv.k0 % kKvStep);
+    } else {
+      keyoff = (int)head_k0<KV>(hv);
+    }
     if (threadIdx.x == 0) {
 #pragma unroll
       for (int i = 0; i < NSTAGES; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar(i)) : "memory");
       // The initialised barriers are visible to the async proxy (the copies' complete_tx).
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #pragma unroll
-      for (int j = 0; j < 4; ++j) asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap + 128 * j) : "memory");
+      for (int j = 0; j < (SPLAT_VARLEN ? 2 : 4); ++j) asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap + 128 * j) : "memory");
     }
     // No barrier here: the driver's start-up barrier (after the first copies) publishes them.
   }
@@ -214,7 +221,13 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
     }
 #endif
     // One box of 64 keys x 64 head columns per column block (the maps' box; 128-byte swizzle).
-    if (w.step == 1) {
+    if (SPLAT_VARLEN) {  // unit steps over the packed tokens of K/V head kvh
+#pragma unroll
+      for (int j = 0; j < 2 * HB; ++j)
+        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                     ::"r"((j & 1 ? vd : kd) + (j >> 1) * BLK), "l"(tmap + 128 * (j & 1)), "r"(64 * (j >> 1)), "r"(kvh), "r"(key),
+                       "r"(b) : "memory");
+    } else if (w.step == 1) {
 #pragma unroll
       for (int j = 0; j < 2 * HB; ++j)
         asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"

@@ -128,6 +128,10 @@ template <class I> SPLAT_GEOMETRY_FN BandKeyTiles<I> band_key_tiles(I m_first, I
   const I full_end = fhi < u_start + 63 ? 0 : (fhi - u_start - 63) / 64 + 1;
   return {u_start, first, count, full_begin, full_end};
 }
+// A packed batch's band (band_pass_varlen): key tile u0 of a sequence of len keys is loaded as the
+// 64-key box from min(u0, len - 64), so that no box reads a key past the sequence's last (past the
+// last sequence: past the tensor); a box moved down holds keys of the tile before, masked.
+template <class I> SPLAT_GEOMETRY_FN I band_box_start(I u0, I len) { return geometry_min<I>(u0, len - 64); }
 // A band with `globals` global tokens (unit step): whether the row tile [m_first, m_last] has a key
 // tile of the global keys [0, globals) that some row keeps outside its window.
 template <class I> SPLAT_GEOMETRY_FN bool band_global_key_tile(I m_first, I m_last, I klo, I khi, I globals) {

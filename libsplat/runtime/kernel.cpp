@@ -88,17 +88,9 @@ Kernel Kernel::of_head_groups(std::vector<Kernel> groups) {
   return all;
 }
 
-void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* stream, float* lse) const {
-  if (!groups_.empty()) {
-    launch_groups(stream, [&](const Kernel& g, void* s) { g.launch(q, k, v, o, s, lse); });
-    return;
-  }
-  if (gen_->varlen) throw std::invalid_argument("a packed variable-length batch's kernel: launch_varlen gives its cu_seqlens");
-  void* ws = ws_ ? ws_->get() : nullptr;
-  void* scores = scores_ ? scores_->get() : nullptr;
-  const void* table = table_ ? table_->get() : nullptr;
-  const void* tmaps = tmaps_ ? tmaps_->get() : nullptr;
-  if (tmaps_ && (k != maps_k_ || v != maps_v_)) {
+const void* Kernel::tensor_maps(const void* k, const void* v, void* stream) const {
+  if (!tmaps_) return nullptr;
+  if (k != maps_k_ || v != maps_v_) {
     struct alignas(64) Map { unsigned char bytes[kTensorMapBytes]; };
     std::vector<Map> host(gen_->tensor_maps.size());
     for (size_t i = 0; i < host.size(); ++i) {
@@ -112,6 +104,19 @@ void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* 
     maps_k_ = k;
     maps_v_ = v;
   }
+  return tmaps_->get();
+}
+
+void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* stream, float* lse) const {
+  if (!groups_.empty()) {
+    launch_groups(stream, [&](const Kernel& g, void* s) { g.launch(q, k, v, o, s, lse); });
+    return;
+  }
+  if (gen_->varlen) throw std::invalid_argument("a packed variable-length batch's kernel: launch_varlen gives its cu_seqlens");
+  void* ws = ws_ ? ws_->get() : nullptr;
+  void* scores = scores_ ? scores_->get() : nullptr;
+  const void* table = table_ ? table_->get() : nullptr;
+  const void* tmaps = tensor_maps(k, v, stream);
   void* args[] = {&q, &k, &v, &o, &ws, &scores, &table, &tmaps, &lse};  // lse: only when the module saves it
   for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, bh_, l.block, l.smem, args, stream, l.programmatic);
 }
@@ -131,7 +136,7 @@ void Kernel::launch_varlen(const void* q, const void* k, const void* v, void* o,
   void* ws = ws_ ? ws_->get() : nullptr;
   void* scores = nullptr;
   const void* table = table_ ? table_->get() : nullptr;
-  const void* tmaps = nullptr;  // no TMA loads in a packed batch's kernels
+  const void* tmaps = tensor_maps(k, v, stream);  // a band kernel's, over max_total_tokens (it reads no token past the batch's)
   void* args[] = {&q, &k, &v, &o, &ws, &scores, &table, &tmaps, &cu_seqlens, &lse};  // lse: when saved
   for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, grid_y, l.block, l.smem, args, stream, l.programmatic);
 }

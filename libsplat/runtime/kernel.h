@@ -91,6 +91,9 @@ class Kernel {
   struct Fork;                  // head groups: their streams and events
   std::shared_ptr<Fork> fork_;
   template <class F> void launch_groups(void* stream, F launch_group) const;
+  // The module's tensor maps for these k and v in device memory (encoded and copied when they are
+  // not the last ones'), or null when it has none.
+  const void* tensor_maps(const void* k, const void* v, void* stream) const;
   std::shared_ptr<DeviceBuffer> table_, scores_, tmaps_;
   mutable std::shared_ptr<DeviceBuffer> ws_;  // launch_varlen grows it
   // The k and v the tensor maps in tmaps_ were encoded for (re-encoded when a launch's differ).

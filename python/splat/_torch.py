@@ -6,6 +6,7 @@ PyTorch's current stream; fake implementations give their output shapes to torch
 register_autograd connects the forward to the backward kernels.
 """
 
+import dataclasses
 import json
 import os
 import threading
@@ -164,8 +165,13 @@ class _Loaded:
                     hit[2].add(stream.stream_id)
                 return hit[1].data_ptr()
         args = []
+        packed = bool(self.manifest.problem.get("varlen"))
         for m in self.map_args:
             t = tensors[m.tensor]
+            if packed:
+                # [max_total_tokens][kv_heads][head_dim]: the kernels read no token past the batch's
+                # own, so the map spans the tensor's tokens (docs/splatc-kernels.md, the manifest).
+                m = dataclasses.replace(m, dims=tuple(m.dims[:-1]) + (max(1, t.shape[0]),))
             if _launch.map_span_bytes(m) > t.numel() * t.element_size():
                 raise PatternError("argument '%s' has %d bytes but the kernels' tensor map spans %d"
                                    % (m.tensor, t.numel() * t.element_size(), _launch.map_span_bytes(m)))

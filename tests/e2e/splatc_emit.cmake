@@ -43,9 +43,10 @@ trsplat_e2e(splatc_emit_bad_target EXIT 2 COMMAND splatc emit patterns/window-4k
 trsplat_e2e(splatc_emit_missing_file EXIT 2 COMMAND splatc emit patterns/no-such-pattern.json -o ${_emit_dir}/bad)
 # CI machines have no GPU: bench reports it and exits 3 (on a GPU machine use scripts/bench-gpu).
 trsplat_e2e(splatc_bench_no_gpu EXIT 3 OUTPUT "no usable GPU" COMMAND splatc bench patterns/window-4k-bf16.json)
-# A packed variable-length batch: the table pass clipped per sequence (no band kernel, no pipeline),
-# launched over sequences*heads with cu_seqlens; the pipeline alone is refused; analyze says so.
-trsplat_e2e(splatc_emit_varlen OUTPUT "grid 128 x sequences\\*heads.*a packed variable-length batch: the plan's tables.*varlen-window-bf16\\.ptx.*manifest\\.json"
+# A packed variable-length batch: a window runs the band kernel per sequence (TMA over the packed
+# tokens; no pipeline), launched over sequences*heads with cu_seqlens; the pipeline alone is refused;
+# analyze says so.
+trsplat_e2e(splatc_emit_varlen OUTPUT "grid 128 x sequences\\*heads.*closed form per sequence of a packed batch.*K/V by TMA.*varlen-window-bf16\\.ptx.*manifest\\.json"
             COMMAND splatc emit patterns/varlen-window-bf16.json --target ptx --arch sm_90a --explain --no-resources
                     -o ${_emit_dir}/varlen)
 trsplat_e2e(splatc_emit_varlen_pipeline EXIT 2 OUTPUT "varlen: the pipeline kernels do not take packed variable-length batches"

@@ -818,8 +818,8 @@ TEST_CASE("every bf16/fp16 pattern in patterns/ compiles for sm_90a with the wgm
 
 // Bands (windows, causal and one-sided windows, dilated windows) are recognised row by row; unions
 // and other shapes are not. band_tile gives the key tiles the band kernel walks.
-TEST_CASE("packed variable-length batches: table kernels clipped per sequence, cu_seqlens, no pipeline") {
-  // A window: on sm_90a a band with TMA for one sequence, the plan's tables (cp.async) for a packed batch.
+TEST_CASE("packed variable-length batches: table kernels clipped per sequence, bands per sequence, cu_seqlens, no pipeline") {
+  // A window with global tokens: the plan's tables (cp.async) for a packed batch.
   const std::string doc = R"({"name": "vl", "seq_len": 1000, "head_dim": 64, "heads": 4, "kv_heads": 2, "dtype": "bf16",
       "varlen": {"max_total_tokens": 5000, "lengths": [1000, 1, 0]}, "pattern": {"union": [{"window": {"left": 70,
       "right": 20}}, {"global": {"tokens": [0, 1, 2, 600]}}]}})";
@@ -859,6 +859,36 @@ TEST_CASE("packed variable-length batches: table kernels clipped per sequence, c
   CodegenOptions pipe;
   pipe.fused = false;
   CHECK_THROWS_AS(generate(p, analyze(p), pipe), Error);
+  // A unit-step window: the band kernel per sequence (band_pass_varlen), K and V by TMA through two
+  // maps over the packed tokens ([max_total_tokens][kv_heads][head_dim], boxes of 64 tokens of one
+  // head); the same window on sm_80, or a dilated one, keeps the tables.
+  const std::string win = R"({"seq_len": 1000, "head_dim": 128, "heads": 4, "kv_heads": 2, "dtype": "bf16",
+      "varlen": {"max_total_tokens": 5000}, "pattern": {"window": {"left": 70, "right": 20}}})";
+  const Problem w = parse_problem_text(win, "w");
+  const GeneratedModule wm = generate(w, analyze(w), co);
+  REQUIRE(wm.selection.fused.size() == 1);
+  CHECK(wm.selection.fused[0].family() == KernelFamily::Band);
+  CHECK(wm.selection.fused[0].grid_x == 16);  // row tiles of the longest sequence
+  CHECK(wm.selection.grid_y == "sequences*heads");
+  CHECK(wm.source.find("band_pass_varlen<") != std::string::npos);
+  CHECK(wm.source.find(", -70, 20>(") != std::string::npos);
+  CHECK(wm.source.find("tmaps, cu_seqlens);") != std::string::npos);
+  REQUIRE(wm.tensor_maps.size() == 2);
+  for (const TensorMapDesc& t : wm.tensor_maps) {
+    CHECK(t.dims == std::vector<uint64_t>{128, 2, 5000});
+    CHECK(t.strides == std::vector<uint64_t>{256, 512});
+    CHECK(t.box == std::vector<uint32_t>{64, 1, 64});
+  }
+  CHECK(wm.tensor_maps[0].tensor == "k");
+  CHECK(wm.tensor_maps[1].tensor == "v");
+  CodegenOptions ampere;
+  ampere.arch = "sm_80";
+  CHECK(generate(w, analyze(w), ampere).selection.fused[0].family() == KernelFamily::Table);
+  const Problem dil = parse_problem_text(R"({"seq_len": 1000, "head_dim": 64, "dtype": "bf16", "varlen": {"max_total_tokens":
+      5000}, "pattern": {"dilated": {"left": 10, "right": 10, "dilation": 2}}})", "d");
+  const GeneratedModule dm = generate(dil, analyze(dil), co);
+  CHECK(dm.selection.fused[0].family() == KernelFamily::Table);
+  CHECK(dm.tensor_maps.empty());
   const Problem odd = parse_problem_text(
       R"({"seq_len": 100, "head_dim": 13, "dtype": "fp16", "varlen": {"max_total_tokens": 200}, "pattern": {"window": {"left": 7}}})", "o");
   try {

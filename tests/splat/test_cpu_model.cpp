@@ -414,10 +414,45 @@ TEST_CASE("cpu model: a packed variable-length batch's sequences (plan clipped t
     }
   });
   CHECK(n >= 6);
-  // The closed-form kernels' walks are not a packed batch's.
-  const Problem w = load_problem(std::string(TRSPLAT_SOURCE_DIR) + "/tests/gpu/band-ragged-bf16.json");
-  REQUIRE_FALSE(std::holds_alternative<Unstructured>(analyze_structure(analyze(w)).kind));
-  const Acsr a = analyze(w);
-  const Structure st = analyze_structure(a);
-  CHECK_THROWS_AS(cpu_model_visits(make_plan(a, st), st.kind, 10), std::invalid_argument);
+}
+
+// A packed batch whose pattern is a unit-step band runs band_pass_varlen: per sequence, row tiles
+// below its length, band_key_tiles over the length, each key tile's box moved down to end at the
+// length where it would reach past it (its keys below the tile masked). That walk visits exactly the
+// pattern's kept (i, j) with i, j < length, once each, at lengths around tile edges and around the
+// band's reach; its full tiles are never moved (the model throws otherwise). Dilated bands and bands
+// with global tokens keep the plan's tables in a packed batch: the model refuses them.
+TEST_CASE("cpu model: a packed batch's band (band_pass_varlen) visits every kept pair once" * doctest::test_suite("cpu-model")) {
+  int n = 0;
+  for (const char* pat : {R"({"window": {"left": 70, "right": 20}})", R"({"window": {"left": 100, "right": 0}})",
+                          R"({"window": {"left": 0, "right": 64}})", R"({"window": {"left": 300, "right": 300}})",
+                          R"({"window": {"left": 1, "right": 1}})", R"({"window": {"left": 5, "right": 200}})"}) {
+    CAPTURE(pat);
+    const Problem p = small(pat, 1000, 16);
+    const Acsr a = analyze(p);
+    const Structure st = analyze_structure(a);
+    REQUIRE(std::holds_alternative<Band>(st.kind));
+    const Plan plan = make_plan(a, st);
+    for (int64_t len : {0, 1, 2, 20, 63, 64, 65, 100, 127, 128, 129, 300, 301, 640, 999, 1000}) {
+      CAPTURE(len);
+      const auto visits = cpu_model_visits(plan, st.kind, len);
+      for (int64_t i = 0; i < p.seq_len; ++i) {
+        std::vector<int64_t> got = visits[static_cast<size_t>(i)], want;
+        std::sort(got.begin(), got.end());
+        for (int64_t j = 0; i < len && j < len; ++j)
+          if (kept(p, i, j)) want.push_back(j);
+        CAPTURE(i);
+        REQUIRE(got == want);
+      }
+      ++n;
+    }
+  }
+  CHECK(n == 96);
+  for (const char* name : {"band-dilated-fp16", "longformer-ragged-bf16"}) {
+    const Problem w = load_problem(std::string(TRSPLAT_SOURCE_DIR) + "/tests/gpu/" + name + ".json");
+    const Acsr a = analyze(w);
+    const Structure st = analyze_structure(a);
+    REQUIRE_FALSE(std::holds_alternative<Unstructured>(st.kind));
+    CHECK_THROWS_AS(cpu_model_visits(make_plan(a, st), st.kind, 10), std::invalid_argument);
+  }
 }
