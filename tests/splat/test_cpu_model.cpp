@@ -382,6 +382,19 @@ TEST_CASE("cpu model: the column ACSR's plan (a backward pass's dK/dV walk) visi
 
 TEST_SUITE_END();
 
+// One sequence of `len` tokens of a packed batch: each row's visited keys, sorted, are the pattern's
+// kept keys below len (none for rows at or past it).
+static void require_sequence_visits(const Problem& p, const std::vector<std::vector<int64_t>>& visits, int64_t len) {
+  for (int64_t i = 0; i < p.seq_len; ++i) {
+    std::vector<int64_t> got = visits[static_cast<size_t>(i)], want;
+    std::sort(got.begin(), got.end());
+    for (int64_t j = 0; i < len && j < len; ++j)
+      if (kept(p, i, j)) want.push_back(j);
+    CAPTURE(i);
+    REQUIRE(got == want);
+  }
+}
+
 // A packed variable-length batch (fused_pass with SPLAT_VARLEN): the plan codegen makes for the
 // longest sequence (no split-KV), walked with its rows and keys clipped to a shorter sequence's
 // length, visits exactly the pattern's kept (i, j) with i, j < length, once each, and its full key
@@ -402,15 +415,7 @@ TEST_CASE("cpu model: a packed variable-length batch's sequences (plan clipped t
     for (int64_t len : lengths) {
       if (len > p.seq_len) continue;
       CAPTURE(len);
-      const auto visits = cpu_model_visits(plan, Unstructured{}, len);
-      for (int64_t i = 0; i < p.seq_len; ++i) {
-        std::vector<int64_t> got = visits[static_cast<size_t>(i)], want;
-        std::sort(got.begin(), got.end());
-        for (int64_t j = 0; i < len && j < len; ++j)
-          if (kept(p, i, j)) want.push_back(j);
-        CAPTURE(i);
-        REQUIRE(got == want);
-      }
+      require_sequence_visits(p, cpu_model_visits(plan, Unstructured{}, len), len);
     }
   });
   CHECK(n >= 6);
@@ -435,15 +440,7 @@ TEST_CASE("cpu model: a packed batch's band (band_pass_varlen) visits every kept
     const Plan plan = make_plan(a, st);
     for (int64_t len : {0, 1, 2, 20, 63, 64, 65, 100, 127, 128, 129, 300, 301, 640, 999, 1000}) {
       CAPTURE(len);
-      const auto visits = cpu_model_visits(plan, st.kind, len);
-      for (int64_t i = 0; i < p.seq_len; ++i) {
-        std::vector<int64_t> got = visits[static_cast<size_t>(i)], want;
-        std::sort(got.begin(), got.end());
-        for (int64_t j = 0; i < len && j < len; ++j)
-          if (kept(p, i, j)) want.push_back(j);
-        CAPTURE(i);
-        REQUIRE(got == want);
-      }
+      require_sequence_visits(p, cpu_model_visits(plan, st.kind, len), len);
       ++n;
     }
   }
