@@ -149,7 +149,10 @@ class _Loaded:
         if not self.map_args:
             return 0
         tensors = {"k": k, "v": v}
-        key = (k.device.index, k.data_ptr(), v.data_ptr())
+        packed = bool(self.manifest.problem.get("varlen"))
+        # A packed batch's maps span its tensors' tokens: the same addresses with another token
+        # count are other maps.
+        key = (k.device.index, k.data_ptr(), v.data_ptr()) + ((k.shape[0], v.shape[0]) if packed else ())
         capturing = torch.cuda.is_current_stream_capturing()
         stream = torch.cuda.current_stream(k.device)
         with self.lock:
@@ -165,7 +168,6 @@ class _Loaded:
                     hit[2].add(stream.stream_id)
                 return hit[1].data_ptr()
         args = []
-        packed = bool(self.manifest.problem.get("varlen"))
         for m in self.map_args:
             t = tensors[m.tensor]
             if packed:

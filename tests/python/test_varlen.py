@@ -228,6 +228,33 @@ class GpuTest(unittest.TestCase):
                 start += n
         self.assertEqual(bad, [])
 
+    def test_the_tensor_maps_follow_the_token_count(self):
+        """Two packed batches in the same storage (the same k and v addresses), the second with more
+        tokens, one compiled entry: a window's band kernel reads K and V through tensor maps over the
+        batch's tokens, so maps kept from the first batch would read the second's later tokens as
+        zeros."""
+        gen = torch.Generator(device="cuda").manual_seed(7)
+        make = lambda h: torch.randn(1200, h, 64, device="cuda", generator=gen).to(torch.bfloat16)
+        qb, kb, vb = make(4), make(2), make(2)
+        for lengths in ((100, 37), (100, 37, 700, 163)):  # both compile for 1024 tokens: one entry
+            total, starts = sum(lengths), [0]
+            for n in lengths:
+                starts.append(starts[-1] + n)
+            q, k, v = qb[:total], kb[:total], vb[:total]
+            self.assertEqual(k.data_ptr(), kb.data_ptr())
+            cu = torch.tensor(starts, dtype=torch.int32, device="cuda")
+            with torch.no_grad():
+                out = splat.attention_varlen(q, k, v, cu, 1024, WINDOW, causal=True, cache_dir=self.cache)
+            for a, n in zip(starts, lengths):
+                q64, k64, v64 = (t[a:a + n].double().transpose(0, 1) for t in (q, k, v))
+                kk, vv = k64.repeat_interleave(2, 0), v64.repeat_interleave(2, 0)
+                i = torch.arange(n, device="cuda")
+                lag = i[:, None] - i[None, :]
+                s = (q64 @ kk.transpose(-1, -2)) * 64 ** -0.5
+                ref = torch.softmax(s.masked_fill(~((lag >= 0) & (lag <= 32)), float("-inf")), -1) @ vv
+                err = (out[a:a + n].transpose(0, 1).double() - ref).abs().max().item() / ref.abs().max().item()
+                self.assertLessEqual(err, 2e-2, "%d tokens in all, the sequence at %d (%d tokens)" % (total, a, n))
+
     def test_bf16_against_float64(self):
         self.check(torch.bfloat16, 2e-2)
 
