@@ -70,6 +70,17 @@ struct BandMask {
   }
 };
 
+// A band block's start (band_pass, band_pass_varlen): the engine's begin on the block's rows, Q's
+// copies (QS) as a commit group of their own (waited for before the first key tile, wait_stage),
+// and the TMA stage barriers.
+template <class E, class T>
+__device__ __forceinline__ void band_start(E& e, unsigned char* smem, const T* q, const T* k, const T* v, const i64* row,
+                                           const Head& hv, float* ws, const void* tmaps) {
+  e.begin(smem, q, k, v, row, hv, true, ws);
+  cp_async_commit();
+  e.tma_setup(tmaps, hv);
+}
+
 // G > 0: a band with G global tokens (Plan: Band::globals; D == 1). The first row tile (the global
 // rows) is the plan's table pass's, so its block returns; every other row tile computes its band
 // tiles and then, where some row keeps a global key outside its window (band_global_tile), one
@@ -124,9 +135,7 @@ __device__ __forceinline__ void band_pass(float scale_log2, const T* q, const T*
   static_assert(E::ROWS == 2, "one warpgroup: rows slot(0) and slot(0) + 8");
   const int m0 = m_first + E::slot(0);
   E e;
-  e.begin(smem_raw, q, k, v, row, hv, true, ws);
-  cp_async_commit();  // Q's copies (QS), waited for before the first key tile (wait_stage)
-  e.tma_setup(tmaps, hv);
+  band_start(e, smem_raw, q, k, v, row, hv, ws, tmaps);
   const WalkD w = {ph, D, 0, 0, 0, 0};  // keys ph + D*u (the engine adds the head's first key row)
   // The band's tiles, then (G > 0) the global keys' tile where some row keeps one outside its window.
   const bool gtile = G > 0 && splat::geometry::band_global_key_tile<int>(m_first, m_last, KLO, KHI, G);
@@ -219,9 +228,7 @@ __device__ __forceinline__ void band_pass_varlen(float scale_log2, const T* q, c
   static_assert(E::ROWS == 2, "one warpgroup: rows slot(0) and slot(0) + 8");
   const int m0 = m_first + E::slot(0);
   E e;
-  e.begin(smem_raw, q, k, v, row, hv, true, ws);
-  cp_async_commit();  // Q's copies (QS), waited for before the first key tile (wait_stage)
-  e.tma_setup(tmaps, hv);
+  band_start(e, smem_raw, q, k, v, row, hv, ws, tmaps);
   const WalkD w = {0, 1, 0, 0, 0, 0};  // keys u (the engine adds the sequence's first token)
   const int total = tiles.count, u_first = tiles.u_start + 64 * tiles.first;
   const int fb = tiles.full_begin - tiles.first, fe = tiles.full_end - tiles.first;
