@@ -35,6 +35,10 @@ BackwardTuning resolve(const Problem& p, BackwardTuning t, const std::string& ar
     t.step = 64;
     t.a_regs = 0;
   }
+  // One launch for dQ and dK/dV took the wgmma engine's backward 4-13% faster (H100, window, dilated
+  // and blocked cases), the mma.sync engine's -3..+4% and the fp32 engine's 46% slower at window-4k
+  // (docs/performance.md): the default on wgmma only.
+  if (t.joint < 0) t.joint = t.wgmma == 1 ? 1 : 0;
   if (t.stages == 0) t.stages = 2;
   if (t.step == 0) t.step = p.head_dim <= 64 ? 64 : 32;
   // The fast mode's dK/dV kernel holds dQ's products too: with the row operands in registers it
@@ -116,9 +120,12 @@ struct Layout {
   bool shared = false;
   int64_t shared_words = 0;
   bool fast = false;  // the fast mode: dq_acc holds dQ's fp32 sums (atomics of the dK/dV kernel)
+  // The joint launch (joint_entry): the dK/dV pass's split partials start split_kv_at words per bh after
+  // the dQ pass's (its blocks run beside the dQ pass's); launched apart, the passes share the region.
+  int64_t split_kv_at = 0;
 };
 
-Layout layout_of(const Problem& p, const BackwardPlans& plans, bool fast) {
+Layout layout_of(const Problem& p, const BackwardPlans& plans, bool fast, bool joint) {
   Layout lay;
   lay.fast = fast;
   lay.reduce = p.kv_heads != p.heads;
@@ -132,8 +139,11 @@ Layout layout_of(const Problem& p, const BackwardPlans& plans, bool fast) {
   } else if (plans.cols.passes.size() > 1 || lay.reduce) {
     lay.kv_acc = kv_words;
   }
-  for (const PlanPass& pass : plans.rows.passes) lay.split = std::max(lay.split, pass.slots * 64 * p.head_dim);
-  for (const PlanPass& pass : plans.cols.passes) lay.split = std::max(lay.split, pass.slots * 128 * p.head_dim);
+  int64_t split_q = 0, split_kv = 0;
+  for (const PlanPass& pass : plans.rows.passes) split_q = std::max(split_q, pass.slots * 64 * p.head_dim);
+  for (const PlanPass& pass : plans.cols.passes) split_kv = std::max(split_kv, pass.slots * 128 * p.head_dim);
+  lay.split = joint ? split_q + split_kv : std::max(split_q, split_kv);
+  lay.split_kv_at = joint ? split_q : 0;
   return lay;
 }
 
@@ -158,6 +168,8 @@ std::string args_decl(const Problem& p, bool dkv, const Layout& lay) {
       << "  float* kv_acc = dq_acc + (i64)gridDim.y * " << lay.dq_acc << ";\n"
       << "  float* split_ws = kv_acc + (i64)gridDim.y * " << lay.kv_acc << ";\n";
   }
+  if (dkv && lay.split_kv_at > 0)
+    s << "  split_ws += (i64)gridDim.y * " << lay.split_kv_at << ";  // after the dQ pass's partials (joint launch)\n";
   if (dkv && lay.fast)
     s << "  const BwdArgs args = {v, dout, lse, " << d << ", dk, dv, kv_acc, split_ws, " << emit::f32_literal(p.scale) << ", "
       << (lay.reduce ? "true" : "false") << ", dq_acc};\n  (void)dq;\n";
@@ -188,21 +200,44 @@ void combine_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t p
 // The number of column slices of an entry point (geometry::bwd_col_slices; the fp32 engine: one).
 int col_slices(const Problem& p) { return tf32_engine(p) ? 1 : geometry::bwd_col_slices(static_cast<int>(p.head_dim)); }
 
-// One pass of a plan: its tables (prefix k) and its entry points, one per column slice (the first
-// named splat_bwd_{dq,dkv}_pN, the others ..._pNsS), then the split tiles' combine.
-void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, bool dkv, const Layout& lay,
-                const BackwardTuning& tu, const std::string& elt, std::vector<KernelDesc>& kernels) {
+// A pass's fused_pass call (pass pi of the row plan, or of the column plan for dK/dV), for the
+// column slice from output column co; tix, bhx: the block's tile and head ("-1": blockIdx).
+std::string pass_call(const Problem& p, const Plan& plan, size_t pi, bool dkv, const BackwardTuning& tu, const std::string& T,
+                      int co, const std::string& tix = "-1", const std::string& bhx = "-1") {
   const PlanPass& pass = plan.passes[pi];
   const bool unmasked = !p.varlen && pass_unmasked(pass, 64);  // a packed batch's sequences end inside key tiles
   const std::string k = dkv ? "kCol" : "k", n = std::to_string(pi);
-  static const Acsr kNoAcsr{};
-  emit::pass_tables(s, tables_context(p, kNoAcsr, plan), pi, pass, unmasked, k);
   std::string gkeys;
   if (pi == 0 && plan.global_keys) {
     gkeys = ", " + std::to_string(plan.global_keys->table);
     if (plan.global_keys->prefix_table >= 0) gkeys += ", " + std::to_string(plan.global_keys->prefix_table);
   }
   const bool first = pi == 0, last = pi + 1 == plan.passes.size();
+  std::ostringstream s;
+  s << "fused_pass<" << engine_type(p, tu, dkv, co) << ", " << T << ", " << (dkv ? "SPLAT_KV" : "SPLAT_SEQ") << ", SPLAT_HD, "
+    << pass.period << ", " << (unmasked ? 1 : pass.max_runs) << ", " << pass.slots << ", " << (first ? "true" : "false") << ", "
+    << (last ? "true" : "false") << ", " << (unmasked ? "true" : "false") << gkeys << ">(" << k << "Items, " << k << "Tiles" << n
+    << ", " << k << "Groups" << n << ", " << k << "Walks" << n << ", " << k << "GroupItems" << n << ", " << k << "GroupRowBegin"
+    << n << ", " << k << "GroupRowEndMax" << n << ", " << emit::f32_literal(p.scale * 1.4426950408889634)
+    << ", static_cast<const " << T << "*>(" << (dkv ? "k" : "q") << "), static_cast<const " << T << "*>("
+    << (dkv ? "q" : "k") << "), nullptr, nullptr, ws, nullptr, " << (dkv ? "table + kColTableWord" : "table")
+    << ", nullptr, " << cu_arg(p) << ", " << tix << ", " << bhx << ", &args);\n";
+  return s.str();
+}
+
+void pass_tables(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, bool dkv) {
+  static const Acsr kNoAcsr{};
+  const PlanPass& pass = plan.passes[pi];
+  emit::pass_tables(s, tables_context(p, kNoAcsr, plan), pi, pass, !p.varlen && pass_unmasked(pass, 64), dkv ? "kCol" : "k");
+}
+
+// One pass of a plan: its tables (prefix k) and its entry points, one per column slice (the first
+// named splat_bwd_{dq,dkv}_pN, the others ..._pNsS), then the split tiles' combine.
+void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, bool dkv, const Layout& lay,
+                const BackwardTuning& tu, const std::string& elt, std::vector<KernelDesc>& kernels) {
+  const PlanPass& pass = plan.passes[pi];
+  const std::string n = std::to_string(pi);
+  pass_tables(s, p, plan, pi, dkv);
   const int slices = col_slices(p), width = geometry::mma_width(static_cast<int>(p.head_dim));
   for (int si = 0; si < slices; ++si) {
     const int co = 128 * si;
@@ -217,21 +252,48 @@ void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, 
     d.grid_x = static_cast<int64_t>(pass.tiles.size());
     d.block = kBlock;
     d.smem_dynamic = backward_smem(p, tu, dkv);
-    const std::string engine = engine_type(p, tu, dkv, co), T = elt;
     s << entry(p, d.name, tu.min_blocks) << "  (void)o;\n"
-      << "  static_assert(" << engine << "::SMEM == " << d.smem_dynamic << ", \"shared memory as the manifest says\");\n"
-      << args_decl(p, dkv, lay);
-    s << "  fused_pass<" << engine << ", " << T << ", " << (dkv ? "SPLAT_KV" : "SPLAT_SEQ") << ", SPLAT_HD, " << pass.period
-      << ", " << (unmasked ? 1 : pass.max_runs) << ", " << pass.slots << ", " << (first ? "true" : "false") << ", "
-      << (last ? "true" : "false") << ", " << (unmasked ? "true" : "false") << gkeys << ">(" << k << "Items, " << k << "Tiles" << n
-      << ", " << k << "Groups" << n << ", " << k << "Walks" << n << ", " << k << "GroupItems" << n << ", " << k << "GroupRowBegin"
-      << n << ", " << k << "GroupRowEndMax" << n << ", " << emit::f32_literal(p.scale * 1.4426950408889634)
-      << ", static_cast<const " << T << "*>(" << (dkv ? "k" : "q") << "), static_cast<const " << T << "*>("
-      << (dkv ? "q" : "k") << "), nullptr, nullptr, ws, nullptr, " << (dkv ? "table + kColTableWord" : "table")
-      << ", nullptr, " << cu_arg(p) << ", -1, -1, &args);\n}\n";
+      << "  static_assert(" << engine_type(p, tu, dkv, co) << "::SMEM == " << d.smem_dynamic
+      << ", \"shared memory as the manifest says\");\n"
+      << args_decl(p, dkv, lay) << "  " << pass_call(p, plan, pi, dkv, tu, elt, co) << "}\n";
     kernels.push_back(d);
   }
   if (!pass.splits.empty()) combine_entry(s, p, plan, pi, dkv, lay, elt, kernels);
+}
+
+// Whether the dQ and dK/dV passes run as one launch (joint_entry): the deterministic mode, plans of
+// one pass each, one column slice.
+bool joint_launch(const Problem& p, const BackwardPlans& plans, const BackwardTuning& tu) {
+  return tu.joint == 1 && !tu.fast && plans.rows.passes.size() == 1 && plans.cols.passes.size() == 1 && col_slices(p) == 1;
+}
+
+// splat_bwd_p0: the dK/dV pass and the dQ pass of one-pass plans in one launch, grid (NKV + NQ,
+// grid.y) (geometry::bwd_joint_block: the dK/dV tiles of every head first, then the dQ tiles). The two passes
+// read only what splat_bwd_delta wrote and write disjoint outputs, so their blocks may run in any
+// order: sharing the launch fills the end of the dK/dV blocks' last wave with dQ blocks, and the
+// dQ blocks' ends are the launch's (shorter blocks last), where two launches each ended on a partial wave.
+// Split tiles: each pass's combine after the launch (their partials in regions of their own,
+// Layout::split_kv_at).
+void joint_entry(std::ostream& s, const Problem& p, const BackwardPlans& plans, const Layout& lay, const BackwardTuning& tu,
+                 const std::string& elt, std::vector<KernelDesc>& kernels) {
+  const int64_t nq = static_cast<int64_t>(plans.rows.passes[0].tiles.size());
+  const int64_t nkv = static_cast<int64_t>(plans.cols.passes[0].tiles.size());
+  KernelDesc d;
+  d.name = "splat_bwd_p0";
+  d.role = "dK/dV (column plan, " + std::to_string(nkv) + " tiles) and dQ (row plan, " + std::to_string(nq) +
+           " tiles) in one launch: dK/dV's blocks of every head first";
+  d.grid_x = nq + nkv;
+  d.block = kBlock;
+  d.smem_dynamic = std::max(backward_smem(p, tu, true), backward_smem(p, tu, false));
+  s << entry(p, d.name, tu.min_blocks) << "  (void)o;\n"
+    << "  static_assert(" << engine_type(p, tu, true, 0) << "::SMEM <= " << d.smem_dynamic << " && " << engine_type(p, tu, false, 0)
+    << "::SMEM <= " << d.smem_dynamic << ", \"shared memory as the manifest says\");\n"
+    << "  const splat::geometry::JointBlock<i64> jb = bwd_joint_block(" << nkv << ", " << nq << ");\n  if (jb.dkv) {\n"
+    << args_decl(p, true, lay) << "  " << pass_call(p, plans.cols, 0, true, tu, elt, 0, "(int)jb.tile", "jb.head") << "  } else {\n"
+    << args_decl(p, false, lay) << "  " << pass_call(p, plans.rows, 0, false, tu, elt, 0, "(int)jb.tile", "jb.head") << "  }\n}\n";
+  kernels.push_back(d);
+  if (!plans.rows.passes[0].splits.empty()) combine_entry(s, p, plans.rows, 0, false, lay, elt, kernels);
+  if (!plans.cols.passes[0].splits.empty()) combine_entry(s, p, plans.cols, 0, true, lay, elt, kernels);
 }
 
 // A lane group a query row (geometry::bwd_row_lanes): splat_bwd_delta (D = rowsum(dO * O); the fast
@@ -335,7 +397,8 @@ BackwardTuning parse_backward_tuning(const std::string& spec) {
                              {"cw", &BackwardTuning::step, 32, 64, true},
                              {"areg", &BackwardTuning::a_regs, 0, 1, false},
                              {"minb", &BackwardTuning::min_blocks, 0, 8, false},
-                             {"wg", &BackwardTuning::wgmma, 0, 1, false}};
+                             {"wg", &BackwardTuning::wgmma, 0, 1, false},
+                             {"joint", &BackwardTuning::joint, 0, 1, false}};
   BackwardTuning t;
   std::istringstream in(spec);
   for (std::string kv; std::getline(in, kv, ',');) {
@@ -345,7 +408,7 @@ BackwardTuning parse_backward_tuning(const std::string& spec) {
     const Key* k = nullptr;
     for (const Key& c : keys)
       if (key == c.name) k = &c;
-    if (!k) throw std::invalid_argument("backward tuning: unknown key '" + key + "' (stages, cw, areg, minb, wg)");
+    if (!k) throw std::invalid_argument("backward tuning: unknown key '" + key + "' (stages, cw, areg, minb, wg, joint)");
     int v = 0;
     size_t used = 0;
     try {
@@ -392,21 +455,31 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   m.column_table_word = static_cast<int64_t>(m.table.size());
   m.table.insert(m.table.end(), m.plans.cols.table.begin(), m.plans.cols.table.end());
   const int64_t group = p.heads / p.kv_heads;
-  const Layout lay = layout_of(p, m.plans, m.tuning.fast);
+  const bool joint = joint_launch(p, m.plans, m.tuning);
+  const Layout lay = layout_of(p, m.plans, m.tuning.fast, joint);
   m.shared_kv = lay.shared;
   m.workspace_floats_per_bh = lay.shared_words + lay.delta + lay.dq_acc + lay.kv_acc + lay.split;
   const std::string elt = elt_type(p.dtype);
   std::ostringstream s;
   header(s, p, m, group);
   row_entry(s, p, lay, elt, false, m.kernels);  // D (and in the fast mode dQ's sums zeroed)
-  if (!lay.fast) {
-    s << "\n// ---- dQ: the row plan ----\n";
+  if (joint) {
+    s << "\n// ---- dQ (the row plan) and dK/dV (the column plan) in one launch ----\n";
     emit::items(s, tables_context(p, acsr, m.plans.rows), "k");
-    for (size_t pi = 0; pi < m.plans.rows.passes.size(); ++pi) pass_entry(s, p, m.plans.rows, pi, false, lay, m.tuning, elt, m.kernels);
+    pass_tables(s, p, m.plans.rows, 0, false);
+    emit::items(s, tables_context(p, m.plans.columns, m.plans.cols), "kCol");
+    pass_tables(s, p, m.plans.cols, 0, true);
+    joint_entry(s, p, m.plans, lay, m.tuning, elt, m.kernels);
+  } else {
+    if (!lay.fast) {
+      s << "\n// ---- dQ: the row plan ----\n";
+      emit::items(s, tables_context(p, acsr, m.plans.rows), "k");
+      for (size_t pi = 0; pi < m.plans.rows.passes.size(); ++pi) pass_entry(s, p, m.plans.rows, pi, false, lay, m.tuning, elt, m.kernels);
+    }
+    s << "\n// ---- dK/dV: the column plan" << (lay.fast ? " (and dQ by atomics)" : "") << " ----\n";
+    emit::items(s, tables_context(p, m.plans.columns, m.plans.cols), "kCol");
+    for (size_t pi = 0; pi < m.plans.cols.passes.size(); ++pi) pass_entry(s, p, m.plans.cols, pi, true, lay, m.tuning, elt, m.kernels);
   }
-  s << "\n// ---- dK/dV: the column plan" << (lay.fast ? " (and dQ by atomics)" : "") << " ----\n";
-  emit::items(s, tables_context(p, m.plans.columns, m.plans.cols), "kCol");
-  for (size_t pi = 0; pi < m.plans.cols.passes.size(); ++pi) pass_entry(s, p, m.plans.cols, pi, true, lay, m.tuning, elt, m.kernels);
   if (lay.fast) row_entry(s, p, lay, elt, true, m.kernels);  // dQ from its sums
   if (lay.reduce && (!lay.shared || p.group_index + 1 == p.group_count)) reduce_entry(s, p, lay, elt, m.kernels);
   m.source = s.str();

@@ -45,6 +45,11 @@ struct BwdArgs {
 #endif
 template <bool DKV> __device__ __forceinline__ i64 bwd_acc_slot(i64 bh) { return DKV && SPLAT_BWD_SHARED_KV ? q_head(bh) : bh; }
 
+// The joint launch's block (splat_bwd_p0, geometry::bwd_joint_block): which pass, tile and head.
+__device__ __forceinline__ splat::geometry::JointBlock<i64> bwd_joint_block(int nkv, int nq) {
+  return splat::geometry::bwd_joint_block<i64>(blockIdx.x + (i64)gridDim.x * blockIdx.y, nkv, nq, gridDim.y);
+}
+
 // cp.async of 4 bytes (src_bytes 0: zero).
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));

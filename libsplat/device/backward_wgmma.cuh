@@ -4,7 +4,8 @@
 // and runs at 240-255 registers; here each product of a 64 x 64 tile is four m64n64k16 reading the
 // walked operands straight from shared memory (as the forward's WgmmaEngine reads K and V).
 //  * The tile's row operands A1, A2 (dK/dV: K, V; dQ: Q, dO) are staged once per tile in shared
-//    memory, swizzled like the stages, and S, dP read them there (both operands from shared memory).
+//    memory, swizzled like the stages, and S, dP read them there (both operands from shared memory);
+//    their copies land with the first key tile's stage (stage_rows).
 //    Held as register fragments instead (32 registers a thread across the key tiles), ptxas (CUDA
 //    13.0) gave A2's fragment registers to the packed dS after their last wgmma of a key tile,
 //    although the next key tile reads them again: in every kernel with masks the dP of a tile's
@@ -59,7 +60,10 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
   }
 
   // The warp's 16 rows of A1 and A2 (rows i = row[r / 8] of lane 4 (r % 8), ASTEP * HD elements
-  // apart; zeros for padding rows) into the swizzled row tiles, landed and published to wgmma.
+  // apart; zeros for padding rows) into the swizzled row tiles, as a commit group of their own that
+  // is not waited for here: the driver issues the first stages' copies behind it, and its wait for
+  // the first key tile (cp_async_wait<LA - 1>, then landed() and the barrier) covers this group too,
+  // so the rows' and the first stage's latencies overlap instead of adding up.
   __device__ __forceinline__ void stage_rows(const T* a1, const T* a2, const i64* row) {
     const int lane = threadIdx.x & 31, w0 = (threadIdx.x >> 5) * 16;
 #pragma unroll
@@ -73,8 +77,6 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
       cp_async16_s(abase + TILE + d, a2 + off, i >= 0 ? 16 : 0);
     }
     cp_async_commit();
-    cp_async_wait<0>();
-    landed();  // the driver's barrier before the first key tile publishes every warp's rows
   }
 
   // Walked rows base + u*step (or the table's), u in [u0, u0 + 64), of X and Y into stage buf:
@@ -91,6 +93,17 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
       cp_async16_s(yd + k * 16 * 128, this->yg + off, ok ? 16 : 0);
     }
     if constexpr (DKV) bwd_load_stats<BC>(wstats + buf * 2 * BC, this->lse_g, this->delta_g, w, u0, table);
+  }
+
+  // The ends of BwdMmaEngine, after the row operands' copies (stage_rows) completed: a tile with no
+  // key tile never waited for them.
+  __device__ __forceinline__ void end(const i64* row, const Head& hv, bool last, T* o, float* ws) {
+    cp_async_wait<0>();
+    Base::end(row, hv, last, o, ws);
+  }
+  __device__ __forceinline__ void end_partial(i64 bh, int nslots, int split_slot, float* ws) {
+    cp_async_wait<0>();
+    Base::end_partial(bh, nslots, split_slot, ws);
   }
 
   // This thread's copies have completed: publish them to the async proxy (wgmma).

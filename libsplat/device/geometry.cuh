@@ -97,6 +97,19 @@ SPLAT_GEOMETRY_FN int bwd_rows_per_block(int hd, int esz) { return 128 / bwd_row
 // point of its own.
 SPLAT_GEOMETRY_FN int bwd_col_slices(int hd) { return (mma_width(hd) + 127) / 128; }
 SPLAT_GEOMETRY_FN int bwd_slice_width(int width, int co) { return width - co < 128 ? width - co : 128; }
+// The joint launch of a one-pass dK/dV plan (nkv tiles) and a one-pass dQ plan (nq tiles) over
+// `heads` grid rows (splat_bwd_p0, grid (nkv + nq, heads)): block n, counted in the order blocks start
+// (x + grid.x * y), is dK/dV tile n % nkv of head n / nkv for n < nkv * heads, else dQ tile m % nq of
+// head m / nq (m = n - nkv * heads): the longer dK/dV blocks first, the dQ blocks fill the last wave.
+template <class I> struct JointBlock {
+  bool dkv;
+  I tile, head;
+};
+template <class I> SPLAT_GEOMETRY_FN JointBlock<I> bwd_joint_block(I n, I nkv, I nq, I heads) {
+  const I kv_blocks = nkv * heads;
+  if (n < kv_blocks) return {true, n % nkv, n / nkv};
+  return {false, (n - kv_blocks) % nq, (n - kv_blocks) / nq};
+}
 // BwdTf32Engine (backward, fp32 storage): the tile's two row operands (64 rows of width + 16 floats
 // each), stages of the two walked operands (64 rows of width + 4 floats each), and for dK/dV each
 // stage's walked rows' lse and D.

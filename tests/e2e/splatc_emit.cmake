@@ -59,9 +59,10 @@ trsplat_e2e(splatc_emit_head_patterns
             COMMAND splatc emit patterns/head-windows-16k-bf16.json --target ptx --arch sm_90a --explain --no-resources
                     -o ${_emit_dir}/heads)
 # --pass: the backward module (NAME.bwd.*, the manifest's backward section with its entry points in
-# launch order), after a forward that saves the log-sum-exp (both); problems it does not take, a bad
+# launch order: on wgmma dQ and dK/dV in one launch, then each pass's split-tile combine), after a forward
+# that saves the log-sum-exp (both); problems it does not take, a bad
 # --pass or --tune-backward: exit 2 with the reason.
-trsplat_e2e(splatc_emit_backward OUTPUT "splat_bwd_delta: .*splat_bwd_dq_p0: [0-9]+ registers.*splat_bwd_dkv_p0_combine: .*longformer-4k-bf16\\.cu.*longformer-4k-bf16\\.bwd\\.cu.*manifest\\.json"
+trsplat_e2e(splatc_emit_backward OUTPUT "splat_bwd_delta: .*splat_bwd_p0: [0-9]+ registers.*splat_bwd_dq_p0_combine: .*splat_bwd_dkv_p0_combine: .*longformer-4k-bf16\\.cu.*longformer-4k-bf16\\.bwd\\.cu.*manifest\\.json"
             COMMAND splatc emit patterns/longformer-4k-bf16.json --pass both --target cuda --arch sm_90a -o ${_emit_dir}/bwd)
 trsplat_e2e(splatc_emit_backward_only OUTPUT "strided-4k-bf16\\.bwd\\.ptx.*manifest\\.json"
             COMMAND splatc emit patterns/strided-4k-bf16.json --pass backward --target ptx --arch sm_80 --no-resources
@@ -82,9 +83,10 @@ trsplat_e2e(splatc_emit_backward_head_patterns_gqa
             OUTPUT "splat_bwd_reduce: [0-9]+ registers.*head-windows-ragged-bf16\\.h4\\.bwd\\.ptx.*manifest\\.json"
             COMMAND splatc emit tests/gpu/head-windows-ragged-bf16.json --pass backward --target ptx --arch sm_90a
                     -o ${_emit_dir}/bwd-heads-gqa)
-# A packed variable-length batch: the backward entries take cu_seqlens (the manifest's parameter 11).
+# A packed variable-length batch: the backward entries take cu_seqlens (the manifest's parameter 11); on
+# wgmma dQ and dK/dV in one launch (splat_bwd_p0).
 trsplat_e2e(splatc_emit_backward_varlen
-            OUTPUT "splat_bwd_dkv_p0: [0-9]+ registers.*varlen-window-bf16\\.bwd\\.ptx.*manifest\\.json"
+            OUTPUT "splat_bwd_p0: [0-9]+ registers.*varlen-window-bf16\\.bwd\\.ptx.*manifest\\.json"
             COMMAND splatc emit patterns/varlen-window-bf16.json --pass both --target ptx --arch sm_90a -o ${_emit_dir}/bwd-varlen)
 # --backward-mode fast: no dQ kernel, dQ stored from the dK/dV kernels' sums (fp32 storage too).
 trsplat_e2e(splatc_emit_backward_fast

@@ -171,7 +171,7 @@ class CompileTest(unittest.TestCase):
         self.assertEqual(b.head_groups[1].backward.kernels[1].grid[1], "batch*group_heads")
         self.assertEqual([p.name for p in b.head_groups[0].forward.parameters][-1], "lse")
         self.assertFalse(any(g.backward.workspace_shared for g in b.head_groups))
-        self.assertTrue(all(x.backward.kernels[-1].name == "splat_bwd_dkv_p0" for x in b.head_groups))
+        self.assertTrue(all(x.backward.kernels[-1].name == "splat_bwd_p0" for x in b.head_groups))  # dQ and dK/dV in one launch
         # The fast mode: dQ from the dK/dV kernels' atomics, no dQ kernel; a mode of another name is refused.
         f = splat.compile(doc, backward=True, backward_mode="fast", cache_dir=self.cache)
         self.assertNotEqual(f.key, splat.compile(doc, backward=True, cache_dir=self.cache).key)

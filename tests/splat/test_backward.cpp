@@ -6,6 +6,8 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <set>
+#include <tuple>
 
 #include "libsplat/analysis/analysis.h"
 #include "libsplat/codegen/backward.h"
@@ -413,6 +415,9 @@ TEST_CASE("backward of a packed variable-length batch: module, parameters and ma
   CHECK(m.source.find("const int* table, const int* cu_seqlens) {") != std::string::npos);
   CHECK(m.source.find("ws, cu_seqlens);") != std::string::npos);  // bwd_delta
   CHECK(m.source.find(", cu_seqlens, -1, -1, &args);") != std::string::npos);  // fused_pass
+  // On wgmma (sm_90a) dQ and dK/dV in one launch, its blocks' tiles and heads from bwd_joint_block.
+  CHECK(generate_backward(p, analyze(p), BackwardTuning{}, "sm_90a").source.find(", cu_seqlens, (int)jb.tile, jb.head, &args);") !=
+        std::string::npos);
   CHECK(m.source.find("splat_bwd_reduce") != std::string::npos);  // grouped heads
   CHECK(m.source.find("true, true, true") == std::string::npos);  // no NOMASK pass (FIRST, LAST, NOMASK)
   for (const KernelDesc& k : m.kernels) CHECK(k.name.find("combine") == std::string::npos);
@@ -472,7 +477,8 @@ TEST_CASE("backward: what the kernels do not take is a located error; --tune-bac
   CHECK(gm.source.find("#define SPLAT_HEAD_GROUP 2") != std::string::npos);
   CHECK(gm.source.find("#define SPLAT_HEAD_IDS 2, 3") != std::string::npos);  // terms over runs of heads / n heads
   CHECK(parse_backward_tuning("") == BackwardTuning{});
-  const BackwardTuning t = parse_backward_tuning("cw=32,areg=0,minb=3,stages=3");
+  const BackwardTuning t = parse_backward_tuning("cw=32,areg=0,minb=3,stages=3,joint=0");
+  CHECK(t.joint == 0);
   CHECK(t.step == 32);
   CHECK(t.a_regs == 0);
   CHECK(t.min_blocks == 3);
@@ -480,7 +486,7 @@ TEST_CASE("backward: what the kernels do not take is a located error; --tune-bac
   CHECK_THROWS_WITH_AS(parse_backward_tuning("cw=48"), doctest::Contains("cw must be 32 or 64"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(parse_backward_tuning("bc=64"), doctest::Contains("unknown key 'bc'"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(parse_backward_tuning("minb=x"), doctest::Contains("minb must be 0..8"), std::invalid_argument);
-  // The module: D, dQ passes, dK/dV passes in launch order; the tuning reaches the engine.
+  // The module (joint=0): D, dQ passes, dK/dV passes in launch order; the tuning reaches the engine.
   const Problem p = parse_problem_text(base + R"("dtype": "bf16"})", "p.json");
   const BackwardModule m = generate_backward(p, analyze(p), t);
   REQUIRE(m.kernels.size() >= 3);
@@ -521,9 +527,9 @@ TEST_CASE("backward: the wgmma engine, where it runs and its tuning" * doctest::
   CHECK(w.source.find("#include \"splat/backward_wgmma.cuh\"") != std::string::npos);
   CHECK(w.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, 2>") != std::string::npos);
   CHECK(w.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, false, 2>") != std::string::npos);
-  CHECK(w.source.find("__launch_bounds__(128, 3) splat_bwd_dkv_p0") != std::string::npos);
-  CHECK(w.kernels[1].smem_dynamic == geometry::bwd_wgmma_smem(2, 64, false));
-  CHECK(w.kernels.back().smem_dynamic == geometry::bwd_wgmma_smem(2, 64, true));
+  CHECK(w.source.find("__launch_bounds__(128, 3) splat_bwd_p0") != std::string::npos);
+  REQUIRE(w.kernels.size() == 2);
+  CHECK(w.kernels[1].smem_dynamic == geometry::bwd_wgmma_smem(2, 64, true));
   CHECK(geometry::bwd_wgmma_smem(2, 64, true) == 4 * 8192 + 2 * 8192 + 2 * 2 * 64 * 4 + 1024);
   // Any other target, and wg=0: the mma.sync engine.
   for (const char* arch : {"", "sm_80", "sm_90"}) CHECK(generate_backward(p, acsr, BackwardTuning{}, arch).engine == "mma.sync");
@@ -540,7 +546,7 @@ TEST_CASE("backward: the wgmma engine, where it runs and its tuning" * doctest::
   // The engine's own tuning: stages and minb.
   const BackwardModule w3 = generate_backward(p, acsr, parse_backward_tuning("stages=3,minb=0"), "sm_90a");
   CHECK(w3.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, 3>") != std::string::npos);
-  CHECK(w3.source.find("__launch_bounds__(128) splat_bwd_dkv_p0") != std::string::npos);
+  CHECK(w3.source.find("__launch_bounds__(128) splat_bwd_p0") != std::string::npos);
   // fp16 too; head_dim 128, fp32 and tf32 keep their engines.
   const Problem h = parse_problem_text(base + R"("dtype": "fp16"})", "p.json");
   CHECK(generate_backward(h, analyze(h), BackwardTuning{}, "sm_90a").engine == "wgmma");
@@ -560,4 +566,88 @@ TEST_CASE("backward: the wgmma engine, where it runs and its tuning" * doctest::
   CHECK_THROWS_WITH_AS(generate_backward(p, acsr, parse_backward_tuning("wg=1,cw=32"), "sm_90a"), doctest::Contains("cw=64, areg=0"), Error);
   CHECK_THROWS_WITH_AS(generate_backward(p, acsr, parse_backward_tuning("wg=1,areg=1"), "sm_90a"), doctest::Contains("cw=64, areg=0"), Error);
   CHECK_THROWS_WITH_AS(parse_backward_tuning("wg=2"), doctest::Contains("wg must be 0..1"), std::invalid_argument);
+}
+
+// The dQ and dK/dV passes in one launch (splat_bwd_p0, the wgmma engine's default where both plans
+// have one pass and the kernels one column slice): its grid, shared memory and block order, split
+// tiles' combines after it; joint=0 and column slices keep a launch per pass.
+TEST_CASE("backward: dQ and dK/dV in one launch (joint), its blocks and where it applies" * doctest::test_suite("unit")) {
+  // Every (pass, tile, head) once, the dK/dV blocks first, heads outer within each pass.
+  for (int64_t heads : {1, 3, 16})
+    for (int64_t nkv : {1, 4, 7})
+      for (int64_t nq : {1, 5, 64}) {
+        CAPTURE(heads);
+        CAPTURE(nkv);
+        CAPTURE(nq);
+        std::set<std::tuple<bool, int64_t, int64_t>> seen;
+        bool dq_seen = false, ordered = true;
+        for (int64_t n = 0; n < (nkv + nq) * heads; ++n) {
+          const geometry::JointBlock<int64_t> b = geometry::bwd_joint_block<int64_t>(n, nkv, nq, heads);
+          CHECK(b.tile >= 0);
+          CHECK(b.tile < (b.dkv ? nkv : nq));
+          CHECK(b.head >= 0);
+          CHECK(b.head < heads);
+          seen.insert({b.dkv, b.tile, b.head});
+          ordered = ordered && !(dq_seen && b.dkv);
+          dq_seen = dq_seen || !b.dkv;
+        }
+        CHECK(static_cast<int64_t>(seen.size()) == (nkv + nq) * heads);
+        CHECK(ordered);
+      }
+  // Enough tiles that no plan splits one for parallelism (a short problem's would: a combine after).
+  const Problem p = parse_problem_text(R"({"seq_len": 4000, "head_dim": 64, "heads": 16, "dtype": "bf16", )"
+                                       R"("pattern": {"window": {"left": 100, "right": 100}}})", "p.json");
+  const Acsr acsr = analyze(p);
+  // The default on the wgmma engine (sm_90a); joint=1 on the others.
+  for (const char* arch : {"sm_80", "sm_90a"}) {
+    CAPTURE(arch);
+    const bool wg = std::string(arch) == "sm_90a";
+    const BackwardModule m = generate_backward(p, acsr, wg ? BackwardTuning{} : parse_backward_tuning("joint=1"), arch);
+    CHECK(m.engine == (wg ? "wgmma" : "mma.sync"));
+    REQUIRE(m.kernels.size() == 2);
+    CHECK(m.kernels[0].name == "splat_bwd_delta");
+    CHECK(m.kernels[1].name == "splat_bwd_p0");
+    const int64_t nq = static_cast<int64_t>(m.plans.rows.passes[0].tiles.size());
+    const int64_t nkv = static_cast<int64_t>(m.plans.cols.passes[0].tiles.size());
+    CHECK(nq == 63);
+    CHECK(m.kernels[1].grid_x == nq + nkv);
+    CHECK(m.source.find("bwd_joint_block(" + std::to_string(nkv) + ", " + std::to_string(nq) + ")") != std::string::npos);
+    CHECK(m.tuning.joint == 1);
+    // joint=0: the two launches, dQ's first, each with its own grid and shared memory.
+    const BackwardModule s = generate_backward(p, acsr, parse_backward_tuning("joint=0"), arch);
+    REQUIRE(s.kernels.size() == 3);
+    CHECK(s.kernels[1].name == "splat_bwd_dq_p0");
+    CHECK(s.kernels[1].grid_x == nq);
+    CHECK(s.kernels[2].name == "splat_bwd_dkv_p0");
+    CHECK(s.kernels[2].grid_x == nkv);
+    CHECK(m.kernels[1].smem_dynamic == std::max(s.kernels[1].smem_dynamic, s.kernels[2].smem_dynamic));
+    CHECK(s.source.find("bwd_joint_block") == std::string::npos);
+    if (!wg) CHECK(generate_backward(p, acsr, BackwardTuning{}, arch).kernels.size() == 3);  // mma.sync: a launch each
+  }
+  Problem f = p;
+  f.dtype = DType::FP32;
+  CHECK(generate_backward(f, analyze(f), BackwardTuning{}, "sm_90a").tuning.joint == 0);
+  // Longformer's global rows and keys split tiles into chunks: each pass's combine after the joint
+  // launch, the dK/dV pass's partials after the dQ pass's (launched apart, the passes share one region).
+  const Problem g = load_problem((fs::path(TRSPLAT_SOURCE_DIR) / "patterns/longformer-4k-bf16.json").string());
+  const Acsr ga = analyze(g);
+  const BackwardModule gm = generate_backward(g, ga, BackwardTuning{}, "sm_90a");
+  const BackwardModule g0 = generate_backward(g, ga, parse_backward_tuning("joint=0"), "sm_90a");
+  REQUIRE_FALSE(gm.plans.rows.passes[0].splits.empty());
+  REQUIRE_FALSE(gm.plans.cols.passes[0].splits.empty());
+  std::vector<std::string> names, names0;
+  for (const KernelDesc& k : gm.kernels) names.push_back(k.name);
+  for (const KernelDesc& k : g0.kernels) names0.push_back(k.name);
+  CHECK(names == std::vector<std::string>{"splat_bwd_delta", "splat_bwd_p0", "splat_bwd_dq_p0_combine", "splat_bwd_dkv_p0_combine"});
+  CHECK(names0 == std::vector<std::string>{"splat_bwd_delta", "splat_bwd_dq_p0", "splat_bwd_dq_p0_combine", "splat_bwd_dkv_p0",
+                                           "splat_bwd_dkv_p0_combine"});
+  const int64_t split_q = gm.plans.rows.passes[0].slots * 64 * 64, split_kv = gm.plans.cols.passes[0].slots * 128 * 64;
+  CHECK(gm.workspace_floats_per_bh - g0.workspace_floats_per_bh == std::min(split_q, split_kv));
+  CHECK(gm.source.find("split_ws += (i64)gridDim.y * " + std::to_string(split_q) + ";") != std::string::npos);
+  CHECK(g0.source.find("split_ws +=") == std::string::npos);
+  // Column slices (head_dim over 128): a launch per pass and slice.
+  Problem wide = p;
+  wide.head_dim = 256;
+  for (const KernelDesc& k : generate_backward(wide, analyze(wide)).kernels) CHECK(k.name != "splat_bwd_p0");
+  CHECK_THROWS_WITH_AS(parse_backward_tuning("joint=2"), doctest::Contains("joint must be 0..1"), std::invalid_argument);
 }
