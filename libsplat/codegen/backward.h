@@ -35,7 +35,7 @@ struct BackwardTuning {
   int min_blocks = -1;  // minb: __launch_bounds__ minimum blocks per SM, 0 (none) .. 8
   int wgmma = -1;       // wg: bf16/fp16 on wgmma (1, sm_90a, head_dim 64, deterministic mode) or mma.sync (0)
   int joint = -1;       // joint: the dQ and dK/dV passes in one launch (1: splat_bwd_p0, where both plans have
-                        // one pass without split tiles and one column slice; the default on wgmma) or one each (0)
+                        // one pass and the kernels one column slice; the default on wgmma) or one each (0)
   // The fast mode (`--backward-mode fast`): the dK/dV kernel also adds dS.K to dQ by fp32
   // atomics, so no dQ kernel recomputes S and dP (5 matrix products a kept tile instead of 7); dQ's
   // bits then vary run to run. Not a tuning key: it changes what the kernels guarantee.
@@ -49,7 +49,8 @@ BackwardTuning parse_backward_tuning(const std::string& spec);
 struct BackwardModule {
   std::string name;                   // problem name
   std::string source;                 // CUDA C++
-  std::vector<KernelDesc> kernels;    // launch order: D, the dQ passes, the dK/dV passes, the K/V-head reduction
+  std::vector<KernelDesc> kernels;    // launch order: D, the dQ passes, the dK/dV passes (or the two in one
+                                      // launch, splat_bwd_p0, then their split tiles' combines), the K/V-head reduction
   std::vector<int32_t> table;         // the row plan's words, then the column plan's (from column_table_word)
   int64_t column_table_word = 0;
   int64_t workspace_floats_per_bh = 0;  // D, and the accumulators handed between passes
