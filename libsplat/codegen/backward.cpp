@@ -35,9 +35,9 @@ BackwardTuning resolve(const Problem& p, BackwardTuning t, const std::string& ar
     t.step = 64;
     t.a_regs = 0;
   }
-  // One launch for dQ and dK/dV took the wgmma engine's backward 3-12% faster (H100 and H200, window,
-  // dilated, blocked and Longformer cases; BigBird-4k 1.3% slower), the mma.sync engine's -3..+4% and
-  // the fp32 engine's 46% slower at window-4k (docs/performance.md): the default on wgmma only.
+  // One launch for dQ and dK/dV took the wgmma engine's backward 1-12% faster (H100 and H200: window,
+  // dilated, blocked, Longformer, BigBird-16k; BigBird-4k 1.3% slower), the mma.sync engine's -3..+4%
+  // and the fp32 engine's 46% slower at window-4k (docs/performance.md): the default on wgmma only.
   if (t.joint < 0) t.joint = t.wgmma == 1 ? 1 : 0;
   if (t.stages == 0) t.stages = 2;
   if (t.step == 0) t.step = p.head_dim <= 64 ? 64 : 32;
