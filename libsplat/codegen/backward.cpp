@@ -200,12 +200,16 @@ void combine_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t p
 // The number of column slices of an entry point (geometry::bwd_col_slices; the fp32 engine: one).
 int col_slices(const Problem& p) { return tf32_engine(p) ? 1 : geometry::bwd_col_slices(static_cast<int>(p.head_dim)); }
 
+// Whether a pass runs without masks (its tables and its fused_pass call agree on it): every key tile
+// full; never in a packed batch, whose sequences end inside key tiles.
+bool unmasked_pass(const Problem& p, const PlanPass& pass) { return !p.varlen && pass_unmasked(pass, 64); }
+
 // A pass's fused_pass call (pass pi of the row plan, or of the column plan for dK/dV), for the
 // column slice from output column co; tix, bhx: the block's tile and head ("-1": blockIdx).
 std::string pass_call(const Problem& p, const Plan& plan, size_t pi, bool dkv, const BackwardTuning& tu, const std::string& T,
                       int co, const std::string& tix = "-1", const std::string& bhx = "-1") {
   const PlanPass& pass = plan.passes[pi];
-  const bool unmasked = !p.varlen && pass_unmasked(pass, 64);  // a packed batch's sequences end inside key tiles
+  const bool unmasked = unmasked_pass(p, pass);
   const std::string k = dkv ? "kCol" : "k", n = std::to_string(pi);
   std::string gkeys;
   if (pi == 0 && plan.global_keys) {
@@ -225,10 +229,11 @@ std::string pass_call(const Problem& p, const Plan& plan, size_t pi, bool dkv, c
   return s.str();
 }
 
+// A pass's tables (prefix k, or kCol for the column plan).
 void pass_tables(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, bool dkv) {
   static const Acsr kNoAcsr{};
   const PlanPass& pass = plan.passes[pi];
-  emit::pass_tables(s, tables_context(p, kNoAcsr, plan), pi, pass, !p.varlen && pass_unmasked(pass, 64), dkv ? "kCol" : "k");
+  emit::pass_tables(s, tables_context(p, kNoAcsr, plan), pi, pass, unmasked_pass(p, pass), dkv ? "kCol" : "k");
 }
 
 // One pass of a plan: its tables (prefix k) and its entry points, one per column slice (the first
