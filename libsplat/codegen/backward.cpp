@@ -16,18 +16,17 @@ namespace {
 constexpr int kBlock = 128;
 
 // Whether the wgmma engine (BwdWgmmaEngine) can run the problem: sm_90a, 16-bit storage, head_dim
-// 64 (its stages hold one 64-column block and its registers one of dK and dV each), deterministic.
-bool wgmma_takes(const Problem& p, const BackwardTuning& t, const std::string& arch) {
-  return arch == "sm_90a" && dtype_bytes(p.dtype) == 2 && p.head_dim == 64 && !t.fast;
+// 64 (its stages hold one 64-column block and its registers one of dK and dV each); either mode.
+bool wgmma_takes(const Problem& p, const std::string& arch) {
+  return arch == "sm_90a" && dtype_bytes(p.dtype) == 2 && p.head_dim == 64;
 }
 
 // The measured defaults (docs/performance.md) for what the tuning leaves unset.
 BackwardTuning resolve(const Problem& p, BackwardTuning t, const std::string& arch) {
-  if (t.wgmma < 0) t.wgmma = wgmma_takes(p, t, arch) && (t.step == 0 || t.step == 64) && t.a_regs != 1 ? 1 : 0;
+  if (t.wgmma < 0) t.wgmma = wgmma_takes(p, arch) && (t.step == 0 || t.step == 64) && t.a_regs != 1 ? 1 : 0;
   if (t.wgmma == 1) {
-    if (!wgmma_takes(p, t, arch))
-      throw Error(p.file, "--tune-backward",
-                  "wg=1 (the wgmma engine) needs --arch sm_90a, bf16 or fp16, head_dim 64 and the deterministic mode");
+    if (!wgmma_takes(p, arch))
+      throw Error(p.file, "--tune-backward", "wg=1 (the wgmma engine) needs --arch sm_90a, bf16 or fp16 and head_dim 64");
     // Its row operands are read from shared memory at each key tile (BwdWgmmaEngine: areg=0).
     if ((t.step != 0 && t.step != 64) || t.a_regs == 1)
       throw Error(p.file, "--tune-backward",
@@ -78,7 +77,7 @@ bool tf32_engine(const Problem& p) { return p.dtype == DType::FP32 || p.dtype ==
 
 int backward_smem(const Problem& p, const BackwardTuning& tu, bool dkv) {
   const int hd = static_cast<int>(p.head_dim);
-  if (tu.wgmma == 1) return geometry::bwd_wgmma_smem(tu.stages, hd, dkv);
+  if (tu.wgmma == 1) return geometry::bwd_wgmma_smem(tu.stages, hd, dkv, tu.fast);
   return tf32_engine(p) ? geometry::bwd_tf32_smem(tu.stages, hd, dkv, tu.fast ? tu.step : 0) : geometry::bwd_mma_smem(tu.stages, hd, dkv, tu.fast ? tu.step : 0);
 }
 
@@ -90,7 +89,7 @@ std::string engine_type(const Problem& p, const BackwardTuning& tu, bool dkv, in
            (p.dtype == DType::FP32 ? "true" : "false") + ", " + std::to_string(tu.step) + (tu.fast && dkv ? ", true>" : ">");
   if (tu.wgmma == 1)
     return "BwdWgmmaEngine<" + std::string(elt_type(p.dtype)) + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " +
-           std::to_string(tu.stages) + ">";
+           std::to_string(tu.stages) + (tu.fast && dkv ? ", true>" : ">");
   // The trailing template arguments FAST and CO, written only where they differ from the defaults.
   std::string tail = tu.fast && dkv ? ", true" : co > 0 ? ", false" : "";
   if (co > 0) tail += ", " + std::to_string(co);
@@ -98,12 +97,17 @@ std::string engine_type(const Problem& p, const BackwardTuning& tu, bool dkv, in
          std::to_string(tu.stages) + ", " + (tu.a_regs ? "true" : "false") + ", " + std::to_string(tu.step) + tail + ">";
 }
 
-// An entry point's signature (backward_params; a packed batch's last parameter, cu_seqlens).
-std::string entry(const Problem& p, const std::string& name, int min_blocks = 0) {
+// An entry point's signature (backward_params; a packed batch's last parameter, cu_seqlens). pdl
+// (programmatic dependent launch, sm_90a modules): the body starts by waiting for the entry before it
+// (griddepcontrol.wait: that grid completed and its writes are visible; at once where it was not
+// launched programmatically) and lets the next one launch (its blocks then take the SMs as this
+// grid's leave, and wait in turn).
+std::string entry(const Problem& p, const std::string& name, int min_blocks, bool pdl) {
   return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlock) +
          (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ") " + name +
          "(const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse, void* dq, "
-         "void* dk, void* dv, float* ws, const int* table" + (p.varlen ? ", const int* cu_seqlens" : "") + ") {\n";
+         "void* dk, void* dv, float* ws, const int* table" + (p.varlen ? ", const int* cu_seqlens" : "") + ") {\n" +
+         (pdl ? "  pdl_wait();\n  pdl_launch_dependents();\n" : "");
 }
 // What the device functions take for cu_seqlens.
 const char* cu_arg(const Problem& p) { return p.varlen ? "cu_seqlens" : "nullptr"; }
@@ -120,6 +124,7 @@ struct Layout {
   bool shared = false;
   int64_t shared_words = 0;
   bool fast = false;  // the fast mode: dq_acc holds dQ's fp32 sums (atomics of the dK/dV kernel)
+  bool pdl = false;   // every entry after the first a programmatic dependent launch (entry())
   // The joint launch (joint_entry): the dK/dV pass's split partials start split_kv_at words per bh after
   // the dQ pass's (its blocks run beside the dQ pass's); launched apart, the passes share the region.
   int64_t split_kv_at = 0;
@@ -191,7 +196,7 @@ void combine_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t p
   d.role = std::string(dkv ? "dK/dV" : "dQ") + " pass " + std::to_string(pi + 1) + ": the split tiles' chunks summed";
   d.grid_x = static_cast<int64_t>(pass.splits.size());
   d.block = kBlock;
-  s << entry(p, d.name) << "  (void)q; (void)k; (void)o; (void)table;\n" << args_decl(p, dkv, lay) << "  bwd_combine<" << elt
+  s << entry(p, d.name, 0, lay.pdl) << "  (void)q; (void)k; (void)o; (void)table;\n" << args_decl(p, dkv, lay) << "  bwd_combine<" << elt
     << ", SPLAT_SEQ, SPLAT_KV, SPLAT_HD, " << (dkv ? "true" : "false") << ", " << pass.period << ", " << pass.slots << ", "
     << (pi + 1 == plan.passes.size() ? "true" : "false") << ">(" << (dkv ? "kCol" : "k") << "Splits" << pi << ", args);\n}\n";
   kernels.push_back(d);
@@ -257,7 +262,7 @@ void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, 
     d.grid_x = static_cast<int64_t>(pass.tiles.size());
     d.block = kBlock;
     d.smem_dynamic = backward_smem(p, tu, dkv);
-    s << entry(p, d.name, tu.min_blocks) << "  (void)o;\n"
+    s << entry(p, d.name, tu.min_blocks, lay.pdl) << "  (void)o;\n"
       << "  static_assert(" << engine_type(p, tu, dkv, co) << "::SMEM == " << d.smem_dynamic
       << ", \"shared memory as the manifest says\");\n"
       << args_decl(p, dkv, lay) << "  " << pass_call(p, plan, pi, dkv, tu, elt, co) << "}\n";
@@ -290,7 +295,7 @@ void joint_entry(std::ostream& s, const Problem& p, const BackwardPlans& plans, 
   d.grid_x = nq + nkv;
   d.block = kBlock;
   d.smem_dynamic = std::max(backward_smem(p, tu, true), backward_smem(p, tu, false));
-  s << entry(p, d.name, tu.min_blocks) << "  (void)o;\n"
+  s << entry(p, d.name, tu.min_blocks, lay.pdl) << "  (void)o;\n"
     << "  static_assert(" << engine_type(p, tu, true, 0) << "::SMEM <= " << d.smem_dynamic << " && " << engine_type(p, tu, false, 0)
     << "::SMEM <= " << d.smem_dynamic << ", \"shared memory as the manifest says\");\n"
     << "  const splat::geometry::JointBlock<i64> jb = bwd_joint_block(" << nkv << ", " << nq << ");\n  if (jb.dkv) {\n"
@@ -314,7 +319,7 @@ void row_entry(std::ostream& s, const Problem& p, const Layout& lay, const std::
   d.grid_x = (p.seq_len + rows - 1) / rows;
   const std::string own = lay.shared ? "ws + " + shared_floats(p) : "ws";
   const std::string dq_acc = "(" + own + ") + (i64)gridDim.y * " + std::to_string(lay.delta);
-  s << "\n" << entry(p, d.name) << "  (void)q; (void)k; (void)v; (void)lse; (void)dk; (void)dv; (void)table;"
+  s << "\n" << entry(p, d.name, 0, lay.pdl) << "  (void)q; (void)k; (void)v; (void)lse; (void)dk; (void)dv; (void)table;"
     << (store ? " (void)o; (void)dout;\n" : " (void)dq;\n");
   if (store)
     s << "  bwd_dq_store<" << elt << ", SPLAT_SEQ, SPLAT_HD>(" << dq_acc << ", static_cast<" << elt << "*>(dq), "
@@ -336,7 +341,7 @@ void reduce_entry(std::ostream& s, const Problem& p, const Layout& lay, const st
            (lay.shared ? " (every head group's, from the shared region)" : "");
   r.grid_x = (p.kv_len * p.head_dim + kBlock * group - 1) / (kBlock * group);
   const std::string acc = lay.shared ? "ws" : "ws + (i64)gridDim.y * (" + std::to_string(lay.delta + lay.dq_acc) + ")";
-  s << "\n" << entry(p, r.name) << "  (void)q; (void)k; (void)v; (void)o; (void)dout; (void)lse; (void)dq; (void)table;\n"
+  s << "\n" << entry(p, r.name, 0, lay.pdl) << "  (void)q; (void)k; (void)v; (void)o; (void)dout; (void)lse; (void)dq; (void)table;\n"
     << "  bwd_reduce_kv<" << elt << ", SPLAT_KV, SPLAT_HD, SPLAT_KV_GROUP>(" << acc << ", static_cast<" << elt
     << "*>(dk), static_cast<" << elt << "*>(dv), " << emit::f32_literal(p.scale) << ", " << cu_arg(p)
     << (lay.shared ? std::string(", ") + kAllHeads : std::string()) << ");\n}\n";
@@ -461,7 +466,10 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   m.table.insert(m.table.end(), m.plans.cols.table.begin(), m.plans.cols.table.end());
   const int64_t group = p.heads / p.kv_heads;
   const bool joint = joint_launch(p, m.plans, m.tuning);
-  const Layout lay = layout_of(p, m.plans, m.tuning.fast, joint);
+  Layout lay = layout_of(p, m.plans, m.tuning.fast, joint);
+  // sm_90a (the wgmma engine's modules): programmatic dependent launches, each entry's blocks ready
+  // as the previous entry's leave the SMs.
+  lay.pdl = m.tuning.wgmma == 1;
   m.shared_kv = lay.shared;
   m.workspace_floats_per_bh = lay.shared_words + lay.delta + lay.dq_acc + lay.kv_acc + lay.split;
   const std::string elt = elt_type(p.dtype);
@@ -487,6 +495,7 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   }
   if (lay.fast) row_entry(s, p, lay, elt, true, m.kernels);  // dQ from its sums
   if (lay.reduce && (!lay.shared || p.group_index + 1 == p.group_count)) reduce_entry(s, p, lay, elt, m.kernels);
+  for (size_t i = 1; i < m.kernels.size(); ++i) m.kernels[i].programmatic = lay.pdl;
   m.source = s.str();
   return m;
 }
@@ -499,7 +508,8 @@ nlohmann::json backward_manifest(const BackwardModule& mod, const std::vector<st
                        {"role", k.role},
                        {"grid", {k.grid_x, mod.grid_y, 1}},
                        {"block", {k.block, 1, 1}},
-                       {"shared_memory_dynamic_bytes", k.smem_dynamic}});
+                       {"shared_memory_dynamic_bytes", k.smem_dynamic},
+                       {"programmatic_launch", k.programmatic}});
   json params = json::array();
   for (size_t i = 0; i < backward_params().size(); ++i) {
     const ParamDesc& d = backward_params()[i];
@@ -520,7 +530,9 @@ nlohmann::json backward_manifest(const BackwardModule& mod, const std::vector<st
          {"engine", mod.engine},
          {"parameters", params},
          {"kernels", kernels},
-         {"launch_order", "every entry in order on one stream (each reads what the ones before wrote)"},
+         {"launch_order", "every entry in order on one stream (each reads what the ones before wrote); an entry with "
+                          "programmatic_launch may be launched with programmatic stream serialization "
+                          "(cudaLaunchAttributeProgrammaticStreamSerialization) to start while the previous one ends"},
          {"workspace_floats_per_bh", mod.workspace_floats_per_bh},
          {"table_words", mod.table.size()}};
   if (mod.shared_kv) {

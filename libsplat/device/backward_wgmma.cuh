@@ -24,8 +24,13 @@
 //  * The masks branch per thread; __syncwarp() reconverges each warp before a wgmma (.aligned).
 //  * cp.async writes the stages through the generic proxy and wgmma reads them through the async
 //    proxy: every thread fences (landed()) after its copies completed, before the stage's barrier.
-// Deterministic mode only (the fast mode's dQ atomics are BwdMmaEngine's); codegen selects this
-// engine only when compiling for sm_90a (wgmma is an arch-specific feature).
+//  * FAST (the fast mode's dK/dV kernel): after dK's group is issued, dS^T goes to a shared tile as
+//    [key][walked row] (the stages' swizzled layout), and dQ[walked rows] = dS.K is one more wgmma
+//    group with both operands from shared memory read MN-major (dS^T's tile; K, the tile's A1), its
+//    64 x 64 fp32 products added to dQ's sums by red.global.add.v2.f32 (in no fixed order; the
+//    sums are unscaled, bwd_dq_store scales them). 5 products a key tile instead of the
+//    deterministic mode's 7 over two passes.
+// Codegen selects this engine only when compiling for sm_90a (wgmma is an arch-specific feature).
 #pragma once
 #include "splat/backward.cuh"
 #include "splat/engine_wgmma.cuh"
@@ -33,26 +38,34 @@
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Derived from BwdMmaEngine for its arguments, statistics, accumulators and ends (its own stages and
 // row operands unused).
-template <class T, int HD, int SEQ, int KV, bool DKV, int NSTAGES>
-struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
-  using Base = BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64>;
+template <class T, int HD, int SEQ, int KV, bool DKV, int NSTAGES, bool FAST = false>
+struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FAST> {
+  using Base = BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FAST>;
   static_assert(HD == 64, "the wgmma backward engine's stages hold one 64-column block");
   static constexpr int BC = 64, TILE = splat::geometry::wgmma_tile_bytes(HD);
-  static constexpr int SMEM = splat::geometry::bwd_wgmma_smem(NSTAGES, HD, DKV);
+  static constexpr bool FAST_DQ = Base::FAST_DQ;
+  static constexpr int SMEM = splat::geometry::bwd_wgmma_smem(NSTAGES, HD, DKV, FAST);
   static constexpr bool REFILL_BARRIER = false;
   static constexpr bool EARLY_WAIT = true;
   u32 xbase;       // shared address of X stage 0 (1024-aligned); Y stage s at xbase + (NSTAGES + s) * TILE
   u32 abase;       // the tile's A1 rows (64 x 128 bytes, swizzled), then A2's
   u32 sdst;        // this thread's byte offset in a stage: row t / 8, 16-byte chunk t % 8, swizzled
-  float* wstats;   // dK/dV: per stage, the walked rows' lse (64) and D (64)
+  u32 dsbase;      // FAST_DQ: dS^T of the key tile, [key][walked row], swizzled like a stage
+  float* wstats;   // dK/dV: per stage, the walked rows' lse (64) and D (64); FAST_DQ: then their indices
 
-  // Shared memory: the stages (aligned up from the dynamic base), the row operands, the statistics.
+  // Shared memory: the stages (aligned up from the dynamic base), the row operands, (FAST_DQ: dS^T's
+  // tile), the statistics (FAST_DQ: then the walked rows' indices).
   __device__ __forceinline__ void begin(unsigned char* smem, const T* a1, const T* x, const T*, const i64* row, const Head& hv,
                                         bool first, const float*) {
     const u32 raw = smem_addr(smem);
     xbase = (raw + 1023u) & ~1023u;
     abase = xbase + 2 * NSTAGES * TILE;
-    wstats = reinterpret_cast<float*>(smem + (abase - raw) + 2 * TILE);
+    dsbase = abase + 2 * TILE;
+    wstats = reinterpret_cast<float*>(smem + (dsbase - raw) + (FAST_DQ ? TILE : 0));
+    if constexpr (FAST_DQ) {
+      this->idx = reinterpret_cast<int*>(wstats + NSTAGES * 2 * BC);
+      this->dq_g = this->args->dq_acc + hv.bh * (i64)SEQ * HD;
+    }
     const u32 c = threadIdx.x & 7, r0 = threadIdx.x >> 3;
     sdst = r0 * 128 + ((c ^ (r0 & 7)) << 4);  // (r0 + 16 k) % 8 == r0 % 8
     bwd_begin_rows<T, HD, SEQ>(*this, a1, x, row, hv);  // stage_rows (below), the walked operands' bases
@@ -92,7 +105,8 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
       cp_async16_s(xd + k * 16 * 128, this->xg + off, ok ? 16 : 0);
       cp_async16_s(yd + k * 16 * 128, this->yg + off, ok ? 16 : 0);
     }
-    if constexpr (DKV) bwd_load_stats<BC>(wstats + buf * 2 * BC, this->lse_g, this->delta_g, w, u0, table);
+    if constexpr (DKV)
+      bwd_load_stats<BC>(wstats + buf * 2 * BC, this->lse_g, this->delta_g, w, u0, table, FAST_DQ ? this->idx + buf * BC : nullptr);
   }
 
   // The ends of BwdMmaEngine, after the row operands' copies (stage_rows) completed: a tile with no
@@ -132,9 +146,49 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
     each_score([&](int n, int e4, int h, int c) { dp[n][e4] = p[n][e4] * (dp[n][e4] - (DKV ? st[BC + c] : this->drow[h])); });
   }
 
+  // FAST_DQ: dS^T (da, packed A fragments of dK's product: keys 16w + g (+ 8), walked rows 16 kb +
+  // 2 t4 (+ 8)) into its tile, then q = dS.K issued as a wgmma group: A = the tile read MN-major
+  // (walked rows contiguous), B = K (the tile's A1, [key][d]) read MN-major too; key step kb is 16
+  // rows of 128 bytes on in both. The barrier publishes every warp's part of dS^T.
+  __device__ __forceinline__ void dq_issue(const u32 (&da)[4][4], u64 d1, float (&q)[8][4]) {
+    const u32 lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3, w = threadIdx.x >> 5;
+#pragma unroll
+    for (int kb = 0; kb < 4; ++kb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const u32 r = 16 * w + g + 8 * (e & 1), c = 16 * kb + 8 * (e >> 1) + 2 * t4;
+        const u32 at = dsbase + r * 128 + ((((c >> 3) ^ (r & 7)) << 4) | ((c & 7) * 2));
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(da[kb][e]) : "memory");
+      }
+    landed();
+    __syncthreads();
+    const u64 ds = wg_desc(dsbase);
+    wg_fence();
+    wg_mma_ss<T, false, 0, 8, true>(q, ds, d1);
+#pragma unroll
+    for (int kb = 1; kb < 4; ++kb) wg_mma_ss<T, true, 0, 8, true>(q, ds + 128 * kb, d1 + 128 * kb);
+    wg_commit();
+  }
+  // FAST_DQ: q (walked rows 16 w + g (+ 8) of the stage, head columns 8 n + 2 t4 (+ 1)) added to
+  // dQ's sums at the walked rows' indices (-1: past the walk), two floats an instruction.
+  __device__ __forceinline__ void dq_add(const float (&q)[8][4], int buf) const {
+    const int lane = threadIdx.x & 31, t4 = lane & 3, r0 = (threadIdx.x >> 5) * 16 + (lane >> 2);
+    const int* rows = this->idx + buf * BC;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = rows[r0 + 8 * h];
+      if (i < 0) continue;
+      float* dst = this->dq_g + (i64)i * HD + 2 * t4;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(dst + 8 * n), "f"(q[n][2 * h]), "f"(q[n][2 * h + 1]) : "memory");
+    }
+  }
+
   // One key tile, its products in four wgmma groups so that the tensor cores work while the
   // registers are: S and dP; P from S (dP's group still running); dV += P.Y issued; dS from dP
-  // (dV's group running); dK += dS.X (dQ: dQ += dS.X); waited for before returning.
+  // (dV's group running); dK += dS.X (dQ: dQ += dS.X), and in the fast mode dQ = dS.K (dq_issue);
+  // waited for before returning (the fast mode then adds dQ's products by atomics).
   template <class Keep>
   __device__ __forceinline__ void compute(int buf, bool full, float scale_log2, Keep keep) {
     const u32 xs = xbase + buf * TILE;
@@ -177,6 +231,8 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
 #pragma unroll
     for (int kb = 0; kb < 4; ++kb) wg_mma<T, 1, true>(this->acc1, da[kb], dx + 128 * kb);
     wg_commit();
+    float q[FAST_DQ ? 8 : 1][4];
+    if constexpr (FAST_DQ) dq_issue(da, d1, q);
     wg_wait<0>();
     wg_hold(this->acc1);
     if constexpr (DKV) wg_hold(this->acc2);
@@ -184,6 +240,10 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64> {
     for (int kb = 0; kb < 4; ++kb)
 #pragma unroll
       for (int e = 0; e < 4; ++e) asm volatile("" : "+r"(pa[kb][e]), "+r"(da[kb][e]));
+    if constexpr (FAST_DQ) {
+      wg_hold(q);
+      dq_add(q, buf);
+    }
   }
 };
 #endif  // __CUDA_ARCH_FEAT_SM90_ALL

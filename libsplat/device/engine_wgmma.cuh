@@ -88,22 +88,31 @@ __device__ __forceinline__ void wg_mma(float (&d)[ND][4], const u32 (&a)[4], u64
   }
 }
 #undef SPLAT_WG_RS
-// D (+)= A.B, m64n64k16, A and B from shared memory (both K-major), fp32 D.
-#define SPLAT_WG_SS(TY, OUT, ACC)                                                                                                \
+// D (+)= A.B, m64n64k16, A and B from shared memory, fp32 D. TR 0: both K-major; 1: both MN-major
+// (A stored [k][m], B [k][n]; transposed by the instruction).
+#define SPLAT_WG_SS(TY, TR, OUT, ACC)                                                                                            \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                                      \
                "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " "                                                       \
                "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                         \
                "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                               \
-               "%32, %33, p, 1, 1, 0, 0;\n}\n"                                                                                    \
+               "%32, %33, p, 1, 1, " #TR ", " #TR ";\n}\n"                                                                       \
                : SPLAT_WG_D(OUT)                                                                                                 \
                : "l"(da), "l"(db), ACC)
-template <class T, bool ACC, int N0 = 0, int ND>
+template <class T, bool ACC, int N0 = 0, int ND, bool TR = false>
 __device__ __forceinline__ void wg_mma_ss(float (&d)[ND][4], u64 da, u64 db) {
   static_assert(N0 + 8 <= ND, "a 64-column block of D");
   if constexpr (WgBf16<T>::value) {
-    if constexpr (ACC) SPLAT_WG_SS("bf16", "+f", "n"(1)); else SPLAT_WG_SS("bf16", "=f", "n"(0));
+    if constexpr (TR) {
+      if constexpr (ACC) SPLAT_WG_SS("bf16", 1, "+f", "n"(1)); else SPLAT_WG_SS("bf16", 1, "=f", "n"(0));
+    } else {
+      if constexpr (ACC) SPLAT_WG_SS("bf16", 0, "+f", "n"(1)); else SPLAT_WG_SS("bf16", 0, "=f", "n"(0));
+    }
   } else {
-    if constexpr (ACC) SPLAT_WG_SS("f16", "+f", "n"(1)); else SPLAT_WG_SS("f16", "=f", "n"(0));
+    if constexpr (TR) {
+      if constexpr (ACC) SPLAT_WG_SS("f16", 1, "+f", "n"(1)); else SPLAT_WG_SS("f16", 1, "=f", "n"(0));
+    } else {
+      if constexpr (ACC) SPLAT_WG_SS("f16", 0, "+f", "n"(1)); else SPLAT_WG_SS("f16", 0, "=f", "n"(0));
+    }
   }
 }
 #undef SPLAT_WG_SS

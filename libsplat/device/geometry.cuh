@@ -78,9 +78,11 @@ SPLAT_GEOMETRY_FN int bwd_mma_smem(int stages, int hd, bool dkv, int fast_cw = 0
 }
 // BwdWgmmaEngine (backward, bf16/fp16 wgmma, head_dim 64): stages of the two walked operands and the
 // tile's two row operands (64 rows of 128 bytes each, swizzled, 1024-aligned: 1024 bytes of slack),
-// and for the dK/dV kernel each stage's walked rows' lse and D.
-SPLAT_GEOMETRY_FN int bwd_wgmma_smem(int stages, int hd, bool dkv) {
-  return (2 * stages + 2) * wgmma_tile_bytes(hd) + (dkv ? stages * 2 * 64 * 4 : 0) + 1024;
+// and for the dK/dV kernel each stage's walked rows' lse and D; the fast mode's dK/dV kernel adds a
+// tile for dS^T (the A operand of dQ's product) and each stage's walked rows' indices.
+SPLAT_GEOMETRY_FN int bwd_wgmma_smem(int stages, int hd, bool dkv, bool fast = false) {
+  return (2 * stages + 2) * wgmma_tile_bytes(hd) + (dkv ? stages * 2 * 64 * 4 : 0) + 1024 +
+         (dkv && fast ? wgmma_tile_bytes(hd) + stages * 64 * 4 : 0);
 }
 // bwd_delta and bwd_dq_store: a group of lanes per query row, the power of two at or above the
 // row's 16-byte pieces (rows of whole 16-byte pieces; else 32 lanes, one element each), at most 32;

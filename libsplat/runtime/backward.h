@@ -49,6 +49,7 @@ class BackwardKernel {
     int64_t grid_x;
     int block;
     size_t smem;
+    bool programmatic;  // KernelDesc::programmatic
   };
   void share_workspace(int64_t units) const;
   std::shared_ptr<const BackwardModule> gen_;

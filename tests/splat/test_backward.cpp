@@ -86,7 +86,7 @@ TEST_CASE("backward modules compile for sm_80 and sm_90a: every bf16/fp16 one of
 TEST_CASE("backward, fast mode: modules compile for sm_80 and sm_90a (tests/gpu, every engine)" * doctest::test_suite("nvrtc")) {
   BackwardTuning fast;
   fast.fast = true;
-  int n = 0;
+  int n = 0, wg = 0;
   for (const char* name : {"window-ragged-bf16", "global-strided-bf16", "bigbird-ragged-bf16", "varlen-window-ragged-bf16",
                            "head-windows-ragged-bf16", "gqa-band-ragged-bf16", "window-d128-ragged-bf16",
                            "lattice-ragged-bf16", "decode-window-global-bf16", "dilated-causal-fp16", "window-d32-fp32",
@@ -100,10 +100,19 @@ TEST_CASE("backward, fast mode: modules compile for sm_80 and sm_90a (tests/gpu,
       for (const KernelDesc& k : m.kernels) CHECK(r.image.find(".entry " + k.name) != std::string::npos);
       if (dtype_bytes(p.dtype) == 2 || p.head_dim <= 64)
         CHECK(!test_compile(m.source, p.name + ".bwd.cu", "sm_80", CompileTarget::Cubin).image.empty());
+      // The sm_90a module: the wgmma engine at 16-bit head_dim 64, its wgmma groups asynchronous.
+      const BackwardModule w = generate_backward(p, analyze(p), fast, "sm_90a");
+      if (w.engine == "wgmma") {
+        const CompileResult c = nvrtc_compile(w.source, p.name + ".bwd.cu", "sm_90a", CompileTarget::Cubin, TRSPLAT_NVRTC_CACHE, true);
+        CHECK(!c.image.empty());
+        CHECK(c.log.find("are serialized") == std::string::npos);
+        ++wg;
+      }
       ++n;
     }
   }
   CHECK(n >= 19);
+  CHECK(wg >= 7);
 }
 
 // ptxas on the backward kernels (sm_90a): every entry point the module lists, and at most 64 bytes of
@@ -511,9 +520,9 @@ TEST_CASE("backward: what the kernels do not take is a located error; --tune-bac
                        doctest::Contains("stages=3 needs 278016 bytes of shared memory per block at head_dim 128 in tf32"), Error);
 }
 
-// The wgmma engine (BwdWgmmaEngine): chosen for sm_90a modules of bf16/fp16 at head_dim 64 in the
-// deterministic mode unless the tuning says otherwise (wg=0, or a step or row-operand choice only
-// the mma.sync engine has); wg=1 where it cannot run is a located error.
+// The wgmma engine (BwdWgmmaEngine): chosen for sm_90a modules of bf16/fp16 at head_dim 64 in
+// either mode unless the tuning says otherwise (wg=0, or a step or row-operand choice only the
+// mma.sync engine has); wg=1 where it cannot run is a located error.
 TEST_CASE("backward: the wgmma engine, where it runs and its tuning" * doctest::test_suite("unit")) {
   const std::string base = R"({"seq_len": 256, "head_dim": 64, "pattern": {"window": {"left": 8, "right": 8}}, )";
   const Problem p = parse_problem_text(base + R"("dtype": "bf16"})", "p.json");
@@ -531,18 +540,44 @@ TEST_CASE("backward: the wgmma engine, where it runs and its tuning" * doctest::
   REQUIRE(w.kernels.size() == 2);
   CHECK(w.kernels[1].smem_dynamic == geometry::bwd_wgmma_smem(2, 64, true));
   CHECK(geometry::bwd_wgmma_smem(2, 64, true) == 4 * 8192 + 2 * 8192 + 2 * 2 * 64 * 4 + 1024);
+  // sm_90a modules: every entry after splat_bwd_delta a programmatic dependent launch, each body
+  // waiting for the entry before it first (in the manifest too); other targets launch plainly.
+  CHECK(!w.kernels[0].programmatic);
+  CHECK(w.kernels[1].programmatic);
+  CHECK(backward_manifest(w, {})["kernels"][1]["programmatic_launch"] == true);
+  CHECK(backward_manifest(w, {})["kernels"][0]["programmatic_launch"] == false);
+  CHECK(w.source.find("splat_bwd_p0(const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse, "
+                      "void* dq, void* dk, void* dv, float* ws, const int* table) {\n  pdl_wait();\n  pdl_launch_dependents();\n") !=
+        std::string::npos);
   // Any other target, and wg=0: the mma.sync engine.
   for (const char* arch : {"", "sm_80", "sm_90"}) CHECK(generate_backward(p, acsr, BackwardTuning{}, arch).engine == "mma.sync");
   const BackwardModule m0 = generate_backward(p, acsr, parse_backward_tuning("wg=0"), "sm_90a");
   CHECK(m0.engine == "mma.sync");
   CHECK(m0.tuning.min_blocks == 0);
+  for (const KernelDesc& k : m0.kernels) CHECK(!k.programmatic);
+  CHECK(m0.source.find("pdl_wait") == std::string::npos);
   CHECK(m0.source.find("BwdMmaEngine<bf16_t") != std::string::npos);
-  // Keys only the mma.sync engine has pick it; the fast mode too.
+  // Keys only the mma.sync engine has pick it.
   CHECK(generate_backward(p, acsr, parse_backward_tuning("cw=32"), "sm_90a").engine == "mma.sync");
   CHECK(generate_backward(p, acsr, parse_backward_tuning("areg=1"), "sm_90a").engine == "mma.sync");
+  // The fast mode: the dK/dV kernel's engine with FAST (dQ's product and atomics), its shared memory
+  // one tile (dS^T) and the stages' row indices more; no dQ kernel, one launch per pass.
   BackwardTuning fast;
   fast.fast = true;
-  CHECK(generate_backward(p, acsr, fast, "sm_90a").engine == "mma.sync");
+  const BackwardModule wf = generate_backward(p, acsr, fast, "sm_90a");
+  CHECK(wf.engine == "wgmma");
+  CHECK(wf.mode == "fast");
+  CHECK(wf.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, 2, true>") != std::string::npos);
+  CHECK(wf.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, false") == std::string::npos);
+  CHECK(wf.source.find("splat_bwd_p0") == std::string::npos);
+  REQUIRE(wf.kernels.size() == 3);
+  CHECK(wf.kernels[0].name == "splat_bwd_delta");
+  CHECK(wf.kernels[1].name == "splat_bwd_dkv_p0");
+  CHECK(wf.kernels[2].name == "splat_bwd_dq_store");
+  CHECK(wf.kernels[1].smem_dynamic == geometry::bwd_wgmma_smem(2, 64, true, true));
+  CHECK(wf.kernels[1].programmatic);
+  CHECK(wf.kernels[2].programmatic);
+  CHECK(geometry::bwd_wgmma_smem(2, 64, true, true) == geometry::bwd_wgmma_smem(2, 64, true) + 8192 + 2 * 64 * 4);
   // The engine's own tuning: stages and minb.
   const BackwardModule w3 = generate_backward(p, acsr, parse_backward_tuning("stages=3,minb=0"), "sm_90a");
   CHECK(w3.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, 3>") != std::string::npos);
@@ -560,9 +595,6 @@ TEST_CASE("backward: the wgmma engine, where it runs and its tuning" * doctest::
   CHECK_THROWS_WITH_AS(generate_backward(p, acsr, on, "sm_80"), doctest::Contains("wg=1 (the wgmma engine) needs --arch sm_90a"), Error);
   CHECK_THROWS_WITH_AS(generate_backward(d128, analyze(d128), on, "sm_90a"), doctest::Contains("head_dim 64"), Error);
   CHECK_THROWS_WITH_AS(generate_backward(f, analyze(f), on, "sm_90a"), doctest::Contains("bf16 or fp16"), Error);
-  BackwardTuning fast_on = on;
-  fast_on.fast = true;
-  CHECK_THROWS_WITH_AS(generate_backward(p, acsr, fast_on, "sm_90a"), doctest::Contains("deterministic mode"), Error);
   CHECK_THROWS_WITH_AS(generate_backward(p, acsr, parse_backward_tuning("wg=1,cw=32"), "sm_90a"), doctest::Contains("cw=64, areg=0"), Error);
   CHECK_THROWS_WITH_AS(generate_backward(p, acsr, parse_backward_tuning("wg=1,areg=1"), "sm_90a"), doctest::Contains("cw=64, areg=0"), Error);
   CHECK_THROWS_WITH_AS(parse_backward_tuning("wg=2"), doctest::Contains("wg must be 0..1"), std::invalid_argument);
