@@ -10,9 +10,7 @@ namespace splat {
 
 BackwardKernel::BackwardKernel(std::shared_ptr<const BackwardModule> gen, std::shared_ptr<Module> mod, int64_t batch_heads)
     : gen_(std::move(gen)), mod_(std::move(mod)), bh_(batch_heads) {
-  for (const KernelDesc& d : gen_->kernels)
-    launches_.push_back({mod_->kernel(d.name, static_cast<size_t>(d.smem_dynamic)), d.grid_x, d.block,
-                         static_cast<size_t>(d.smem_dynamic), d.programmatic});
+  launches_ = entry_launches(*mod_, gen_->kernels);
   if (!gen_->table.empty()) {
     table_ = std::make_shared<DeviceBuffer>(gen_->table.size() * sizeof(int32_t));
     table_->upload(gen_->table.data(), gen_->table.size() * sizeof(int32_t));
@@ -51,7 +49,7 @@ void BackwardKernel::launch(const void* q, const void* k, const void* v, const v
   void* ws = ws_->get();
   const void* table = table_ ? table_->get() : nullptr;
   void* args[] = {&q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, &ws, &table};
-  for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, bh_, l.block, l.smem, args, stream, l.programmatic);
+  launch_entries(launches_, bh_, args, stream);
 }
 
 void BackwardKernel::launch_varlen(const void* q, const void* k, const void* v, const void* o, const void* dout,
@@ -71,7 +69,7 @@ void BackwardKernel::launch_varlen(const void* q, const void* k, const void* v, 
   void* ws = ws_->get();
   const void* table = table_ ? table_->get() : nullptr;
   void* args[] = {&q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, &ws, &table, &cu_seqlens};
-  for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, grid_y, l.block, l.smem, args, stream, l.programmatic);
+  launch_entries(launches_, grid_y, args, stream);
 }
 
 BackwardKernel build_backward(const Problem& problem, const Acsr& acsr, const BuildOptions& opt) {

@@ -44,18 +44,11 @@ class BackwardKernel {
   static BackwardKernel of_head_groups(std::vector<BackwardKernel> groups);
 
  private:
-  struct Launch {
-    const void* fn;
-    int64_t grid_x;
-    int block;
-    size_t smem;
-    bool programmatic;  // KernelDesc::programmatic
-  };
   void share_workspace(int64_t units) const;
   std::shared_ptr<const BackwardModule> gen_;
   std::shared_ptr<Module> mod_;
   int64_t bh_;
-  std::vector<Launch> launches_;
+  std::vector<EntryLaunch> launches_;
   std::shared_ptr<DeviceBuffer> table_;
   mutable std::shared_ptr<DeviceBuffer> ws_;  // grown by launch_varlen
   std::vector<BackwardKernel> groups_;

@@ -14,14 +14,21 @@ namespace {
 constexpr size_t kTensorMapBytes = 128;  // sizeof(CUtensorMap)
 }
 
+std::vector<EntryLaunch> entry_launches(const Module& mod, const std::vector<KernelDesc>& kernels) {
+  std::vector<EntryLaunch> out;
+  for (const KernelDesc& d : kernels) {
+    const size_t smem = static_cast<size_t>(d.smem_dynamic);
+    out.push_back({mod.kernel(d.name, smem), d.grid_x, d.block, smem, d.programmatic});
+  }
+  return out;
+}
+
 Kernel::Kernel(std::shared_ptr<const GeneratedModule> gen, std::shared_ptr<Module> mod, KernelKind kind,
                int64_t batch_heads)
     : gen_(std::move(gen)), mod_(std::move(mod)), kind_(kind), bh_(batch_heads) {
   const std::vector<KernelDesc>& ks = kind == KernelKind::Fused ? gen_->fused : gen_->pipeline;
   if (ks.empty()) throw std::invalid_argument(std::string("module has no ") + kernel_kind_name(kind) + " kernel");
-  for (const KernelDesc& d : ks)
-    launches_.push_back({mod_->kernel(d.name, static_cast<size_t>(d.smem_dynamic)), d.grid_x, d.block,
-                         static_cast<size_t>(d.smem_dynamic), d.programmatic});
+  launches_ = entry_launches(*mod_, ks);
   if (!gen_->table.empty()) {
     table_ = std::make_shared<DeviceBuffer>(gen_->table.size() * sizeof(int32_t));
     table_->upload(gen_->table.data(), gen_->table.size() * sizeof(int32_t));
@@ -118,7 +125,7 @@ void Kernel::launch(const void* q, const void* k, const void* v, void* o, void* 
   const void* table = table_ ? table_->get() : nullptr;
   const void* tmaps = tensor_maps(k, v, stream);
   void* args[] = {&q, &k, &v, &o, &ws, &scores, &table, &tmaps, &lse};  // lse: only when the module saves it
-  for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, bh_, l.block, l.smem, args, stream, l.programmatic);
+  launch_entries(launches_, bh_, args, stream);
 }
 
 void Kernel::launch_varlen(const void* q, const void* k, const void* v, void* o, const int* cu_seqlens, int64_t sequences,
@@ -138,7 +145,7 @@ void Kernel::launch_varlen(const void* q, const void* k, const void* v, void* o,
   const void* table = table_ ? table_->get() : nullptr;
   const void* tmaps = tensor_maps(k, v, stream);  // a band kernel's, over max_total_tokens (it reads no token past the batch's)
   void* args[] = {&q, &k, &v, &o, &ws, &scores, &table, &tmaps, &cu_seqlens, &lse};  // lse: when saved
-  for (const Launch& l : launches_) launch_kernel(l.fn, l.grid_x, grid_y, l.block, l.smem, args, stream, l.programmatic);
+  launch_entries(launches_, grid_y, args, stream);
 }
 
 Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions& opt) {

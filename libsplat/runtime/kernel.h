@@ -75,18 +75,11 @@ class Kernel {
   Kernel(std::shared_ptr<const GeneratedModule> gen, std::shared_ptr<Module> mod, KernelKind kind, int64_t batch_heads);
 
  private:
-  struct Launch {
-    const void* fn;
-    int64_t grid_x;
-    int block;
-    size_t smem;
-    bool programmatic;  // KernelDesc::programmatic
-  };
   std::shared_ptr<const GeneratedModule> gen_;
   std::shared_ptr<Module> mod_;
   KernelKind kind_;
   int64_t bh_;
-  std::vector<Launch> launches_;
+  std::vector<EntryLaunch> launches_;
   std::vector<Kernel> groups_;
   struct Fork;                  // head groups: their streams and events
   std::shared_ptr<Fork> fork_;
@@ -100,6 +93,10 @@ class Kernel {
   mutable const void* maps_k_ = nullptr;
   mutable const void* maps_v_ = nullptr;
 };
+
+// The entries of a generated module (forward or backward) looked up in its loaded module, in launch
+// order (each one's dynamic shared memory limit raised as it needs).
+std::vector<EntryLaunch> entry_launches(const Module& mod, const std::vector<KernelDesc>& kernels);
 
 // A problem of one pattern (no head_groups: std::invalid_argument) and its ACSR.
 Kernel build_kernel(const Problem& problem, const Acsr& acsr, const BuildOptions& opt = {});

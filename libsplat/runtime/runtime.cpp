@@ -142,4 +142,8 @@ void launch_kernel(const void* kernel, int64_t grid_x, int64_t grid_y, int block
   cuda_check(cudaLaunchKernelExC(&cfg, kernel, args), "cudaLaunchKernelExC (programmatic)");
 }
 
+void launch_entries(const std::vector<EntryLaunch>& entries, int64_t grid_y, void** args, void* stream) {
+  for (const EntryLaunch& e : entries) launch_kernel(e.fn, e.grid_x, grid_y, e.block, e.smem, args, stream, e.programmatic);
+}
+
 }  // namespace splat

@@ -107,4 +107,15 @@ void encode_tensor_map(void* out, const void* base, const std::vector<uint64_t>&
 void launch_kernel(const void* kernel, int64_t grid_x, int64_t grid_y, int block, size_t smem, void** args,
                    void* stream, bool programmatic = false);
 
+// An entry point of a loaded module, ready to launch (grid.y comes with each launch).
+struct EntryLaunch {
+  const void* fn;
+  int64_t grid_x;
+  int block;
+  size_t smem;
+  bool programmatic;  // launch_kernel's programmatic
+};
+// Every entry in order on stream, each over grid (grid_x, grid_y) with the same arguments.
+void launch_entries(const std::vector<EntryLaunch>& entries, int64_t grid_y, void** args, void* stream);
+
 }  // namespace splat
