@@ -106,6 +106,7 @@ TEST_CASE("backward, fast mode: modules compile for sm_80 and sm_90a (tests/gpu,
         const CompileResult c = nvrtc_compile(w.source, p.name + ".bwd.cu", "sm_90a", CompileTarget::Cubin, TRSPLAT_NVRTC_CACHE, true);
         CHECK(!c.image.empty());
         CHECK(c.log.find("are serialized") == std::string::npos);
+        for (const KernelResources& k : parse_ptxas_report(c.log)) CHECK(k.registers <= 168);  // 3 blocks an SM
         ++wg;
       }
       ++n;
@@ -129,9 +130,15 @@ TEST_CASE("backward kernels: registers and spills (window, strided, bigbird, fix
     const Problem p = load_problem((fs::path(TRSPLAT_SOURCE_DIR) / name).string());
     CAPTURE(p.name);
     const Acsr acsr = analyze(p);
-    // The engines every sm_80+ GPU runs, then the sm_90a module (wgmma at 16-bit head_dim 64).
-    for (const char* arch : {"", "sm_90a"}) {
-      const BackwardModule m = generate_backward(p, acsr, BackwardTuning{}, arch);
+    // The engines every sm_80+ GPU runs, then the sm_90a module (wgmma at 16-bit head_dim 64), and
+    // that module in the fast mode (its dK/dV kernel with dQ's product: 156-244 bytes of spills at
+    // window and strided).
+    BackwardTuning fast;
+    fast.fast = true;
+    for (const auto& [arch, tuning] : {std::pair<const char*, BackwardTuning>{"", {}}, {"sm_90a", {}}, {"sm_90a", fast}}) {
+      const BackwardModule m = generate_backward(p, acsr, tuning, arch);
+      if (tuning.fast && m.engine != "wgmma") continue;  // the other engines' fast kernels: the fast-mode test
+      CAPTURE(m.mode);
       CAPTURE(m.engine);
       const CompileResult r = nvrtc_compile(m.source, p.name + ".bwd.cu", "sm_90a", CompileTarget::Cubin, TRSPLAT_NVRTC_CACHE, true);
       const std::vector<KernelResources> res = parse_ptxas_report(r.log);
