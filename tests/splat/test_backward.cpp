@@ -602,6 +602,9 @@ TEST_CASE("backward: the wgmma engine, where it runs and its tuning" * doctest::
   CHECK_THROWS_WITH_AS(generate_backward(p, acsr, on, "sm_80"), doctest::Contains("wg=1 (the wgmma engine) needs --arch sm_90a"), Error);
   CHECK_THROWS_WITH_AS(generate_backward(d128, analyze(d128), on, "sm_90a"), doctest::Contains("head_dim 64"), Error);
   CHECK_THROWS_WITH_AS(generate_backward(f, analyze(f), on, "sm_90a"), doctest::Contains("bf16 or fp16"), Error);
+  BackwardTuning fast_on = on;  // wg=1 in the fast mode: the engine's FAST dK/dV kernel
+  fast_on.fast = true;
+  CHECK(generate_backward(p, acsr, fast_on, "sm_90a").engine == "wgmma");
   CHECK_THROWS_WITH_AS(generate_backward(p, acsr, parse_backward_tuning("wg=1,cw=32"), "sm_90a"), doctest::Contains("cw=64, areg=0"), Error);
   CHECK_THROWS_WITH_AS(generate_backward(p, acsr, parse_backward_tuning("wg=1,areg=1"), "sm_90a"), doctest::Contains("cw=64, areg=0"), Error);
   CHECK_THROWS_WITH_AS(parse_backward_tuning("wg=2"), doctest::Contains("wg must be 0..1"), std::invalid_argument);
