@@ -27,6 +27,18 @@ _CU_TENSOR_MAP_INTERLEAVE_NONE = 0
 _CU_TENSOR_MAP_SWIZZLE_128B = 3
 _CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3
 _CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0
+_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+
+class LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: an id (4 bytes, padded to 8) and a 64-byte value union (here an int)."""
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int), ("value_pad", ctypes.c_char * 60)]
+
+
+class LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig: grid, block, dynamic shared memory, stream and the attributes."""
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("smem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(LaunchAttribute)), ("num_attrs", ctypes.c_uint)]
 
 _p = ctypes.c_void_p
 _u32 = ctypes.c_uint
@@ -40,6 +52,7 @@ _SIGNATURES = {
     "cuLibraryGetKernel": [ctypes.POINTER(_p), _p, ctypes.c_char_p],
     "cuKernelSetAttribute": [ctypes.c_int, ctypes.c_int, _p, ctypes.c_int],
     "cuLaunchKernel": [_p, _u32, _u32, _u32, _u32, _u32, _u32, _u32, _p, ctypes.POINTER(_p), ctypes.POINTER(_p)],
+    "cuLaunchKernelEx": [ctypes.POINTER(LaunchConfig), _p, ctypes.POINTER(_p), ctypes.POINTER(_p)],
     "cuTensorMapEncodeTiled": [_p, ctypes.c_int, _u32, _p, ctypes.POINTER(ctypes.c_uint64),
                                ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(_u32), ctypes.POINTER(_u32),
                                ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int],
@@ -106,12 +119,20 @@ class Driver:
         self._check(self._lib.cuKernelSetAttribute(_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes, _p(kernel), device),
                     "cuKernelSetAttribute (%s: %d bytes of dynamic shared memory)" % (name, nbytes))
 
-    def launch(self, kernel, grid, block, smem: int, stream: int, args: Sequence[int], name: str):
-        """cuLaunchKernel with pointer arguments (ints; 0 = null) on stream (a CUstream handle)."""
+    def launch(self, kernel, grid, block, smem: int, stream: int, args: Sequence[int], name: str, programmatic=False):
+        """cuLaunchKernel with pointer arguments (ints; 0 = null) on stream (a CUstream handle).
+        programmatic: cuLaunchKernelEx with programmatic stream serialization (the kernel may start
+        while the previous launch on the stream ends; it waits for that one's results itself)."""
         n = max(1, len(args))
         values = (_p * n)(*[a or None for a in args])          # the arguments
         first = ctypes.addressof(values)
         params = (_p * n)(*[first + i * ctypes.sizeof(_p) for i in range(len(args))])  # a pointer to each
+        if programmatic:
+            config, attr = launch_config(grid, block, smem, stream, programmatic=True)
+            self._check(self._lib.cuLaunchKernelEx(ctypes.byref(config), _p(kernel), params, None),
+                        "cuLaunchKernelEx (%s, programmatic)" % name)
+            del attr  # referenced by config until here
+            return
         self._check(self._lib.cuLaunchKernel(_p(kernel), grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
                                              _p(stream or None), params, None), "cuLaunchKernel (%s)" % name)
 
@@ -134,6 +155,16 @@ class Driver:
                         "cuTensorMapEncodeTiled (%s: dims %r, box %r)" % (m.tensor, m.dims, m.box))
             out += ctypes.string_at(aligned, TENSOR_MAP_BYTES)
         return bytes(out)
+
+
+def launch_config(grid, block, smem: int, stream: int, programmatic: bool):
+    """A CUlaunchConfig (and the attribute array it points to, which the caller keeps alive)."""
+    attr = (LaunchAttribute * 1)()
+    attr[0].id = _CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    attr[0].value = 1
+    config = LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), smem, stream or None,
+                          ctypes.cast(attr, ctypes.POINTER(LaunchAttribute)), 1 if programmatic else 0)
+    return config, attr
 
 
 _driver = None

@@ -20,11 +20,14 @@ DEFAULT_DYNAMIC_SMEM = 48 * 1024
 
 @dataclass(frozen=True)
 class Step:
-    """One launch: the entry point, its grid (resolved) and block, its dynamic shared memory."""
+    """One launch: the entry point, its grid (resolved) and block, its dynamic shared memory, and
+    whether it is a programmatic dependent launch (the manifest's `programmatic_launch`: the kernel
+    waits for the previous launch itself, griddepcontrol.wait, so it may start as that one ends)."""
     name: str
     grid: Tuple[int, int, int]
     block: Tuple[int, int, int]
     smem: int
+    programmatic: bool = False
 
 
 def forward_module(manifest: Manifest) -> Module:
@@ -51,7 +54,7 @@ def steps(module: Module, sizes: Dict[str, int]) -> List[Step]:
         if grid[1] > MAX_GRID_Y:
             raise ManifestError("%s: grid.y %d is more than one launch takes (%d); use fewer batch*heads per call"
                                 % (k.name, grid[1], MAX_GRID_Y))
-        out.append(Step(k.name, grid, k.block, k.shared_memory_dynamic_bytes))
+        out.append(Step(k.name, grid, k.block, k.shared_memory_dynamic_bytes, k.programmatic_launch))
     return out
 
 

@@ -213,7 +213,7 @@ class _Loaded:
         if plan is None:  # the grids evaluated once per shape (the manifest's expressions)
             plan = self.plans[key] = _launch.steps(self.module, sizes)
         for st in plan:
-            drv.launch(self.kernels[st.name], st.grid, st.block, st.smem, stream, args, st.name)
+            drv.launch(self.kernels[st.name], st.grid, st.block, st.smem, stream, args, st.name, st.programmatic)
         return ws, sc  # the caller keeps them alive until the launches are queued
 
 

@@ -227,8 +227,28 @@ class LaunchPlanTest(unittest.TestCase):
         self.assertEqual([p.name for p in bwd.parameters], ["q", "k", "v", "o", "dout", "lse", "dq", "dk", "dv", "ws", "table"])
         self.assertEqual(_launch.workspace_floats(bwd, 12), 12 * bwd.workspace_floats_per_bh)
         self.assertGreater(bwd.workspace_floats_per_bh, 0)
+        # sm_90a: every backward launch after splat_bwd_delta is a programmatic dependent launch.
+        self.assertFalse(any(st.programmatic for st in steps))
+        bsteps = _launch.steps(bwd, _launch.grid_sizes(m, 3, 4))
+        self.assertEqual([st.name for st in bsteps][0], "splat_bwd_delta")
+        self.assertEqual([st.programmatic for st in bsteps], [False] + [True] * (len(bsteps) - 1))
+        self.assertGreater(len(bsteps), 1)
         with self.assertRaisesRegex(splat.ManifestError, "grid.y 70000 is more than one launch takes"):
             _launch.steps(fwd, {"batch": 7000, "heads": 10})
+
+    def test_a_programmatic_launch_config_has_the_driver_layout(self):
+        import ctypes
+        from splat import _driver
+        # cuda.h (CUDA 12/13, 64-bit): CUlaunchAttribute 72 bytes, its value at 8; CUlaunchConfig 56
+        # bytes, hStream at 32, attrs at 40, numAttrs at 48.
+        self.assertEqual((ctypes.sizeof(_driver.LaunchAttribute), _driver.LaunchAttribute.value.offset), (72, 8))
+        self.assertEqual((ctypes.sizeof(_driver.LaunchConfig), _driver.LaunchConfig.stream.offset,
+                          _driver.LaunchConfig.attrs.offset, _driver.LaunchConfig.num_attrs.offset), (56, 32, 40, 48))
+        config, attr = _driver.launch_config((5, 12, 1), (128, 1, 1), 51200, 0x1234, programmatic=True)
+        self.assertEqual((tuple(config.grid), tuple(config.block), config.smem, config.stream, config.num_attrs),
+                         ((5, 12, 1), (128, 1, 1), 51200, 0x1234, 1))
+        self.assertEqual((config.attrs[0].id, config.attrs[0].value), (6, 1))  # programmatic stream serialization: on
+        self.assertIsNotNone(attr)
 
     def test_a_packed_batch_launches_over_sequences_with_cu_seqlens(self):
         from splat import _launch
