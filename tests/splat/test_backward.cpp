@@ -107,6 +107,12 @@ TEST_CASE("backward, fast mode: modules compile for sm_80 and sm_90a (tests/gpu,
         CHECK(!c.image.empty());
         CHECK(c.log.find("are serialized") == std::string::npos);
         for (const KernelResources& k : parse_ptxas_report(c.log)) CHECK(k.registers <= 168);  // 3 blocks an SM
+        if (wg == 0) {  // dQ's sums: one bulk reduction per walked row, no per-thread atomics
+          const std::string ptx = test_compile(w.source, p.name + ".bwd.cu", "sm_90a", CompileTarget::Ptx).image;
+          CHECK(ptx.find("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32") != std::string::npos);
+          CHECK(ptx.find("cp.async.bulk.wait_group.read 0") != std::string::npos);
+          CHECK(ptx.find("red.global.add") == std::string::npos);
+        }
         ++wg;
       }
       ++n;
