@@ -32,7 +32,7 @@
 //    key tile's stage, free once its products are done (dq_add). 5 products a key tile instead of
 //    the deterministic mode's 7 over two passes. The bulk reductions took 2-11% off the fast mode
 //    against red.global.add.v2.f32 from the registers (H100), and v4 reductions (lanes swapping
-//    halves) 1-3%.
+//    halves) 0.5-2.6%.
 // Codegen selects this engine only when compiling for sm_90a (wgmma is an arch-specific feature).
 #pragma once
 #include "splat/backward.cuh"

@@ -128,10 +128,9 @@ class Driver:
         first = ctypes.addressof(values)
         params = (_p * n)(*[first + i * ctypes.sizeof(_p) for i in range(len(args))])  # a pointer to each
         if programmatic:
-            config, attr = launch_config(grid, block, smem, stream, programmatic=True)
+            config, _attr = launch_config(grid, block, smem, stream, programmatic=True)  # _attr: alive until the call
             self._check(self._lib.cuLaunchKernelEx(ctypes.byref(config), _p(kernel), params, None),
                         "cuLaunchKernelEx (%s, programmatic)" % name)
-            del attr  # referenced by config until here
             return
         self._check(self._lib.cuLaunchKernel(_p(kernel), grid[0], grid[1], grid[2], block[0], block[1], block[2], smem,
                                              _p(stream or None), params, None), "cuLaunchKernel (%s)" % name)
