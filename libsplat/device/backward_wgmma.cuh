@@ -129,7 +129,7 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FA
   // bulk reductions of the previous key tile (dq_add) have read their rows of that tile's stage,
   // which the driver refills after its next barrier.
   __device__ __forceinline__ void landed() {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fence_proxy_async();
     if constexpr (FAST_DQ) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
   }
 
@@ -170,7 +170,7 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FA
         const u32 at = dsbase + r * 128 + ((((c >> 3) ^ (r & 7)) << 4) | ((c & 7) * 2));
         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(da[kb][e]) : "memory");
       }
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fence_proxy_async();
     __syncthreads();
     const u64 ds = wg_desc(dsbase);
     wg_fence();
@@ -197,7 +197,7 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FA
         asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(rows + (g + 8 * h) * 256 + (8 * n + 2 * t4) * 4), "f"(q[n][2 * h]),
                      "f"(q[n][2 * h + 1])
                      : "memory");
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fence_proxy_async();
     __syncwarp();
     if (lane < 16) {
       const int i = this->idx[buf * BC + 16 * w + lane];

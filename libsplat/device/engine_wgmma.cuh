@@ -34,6 +34,8 @@ __device__ __forceinline__ u64 wg_desc(u32 addr) {
   return (u64)((addr & 0x3ffff) >> 4) | ((u64)(1024 >> 4) << 16) | ((u64)(1024 >> 4) << 32) | (1ull << 62);
 }
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+// This thread's shared-memory writes (generic proxy) made visible to the async proxy (wgmma, bulk copies).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 // Every group but the last N committed ones has completed.
 template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
@@ -380,7 +382,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
   }
 
   // This thread's copies have completed (cp.async.wait_group): publish them to the async proxy.
-  __device__ __forceinline__ void landed() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+  __device__ __forceinline__ void landed() { fence_proxy_async(); }
 
   // O += P.V from pa and V stage buf, committed as one group (not waited for).
   __device__ __forceinline__ void issue_pv(int buf) {

@@ -128,7 +128,7 @@ class Driver:
         first = ctypes.addressof(values)
         params = (_p * n)(*[first + i * ctypes.sizeof(_p) for i in range(len(args))])  # a pointer to each
         if programmatic:
-            config, _attr = launch_config(grid, block, smem, stream, programmatic=True)  # _attr: alive until the call
+            config, _attr = programmatic_launch_config(grid, block, smem, stream)  # _attr: alive until the call
             self._check(self._lib.cuLaunchKernelEx(ctypes.byref(config), _p(kernel), params, None),
                         "cuLaunchKernelEx (%s, programmatic)" % name)
             return
@@ -156,13 +156,14 @@ class Driver:
         return bytes(out)
 
 
-def launch_config(grid, block, smem: int, stream: int, programmatic: bool):
-    """A CUlaunchConfig (and the attribute array it points to, which the caller keeps alive)."""
+def programmatic_launch_config(grid, block, smem: int, stream: int):
+    """A CUlaunchConfig with programmatic stream serialization on (and the attribute array it points
+    to, which the caller keeps alive)."""
     attr = (LaunchAttribute * 1)()
     attr[0].id = _CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
     attr[0].value = 1
     config = LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), smem, stream or None,
-                          ctypes.cast(attr, ctypes.POINTER(LaunchAttribute)), 1 if programmatic else 0)
+                          ctypes.cast(attr, ctypes.POINTER(LaunchAttribute)), 1)
     return config, attr
 
 

@@ -244,7 +244,7 @@ class LaunchPlanTest(unittest.TestCase):
         self.assertEqual((ctypes.sizeof(_driver.LaunchAttribute), _driver.LaunchAttribute.value.offset), (72, 8))
         self.assertEqual((ctypes.sizeof(_driver.LaunchConfig), _driver.LaunchConfig.stream.offset,
                           _driver.LaunchConfig.attrs.offset, _driver.LaunchConfig.num_attrs.offset), (56, 32, 40, 48))
-        config, attr = _driver.launch_config((5, 12, 1), (128, 1, 1), 51200, 0x1234, programmatic=True)
+        config, attr = _driver.programmatic_launch_config((5, 12, 1), (128, 1, 1), 51200, 0x1234)
         self.assertEqual((tuple(config.grid), tuple(config.block), config.smem, config.stream, config.num_attrs),
                          ((5, 12, 1), (128, 1, 1), 51200, 0x1234, 1))
         self.assertEqual((config.attrs[0].id, config.attrs[0].value), (6, 1))  # programmatic stream serialization: on
