@@ -159,10 +159,11 @@ TEST_CASE("backward kernels: registers and spills (window, strided, bigbird, fix
         MESSAGE(k.name << ": " << it->registers << " registers, spills " << it->spill_stores_bytes);
         // Over head_dim 128 (column slices: a slice's accumulators as at 128, S and dP over the whole
         // width, 1 block per SM): at most 256 bytes too (176-204 B at d = 200 and 256). The wgmma
-        // engine's dK/dV kernel at 3 blocks per SM (168 registers): 56-292 bytes, faster than at 2
-        // blocks without spills (docs/performance.md).
+        // engine's kernels at 3 blocks per SM (168 registers): 8-332 bytes (fixed-causal's joint
+        // kernel 332 since the statistics are read as float2 pairs), faster than at 2 blocks without
+        // spills (docs/performance.md).
         const bool wide = (dtype_bytes(p.dtype) == 4 && p.head_dim > 64) || p.head_dim > 128;
-        CHECK(it->spill_stores_bytes <= (m.engine == "wgmma" ? 320 : wide ? 256 : 64));
+        CHECK(it->spill_stores_bytes <= (m.engine == "wgmma" ? 352 : wide ? 256 : 64));
         if (m.engine == "wgmma") CHECK(it->registers <= 168);  // __launch_bounds__(128, 3)
       }
     }
