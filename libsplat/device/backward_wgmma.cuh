@@ -21,6 +21,10 @@
 //    barrier (EARLY_WAIT, no REFILL_BARRIER). Leaving it running into the next key tile (the next
 //    S and dP issued first) needs 190-220 registers in the dK/dV kernel: at 168 (3 blocks an SM)
 //    ptxas serialises every wgmma (C7512).
+//  * dK/dV: a thread's walked rows are the accumulator columns 8 n + 2 t4 (+ 1), so their lse and D
+//    are read from the stage as float2 pairs (probs, grads): with scalar loads, 12% of the warps'
+//    stall samples were arithmetic waiting for them, and the pairs took 2-4.7% off the windows,
+//    dilation and Longformer (H100, docs/performance.md).
 //  * The masks branch per thread; __syncwarp() reconverges each warp before a wgmma (.aligned).
 //  * cp.async writes the stages through the generic proxy and wgmma reads them through the async
 //    proxy: every thread fences (landed()) after its copies completed, before the stage's barrier.
