@@ -23,7 +23,7 @@
 //    ptxas serialises every wgmma (C7512).
 //  * dK/dV: a thread's walked rows are the accumulator columns 8 n + 2 t4 (+ 1), so their lse and D
 //    are read from the stage as float2 pairs (probs, grads): with scalar loads, 12% of the warps'
-//    stall samples were arithmetic waiting for them, and the pairs took 2-4.7% off the windows,
+//    stall samples were arithmetic waiting for them, and the pairs took 1.7-4.7% off the windows,
 //    dilation and Longformer (H100, docs/performance.md).
 //  * The masks branch per thread; __syncwarp() reconverges each warp before a wgmma (.aligned).
 //  * cp.async writes the stages through the generic proxy and wgmma reads them through the async
