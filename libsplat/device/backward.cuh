@@ -24,7 +24,7 @@ struct BwdArgs {
   const void* a2;      // dQ kernel: dO; dK/dV kernel: V (the tile's second row operand)
   const void* y;       // dQ kernel: V; dK/dV kernel: dO (the second walked operand)
   const float* lse;    // the forward's log-sum-exp per query row, [batch*heads][SEQ] (natural log)
-  const float* delta;  // D per query row, [grid.y][SEQ] (bwd_delta)
+  const float* delta;  // D per query row, [grid.y][SEQ] (bwd_delta); SPLAT_BWD_LSE2_AT: then the lse in log2 units
   void* out1;          // dQ, or dK (the output tensors, in the element type)
   void* out2;          // dV
   float* acc_ws;       // fp32 accumulators handed from pass to pass ([grid.y][rows][HD], dK/dV: [rows][2*HD];
@@ -117,14 +117,15 @@ __device__ __forceinline__ void bwd_stage_rows(S* As, const E* a1, const E* a2, 
 // one per thread of 2 * BC; the lse in the tensor's row order ([batch*heads][SEQ], a packed batch's
 // [tokens][heads]), D in the workspace's ([grid.y][SEQ]).
 // idx (fast mode): the walked rows' indices too (-1 past the walk), for the dQ atomics.
-template <int BC>
+// LSE_STEP: rows of lse_g apart (kQStep; 1 for the workspace's copy in log2 units, bwd_delta).
+template <int BC, int LSE_STEP = kQStep>
 __device__ __forceinline__ void bwd_load_stats(float* st, const float* lse_g, const float* delta_g, const WalkD& w, int u0,
                                                const int* table, int* idx = nullptr) {
   const int r = threadIdx.x & (BC - 1);
   const bool ok = u0 + r < w.count;
   const i64 j = ok ? walk_key(w, u0 + r, table) : 0;
   const float* src = threadIdx.x < BC ? lse_g : delta_g;
-  cp_async4(st + threadIdx.x, src + (kQStep == 1 || threadIdx.x >= BC ? j : j * kQStep), ok ? 4 : 0);
+  cp_async4(st + threadIdx.x, src + (LSE_STEP == 1 || threadIdx.x >= BC ? j : j * LSE_STEP), ok ? 4 : 0);
   if (idx != nullptr && threadIdx.x < BC) idx[r] = ok ? (int)j : -1;
 }
 

@@ -37,9 +37,12 @@ template <class T, int HD> struct BwdRowLanes {
 // D = rowsum(dO * O) of each query row, fp32 (BwdRowLanes: 16-byte loads, the group's lanes summed
 // by shuffles; every lane of a warp takes part in them, rows past the end included).
 // dq_zero (fast mode): the row's fp32 dQ sums, zeroed here for the dK/dV kernel's atomics.
+// lse2 (the wgmma engine's modules, SPLAT_BWD_LSE2_AT): the row's log-sum-exp times log2(e), laid out
+// as D, so that the dK/dV kernel stages it ready for exp2 (one multiply a row here instead of one
+// per walked row and key tile there).
 template <class T, int SEQ, int HD>
 __device__ __forceinline__ void bwd_delta(const T* o, const T* dout, float* delta, const int* cu_seqlens,
-                                          float* dq_zero = nullptr) {
+                                          float* dq_zero = nullptr, const float* lse = nullptr, float* lse2 = nullptr) {
   using L = BwdRowLanes<T, HD>;
   const int lane = L::lane();
   const i64 bh = blockIdx.y, i = L::row();
@@ -58,6 +61,7 @@ __device__ __forceinline__ void bwd_delta(const T* o, const T* dout, float* delt
   }
   sum = lane_sum<L::G>(sum);
   if (live && lane == 0) delta[bh * SEQ + i] = sum;
+  if (live && lane == 0 && lse2 != nullptr) lse2[bh * SEQ + i] = lse[head_q0<SEQ>(hv) + i * kQStep] * 1.4426950408889634f;
 }
 
 // Fast mode: dQ = scale * the fp32 sums the dK/dV kernel's atomics made, in the element type; rows

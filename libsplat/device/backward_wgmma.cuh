@@ -42,6 +42,11 @@
 #include "splat/backward.cuh"
 #include "splat/engine_wgmma.cuh"
 
+// The workspace's lse in log2 units (bwd_delta): its words per bh after D's, 0 when the module has none.
+#ifndef SPLAT_BWD_LSE2_AT
+#define SPLAT_BWD_LSE2_AT 0
+#endif
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Derived from BwdMmaEngine for its arguments, statistics, accumulators and ends (its own stages and
 // row operands unused).
@@ -54,6 +59,7 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FA
   static constexpr int SMEM = splat::geometry::bwd_wgmma_smem(NSTAGES, HD, DKV, FAST);
   static constexpr bool REFILL_BARRIER = false;
   static constexpr bool EARLY_WAIT = true;
+  static constexpr bool LSE2 = SPLAT_BWD_LSE2_AT > 0;  // dK/dV: the walked rows' lse staged in log2 units
   u32 xbase;       // shared address of X stage 0 (1024-aligned); Y stage s at xbase + (NSTAGES + s) * TILE
   u32 abase;       // the tile's A1 rows (64 x 128 bytes, swizzled), then A2's
   u32 sdst;        // this thread's byte offset in a stage: row t / 8, 16-byte chunk t % 8, swizzled
@@ -76,6 +82,7 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FA
     const u32 c = threadIdx.x & 7, r0 = threadIdx.x >> 3;
     sdst = r0 * 128 + ((c ^ (r0 & 7)) << 4);  // (r0 + 16 k) % 8 == r0 % 8
     bwd_begin_rows<T, HD, SEQ>(*this, a1, x, row, hv);  // stage_rows (below), the walked operands' bases
+    if constexpr (DKV && LSE2) this->lse_g = this->args->delta + (i64)gridDim.y * SPLAT_BWD_LSE2_AT + hv.bh * SEQ;
     this->load_acc(row, hv, first);
   }
 
@@ -113,7 +120,8 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FA
       cp_async16_s(yd + k * 16 * 128, this->yg + off, ok ? 16 : 0);
     }
     if constexpr (DKV)
-      bwd_load_stats<BC>(wstats + buf * 2 * BC, this->lse_g, this->delta_g, w, u0, table, FAST_DQ ? this->idx + buf * BC : nullptr);
+      bwd_load_stats<BC, LSE2 ? 1 : kQStep>(wstats + buf * 2 * BC, this->lse_g, this->delta_g, w, u0, table,
+                                            FAST_DQ ? this->idx + buf * BC : nullptr);
   }
 
   // The ends of BwdMmaEngine, after the row operands' copies (stage_rows) completed: a tile with no
@@ -148,8 +156,10 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FA
       float2 l2 = make_float2(0.f, 0.f);
       if constexpr (DKV) {
         l2 = *reinterpret_cast<const float2*>(st + n * 8 + 2 * t4);
-        l2.x *= Base::kLog2e;
-        l2.y *= Base::kLog2e;
+        if constexpr (!LSE2) {
+          l2.x *= Base::kLog2e;
+          l2.y *= Base::kLog2e;
+        }
       }
 #pragma unroll
       for (int e4 = 0; e4 < 4; ++e4) {
