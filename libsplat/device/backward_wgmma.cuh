@@ -108,16 +108,38 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FA
 
   // Walked rows base + u*step (or the table's), u in [u0, u0 + 64), of X and Y into stage buf:
   // thread t copies chunk t % 8 of rows t / 8 + 16 k; zeros past the walk. dK/dV: their lse and D.
+  // An affine walk (key base + u * step): the thread's rows are 16 * step keys apart, so one 64-bit
+  // offset and a stride serve its four rows (per row a 64-bit multiply, shifts and selects cost
+  // about 110 instructions a key tile); rows past the walk copy nothing (src-size 0, the pointer not
+  // read).
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
     const int r0 = (int)(threadIdx.x >> 3), c = (int)(threadIdx.x & 7);
     const u32 xd = xbase + buf * TILE + sdst, yd = xd + NSTAGES * TILE;
+    constexpr i64 ROW = (i64)Base::XSTEP * HD;  // elements from one key's row to the next's
+    if (table == nullptr || w.step != 0) {
+      const i64 off = ((i64)w.base + (i64)(u0 + r0) * w.step) * ROW + c * 8;
+      // Byte addresses, opaque to the compiler, so that it adds the stride instead of re-deriving
+      // each row's address from its key.
+      u64 x = reinterpret_cast<u64>(this->xg + off), y = reinterpret_cast<u64>(this->yg + off);
+      u64 stride = (u64)((i64)(16 * w.step) * ROW * (i64)sizeof(T));
+      asm volatile("" : "+l"(x), "+l"(y), "+l"(stride));
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int u = u0 + r0 + 16 * k;
-      const bool ok = u < w.count;
-      const i64 off = ok ? walk_key(w, u, table) * (Base::XSTEP * HD) + c * 8 : 0;
-      cp_async16_s(xd + k * 16 * 128, this->xg + off, ok ? 16 : 0);
-      cp_async16_s(yd + k * 16 * 128, this->yg + off, ok ? 16 : 0);
+      for (int k = 0; k < 4; ++k) {
+        const int n = u0 + r0 + 16 * k < w.count ? 16 : 0;
+        cp_async16_s(xd + k * 16 * 128, reinterpret_cast<const void*>(x), n);
+        cp_async16_s(yd + k * 16 * 128, reinterpret_cast<const void*>(y), n);
+        x += stride;
+        y += stride;
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int u = u0 + r0 + 16 * k;
+        const bool ok = u < w.count;
+        const i64 off = ok ? walk_key(w, u, table) * ROW + c * 8 : 0;
+        cp_async16_s(xd + k * 16 * 128, this->xg + off, ok ? 16 : 0);
+        cp_async16_s(yd + k * 16 * 128, this->yg + off, ok ? 16 : 0);
+      }
     }
     if constexpr (DKV)
       bwd_load_stats<BC, LSE2 ? 1 : kQStep>(wstats + buf * 2 * BC, this->lse_g, this->delta_g, w, u0, table,
