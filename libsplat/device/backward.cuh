@@ -255,7 +255,7 @@ struct BwdMmaEngine {
   static constexpr int ROWS_LEN = DKV ? KV : SEQ, KV_LEN = DKV ? SEQ : KV;
   static constexpr bool DKV_ = DKV;
   static constexpr int LDD = 72;  // FAST_DQ: dS^T rows (walked rows) of 64 keys + 8
-  static constexpr float kLog2e = 1.4426950408889634f;
+  static constexpr float kLog2e = BwdUnits::kLog2e;
   const BwdArgs* args;
   u16* As;   // A1 rows then A2 rows (64 each)
   u16* Xs;   // stages of X, then of Y

@@ -34,6 +34,12 @@ template <class T, int HD> struct BwdRowLanes {
   static __device__ __forceinline__ i64 row() { return (i64)blockIdx.x * (128 / G) + threadIdx.x / G; }
 };
 
+// The forward saves the log-sum-exp in natural-log units; the backward's exponentials are exp2. (A
+// class member: a namespace-scope constant is emitted as a global in the constant bank.)
+struct BwdUnits {
+  static constexpr float kLog2e = 1.4426950408889634f;
+};
+
 // D = rowsum(dO * O) of each query row, fp32 (BwdRowLanes: 16-byte loads, the group's lanes summed
 // by shuffles; every lane of a warp takes part in them, rows past the end included).
 // dq_zero (fast mode): the row's fp32 dQ sums, zeroed here for the dK/dV kernel's atomics.
@@ -61,7 +67,7 @@ __device__ __forceinline__ void bwd_delta(const T* o, const T* dout, float* delt
   }
   sum = lane_sum<L::G>(sum);
   if (live && lane == 0) delta[bh * SEQ + i] = sum;
-  if (live && lane == 0 && lse2 != nullptr) lse2[bh * SEQ + i] = lse[head_q0<SEQ>(hv) + i * kQStep] * 1.4426950408889634f;
+  if (live && lane == 0 && lse2 != nullptr) lse2[bh * SEQ + i] = lse[head_q0<SEQ>(hv) + i * kQStep] * BwdUnits::kLog2e;
 }
 
 // Fast mode: dQ = scale * the fp32 sums the dK/dV kernel's atomics made, in the element type; rows

@@ -45,7 +45,7 @@ struct BwdTf32Engine {
   static constexpr int ROWS_LEN = DKV ? KV : SEQ, KV_LEN = DKV ? SEQ : KV;
   static constexpr bool DKV_ = DKV;
   static constexpr int LDD = 68;  // FAST_DQ: dS^T rows (walked rows) of 64 keys + 4 floats
-  static constexpr float kLog2e = 1.4426950408889634f;
+  static constexpr float kLog2e = BwdUnits::kLog2e;
   const BwdArgs* args;
   float* As;     // A1 rows then A2 rows (64 each, LDA floats)
   float* Xs;     // stages of X, then of Y (LDX floats a row)
