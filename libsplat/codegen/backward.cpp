@@ -1,6 +1,7 @@
 #include "libsplat/codegen/backward.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 
@@ -38,7 +39,6 @@ BackwardTuning resolve(const Problem& p, BackwardTuning t, const std::string& ar
   // dilated, blocked, Longformer, BigBird-16k; BigBird-4k 1.3% slower), the mma.sync engine's -3..+4%
   // and the fp32 engine's 46% slower at window-4k (docs/performance.md): the default on wgmma only.
   if (t.joint < 0) t.joint = t.wgmma == 1 ? 1 : 0;
-  if (t.stages == 0) t.stages = 2;
   if (t.step == 0) t.step = p.head_dim <= 64 ? 64 : 32;
   // The fast mode's dK/dV kernel holds dQ's products too: with the row operands in registers it
   // spilled at d = 64 (ptxas), without them not.
@@ -283,8 +283,34 @@ bool joint_launch(const Problem& p, const BackwardPlans& plans, const BackwardTu
   return tu.joint == 1 && !tu.fast && plans.rows.passes.size() == 1 && plans.cols.passes.size() == 1 && col_slices(p) == 1;
 }
 
+// The joint launch's measured defaults (docs/performance.md, "The joint launch's block order and
+// three stages"), which depend on the plans. Where no tile is split: its blocks head by head
+// (order=1) where a head has at most kByHeadTiles tiles of the two plans (128 at seq_len 4k and
+// 256 at 8k at 64-row tiles, against 512 at 16k, where the dK/dV tiles of every head first took
+// less time though the dQ blocks then read K, V, Q and dO from DRAM again),
+// and three stages where every tile of both plans walks at most kShortWalk key tiles (blocked-256's
+// walks of 4). Split tiles (global rows) keep the dK/dV tiles of every head first and two stages.
+constexpr int64_t kByHeadTiles = 256, kShortWalk = 4;
+bool unsplit(const Plan& plan, int64_t longest) {
+  for (const PlanPass& pass : plan.passes) {
+    if (!pass.splits.empty()) return false;
+    for (const PlanTile& t : pass.tiles)
+      if (t.key_tiles > longest) return false;
+  }
+  return true;
+}
+BackwardTuning resolve_launch(const Problem& p, const BackwardPlans& plans, BackwardTuning t) {
+  const bool joint = t.wgmma == 1 && joint_launch(p, plans, t);
+  const bool plain = joint && unsplit(plans.rows, INT64_MAX) && unsplit(plans.cols, INT64_MAX);
+  const int64_t tiles = joint ? static_cast<int64_t>(plans.rows.passes[0].tiles.size() + plans.cols.passes[0].tiles.size()) : 0;
+  if (t.order < 0) t.order = plain && tiles <= kByHeadTiles ? 1 : 0;
+  if (t.stages == 0) t.stages = plain && unsplit(plans.rows, kShortWalk) && unsplit(plans.cols, kShortWalk) ? 3 : 2;
+  return t;
+}
+
 // splat_bwd_p0: the dK/dV pass and the dQ pass of one-pass plans in one launch, grid (NKV + NQ,
-// grid.y) (geometry::bwd_joint_block: the dK/dV tiles of every head first, then the dQ tiles). The two passes
+// grid.y) (geometry::bwd_joint_block: the dK/dV tiles of every head first, then the dQ tiles; order=1:
+// bwd_joint_block_by_head, a head's dK/dV tiles then its dQ tiles, head by head). The two passes
 // read only what splat_bwd_delta wrote and write disjoint outputs, so their blocks may run in any
 // order: sharing the launch fills the end of the dK/dV blocks' last wave with dQ blocks, and the
 // dQ blocks' ends are the launch's (shorter blocks last), where two launches each ended on a partial wave.
@@ -297,14 +323,14 @@ void joint_entry(std::ostream& s, const Problem& p, const BackwardPlans& plans, 
   KernelDesc d;
   d.name = "splat_bwd_p0";
   d.role = "dK/dV (column plan, " + std::to_string(nkv) + " tiles) and dQ (row plan, " + std::to_string(nq) +
-           " tiles) in one launch: dK/dV's blocks of every head first";
+           " tiles) in one launch: " + (tu.order == 1 ? "head by head, each head's dK/dV blocks first" : "dK/dV's blocks of every head first");
   d.grid_x = nq + nkv;
   d.block = kBlock;
   d.smem_dynamic = std::max(backward_smem(p, tu, true), backward_smem(p, tu, false));
   s << entry(p, d.name, tu.min_blocks, lay.pdl) << "  (void)o;\n"
     << "  static_assert(" << engine_type(p, tu, true, 0) << "::SMEM <= " << d.smem_dynamic << " && " << engine_type(p, tu, false, 0)
     << "::SMEM <= " << d.smem_dynamic << ", \"shared memory as the manifest says\");\n"
-    << "  const splat::geometry::JointBlock<i64> jb = bwd_joint_block(" << nkv << ", " << nq << ");\n  if (jb.dkv) {\n"
+    << "  const splat::geometry::JointBlock<i64> jb = bwd_joint_block" << (tu.order == 1 ? "<true>(" : "(") << nkv << ", " << nq << ");\n  if (jb.dkv) {\n"
     << args_decl(p, true, lay) << "  " << pass_call(p, plans.cols, 0, true, tu, elt, 0, "(int)jb.tile", "jb.head") << "  } else {\n"
     << args_decl(p, false, lay) << "  " << pass_call(p, plans.rows, 0, false, tu, elt, 0, "(int)jb.tile", "jb.head") << "  }\n}\n";
   kernels.push_back(d);
@@ -417,7 +443,8 @@ BackwardTuning parse_backward_tuning(const std::string& spec) {
                              {"areg", &BackwardTuning::a_regs, 0, 1, false},
                              {"minb", &BackwardTuning::min_blocks, 0, 8, false},
                              {"wg", &BackwardTuning::wgmma, 0, 1, false},
-                             {"joint", &BackwardTuning::joint, 0, 1, false}};
+                             {"joint", &BackwardTuning::joint, 0, 1, false},
+                             {"order", &BackwardTuning::order, 0, 1, false}};
   BackwardTuning t;
   std::istringstream in(spec);
   for (std::string kv; std::getline(in, kv, ',');) {
@@ -427,7 +454,7 @@ BackwardTuning parse_backward_tuning(const std::string& spec) {
     const Key* k = nullptr;
     for (const Key& c : keys)
       if (key == c.name) k = &c;
-    if (!k) throw std::invalid_argument("backward tuning: unknown key '" + key + "' (stages, cw, areg, minb, wg, joint)");
+    if (!k) throw std::invalid_argument("backward tuning: unknown key '" + key + "' (stages, cw, areg, minb, wg, joint, order)");
     int v = 0;
     size_t used = 0;
     try {
@@ -454,7 +481,8 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   m.name = p.name;
   m.varlen = p.varlen.has_value();
   m.grid_y = std::string(m.varlen ? "sequences" : "batch") + (p.group_heads.empty() ? "*heads" : "*group_heads");
-  m.tuning = resolve(p, tuning, arch);
+  m.plans = backward_plans(p, acsr);
+  m.tuning = resolve_launch(p, m.plans, resolve(p, tuning, arch));
   m.engine = p.dtype == DType::FP32   ? "mma.sync 3xtf32"
              : p.dtype == DType::TF32 ? "mma.sync tf32"
              : m.tuning.wgmma == 1    ? "wgmma"
@@ -468,7 +496,6 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
                 "stages=" + std::to_string(m.tuning.stages) + " needs " + std::to_string(backward_smem(p, m.tuning, true)) +
                     " bytes of shared memory per block at head_dim " + std::to_string(p.head_dim) + " in " +
                     dtype_name(p.dtype) + " (at most " + std::to_string(geometry::kSmemPerBlock) + ")");
-  m.plans = backward_plans(p, acsr);
   m.nnz = m.plans.rows.nnz;
   m.table = m.plans.rows.table;
   m.column_table_word = static_cast<int64_t>(m.table.size());

@@ -36,13 +36,17 @@ struct BackwardTuning {
   int wgmma = -1;       // wg: bf16/fp16 on wgmma (1, sm_90a, head_dim 64, deterministic mode) or mma.sync (0)
   int joint = -1;       // joint: the dQ and dK/dV passes in one launch (1: splat_bwd_p0, where both plans have
                         // one pass and the kernels one column slice; the default on wgmma) or one each (0)
+  int order = -1;       // order: the joint launch's blocks, the dK/dV tiles of every head before the dQ tiles (0)
+                        // or head by head, each head's dK/dV tiles then its dQ tiles (1); unset, it and stages
+                        // follow the plans (generate_backward: head by head and 3 stages where the plans allow)
   // The fast mode (`--backward-mode fast`): the dK/dV kernel also adds dS.K to dQ by fp32
   // atomics, so no dQ kernel recomputes S and dP (5 matrix products a kept tile instead of 7); dQ's
   // bits then vary run to run. Not a tuning key: it changes what the kernels guarantee.
   bool fast = false;
   bool operator==(const BackwardTuning&) const = default;
 };
-// Parses "key=value,..." with keys stages (2|3), cw (32|64), areg (0|1), minb (0..8), wg (0|1), joint (0|1), e.g.
+// Parses "key=value,..." with keys stages (2|3), cw (32|64), areg (0|1), minb (0..8), wg (0|1), joint (0|1),
+// order (0|1), e.g.
 // `splatc bench --pass backward --tune-backward cw=32,minb=2`. Throws std::invalid_argument.
 BackwardTuning parse_backward_tuning(const std::string& spec);
 

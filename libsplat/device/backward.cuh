@@ -45,9 +45,12 @@ struct BwdArgs {
 #endif
 template <bool DKV> __device__ __forceinline__ i64 bwd_acc_slot(i64 bh) { return DKV && SPLAT_BWD_SHARED_KV ? q_head(bh) : bh; }
 
-// The joint launch's block (splat_bwd_p0, geometry::bwd_joint_block): which pass, tile and head.
-__device__ __forceinline__ splat::geometry::JointBlock<i64> bwd_joint_block(int nkv, int nq) {
-  return splat::geometry::bwd_joint_block<i64>(blockIdx.x + (i64)gridDim.x * blockIdx.y, nkv, nq, gridDim.y);
+// The joint launch's block (splat_bwd_p0, geometry::bwd_joint_block; BY_HEAD: bwd_joint_block_by_head):
+// which pass, tile and head.
+template <bool BY_HEAD = false> __device__ __forceinline__ splat::geometry::JointBlock<i64> bwd_joint_block(int nkv, int nq) {
+  const i64 n = blockIdx.x + (i64)gridDim.x * blockIdx.y;
+  if (BY_HEAD) return splat::geometry::bwd_joint_block_by_head<i64>(n, nkv, nq);
+  return splat::geometry::bwd_joint_block<i64>(n, nkv, nq, gridDim.y);
 }
 
 // cp.async of 4 bytes (src_bytes 0: zero).

@@ -112,6 +112,14 @@ template <class I> SPLAT_GEOMETRY_FN JointBlock<I> bwd_joint_block(I n, I nkv, I
   if (n < kv_blocks) return {true, n % nkv, n / nkv};
   return {false, (n - kv_blocks) % nq, (n - kv_blocks) / nq};
 }
+// The same blocks head by head (tuning order=1): block n is head n / (nkv + nq)'s dK/dV tile r (r = n %
+// (nkv + nq) < nkv), else its dQ tile r - nkv, so that the blocks running at a time read fewer heads'
+// tensors (the dK/dV and dQ blocks of a head walk the same Q, K, V and dO).
+template <class I> SPLAT_GEOMETRY_FN JointBlock<I> bwd_joint_block_by_head(I n, I nkv, I nq) {
+  const I r = n % (nkv + nq), head = n / (nkv + nq);
+  if (r < nkv) return {true, r, head};
+  return {false, r - nkv, head};
+}
 // BwdTf32Engine (backward, fp32 storage): the tile's two row operands (64 rows of width + 16 floats
 // each), stages of the two walked operands (64 rows of width + 4 floats each), and for dK/dV each
 // stage's walked rows' lse and D.

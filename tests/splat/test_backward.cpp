@@ -502,6 +502,8 @@ TEST_CASE("backward: what the kernels do not take is a located error; --tune-bac
   CHECK(parse_backward_tuning("") == BackwardTuning{});
   const BackwardTuning t = parse_backward_tuning("cw=32,areg=0,minb=3,stages=3,joint=0");
   CHECK(t.joint == 0);
+  CHECK(parse_backward_tuning("order=1").order == 1);
+  CHECK_THROWS_WITH_AS(parse_backward_tuning("order=2"), doctest::Contains("order must be 0..1"), std::invalid_argument);
   CHECK(t.step == 32);
   CHECK(t.a_regs == 0);
   CHECK(t.min_blocks == 3);
@@ -548,11 +550,12 @@ TEST_CASE("backward: the wgmma engine, where it runs and its tuning" * doctest::
   CHECK(w.tuning.a_regs == 0);
   CHECK(w.tuning.min_blocks == 3);
   CHECK(w.source.find("#include \"splat/backward_wgmma.cuh\"") != std::string::npos);
-  CHECK(w.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, 2>") != std::string::npos);
-  CHECK(w.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, false, 2>") != std::string::npos);
+  // Walks of at most 4 key tiles and no split tile: three stages (the joint launch's defaults, below).
+  CHECK(w.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, 3>") != std::string::npos);
+  CHECK(w.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, false, 3>") != std::string::npos);
   CHECK(w.source.find("__launch_bounds__(128, 3) splat_bwd_p0") != std::string::npos);
   REQUIRE(w.kernels.size() == 2);
-  CHECK(w.kernels[1].smem_dynamic == geometry::bwd_wgmma_smem(2, 64, true));
+  CHECK(w.kernels[1].smem_dynamic == geometry::bwd_wgmma_smem(3, 64, true));
   CHECK(geometry::bwd_wgmma_smem(2, 64, true) == 4 * 8192 + 2 * 8192 + 2 * 2 * 64 * 4 + 1024);
   // sm_90a modules: every entry after splat_bwd_delta a programmatic dependent launch, each body
   // waiting for the entry before it first (in the manifest too); other targets launch plainly.
@@ -642,6 +645,20 @@ TEST_CASE("backward: dQ and dK/dV in one launch (joint), its blocks and where it
         }
         CHECK(static_cast<int64_t>(seen.size()) == (nkv + nq) * heads);
         CHECK(ordered);
+        // order=1: every (pass, tile, head) once, head by head, each head's dK/dV tiles before its dQ tiles.
+        std::set<std::tuple<bool, int64_t, int64_t>> by_head;
+        int64_t last_head = 0;
+        bool head_ordered = true;
+        for (int64_t n = 0; n < (nkv + nq) * heads; ++n) {
+          const geometry::JointBlock<int64_t> b = geometry::bwd_joint_block_by_head<int64_t>(n, nkv, nq);
+          CHECK(b.tile < (b.dkv ? nkv : nq));
+          CHECK(b.head < heads);
+          by_head.insert({b.dkv, b.tile, b.head});
+          head_ordered = head_ordered && b.head >= last_head && b.dkv == (n % (nkv + nq) < nkv);
+          last_head = b.head;
+        }
+        CHECK(by_head == seen);
+        CHECK(head_ordered);
       }
   // Enough tiles that no plan splits one for parallelism (a short problem's would: a combine after).
   const Problem p = parse_problem_text(R"({"seq_len": 4000, "head_dim": 64, "heads": 16, "dtype": "bf16", )"
@@ -660,8 +677,21 @@ TEST_CASE("backward: dQ and dK/dV in one launch (joint), its blocks and where it
     const int64_t nkv = static_cast<int64_t>(m.plans.cols.passes[0].tiles.size());
     CHECK(nq == 63);
     CHECK(m.kernels[1].grid_x == nq + nkv);
-    CHECK(m.source.find("bwd_joint_block(" + std::to_string(nkv) + ", " + std::to_string(nq) + ")") != std::string::npos);
     CHECK(m.tuning.joint == 1);
+    // 126 tiles a head: head by head on wgmma (the default there), every head's dK/dV tiles first elsewhere.
+    CHECK(m.tuning.order == (wg ? 1 : 0));
+    CHECK(m.source.find(std::string(wg ? "bwd_joint_block<true>(" : "bwd_joint_block(") + std::to_string(nkv) + ", " +
+                        std::to_string(nq) + ")") != std::string::npos);
+    // order=1 against order=0: the same launch with its blocks head by head; nothing else in the module changes.
+    const BackwardModule h = generate_backward(p, acsr, parse_backward_tuning(wg ? "order=1" : "joint=1,order=1"), arch);
+    const BackwardModule o = generate_backward(p, acsr, parse_backward_tuning(wg ? "order=0" : "joint=1,order=0"), arch);
+    REQUIRE(h.kernels.size() == 2);
+    REQUIRE(o.kernels.size() == 2);
+    CHECK(o.source.find("bwd_joint_block(" + std::to_string(nkv) + ", " + std::to_string(nq) + ")") != std::string::npos);
+    CHECK(h.kernels[1].grid_x == o.kernels[1].grid_x);
+    CHECK(h.kernels[1].smem_dynamic == o.kernels[1].smem_dynamic);
+    CHECK(h.source.find("bwd_joint_block<true>(" + std::to_string(nkv) + ", " + std::to_string(nq) + ")") != std::string::npos);
+    CHECK(h.source.find("bwd_joint_block(") == std::string::npos);
     // joint=0: the two launches, dQ's first, each with its own grid and shared memory.
     const BackwardModule s = generate_backward(p, acsr, parse_backward_tuning("joint=0"), arch);
     REQUIRE(s.kernels.size() == 3);
@@ -699,4 +729,73 @@ TEST_CASE("backward: dQ and dK/dV in one launch (joint), its blocks and where it
   wide.head_dim = 256;
   for (const KernelDesc& k : generate_backward(wide, analyze(wide)).kernels) CHECK(k.name != "splat_bwd_p0");
   CHECK_THROWS_WITH_AS(parse_backward_tuning("joint=2"), doctest::Contains("joint must be 0..1"), std::invalid_argument);
+}
+
+// The joint launch's measured defaults follow the plans: where no tile is split, blocks head by head
+// where a head has at most 256 tiles of the two plans and three stages where every tile walks at most
+// 4 key tiles; a key given in the tuning wins; the other engines and the fast mode keep order 0 and
+// two stages.
+TEST_CASE("backward: the joint launch's block order and stages from the plans" * doctest::test_suite("unit")) {
+  struct Case {
+    const char* pattern;
+    int64_t seq_len;
+    int order, stages;
+  };
+  const Case cases[] = {
+      {R"({"window": {"left": 256, "right": 256}})", 4096, 1, 2},    // 128 tiles a head, walks of 9
+      {R"({"window": {"left": 256, "right": 256}})", 8192, 1, 2},    // 256
+      {R"({"window": {"left": 256, "right": 256}})", 16384, 0, 2},   // 512
+      {R"({"blocked": {"block": 256}})", 4096, 1, 3},                 // walks of 4
+      {R"({"blocked": {"block": 256}})", 16384, 0, 3},
+      {R"({"blocked": {"block": 512}})", 4096, 1, 2},                 // walks of 8
+      {R"({"block_window": {"block": 64, "left": 1, "right": 1}})", 16384, 0, 3},  // walks of 3
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.pattern);
+    CAPTURE(c.seq_len);
+    const Problem p = parse_problem_text(R"({"seq_len": )" + std::to_string(c.seq_len) +
+                                             R"(, "head_dim": 64, "heads": 16, "dtype": "bf16", "pattern": )" + c.pattern + "}",
+                                         "p.json");
+    const Acsr acsr = analyze(p);
+    const BackwardModule m = generate_backward(p, acsr, BackwardTuning{}, "sm_90a");
+    REQUIRE(m.kernels.size() == 2);
+    CHECK(m.kernels[1].name == "splat_bwd_p0");
+    const int64_t tiles = m.kernels[1].grid_x;
+    CHECK((tiles <= 256) == (c.order == 1));
+    int64_t longest = 0;
+    for (const Plan* plan : {&m.plans.rows, &m.plans.cols})
+      for (const PlanTile& t : plan->passes[0].tiles) longest = std::max(longest, t.key_tiles);
+    CHECK((longest <= 4) == (c.stages == 3));
+    CHECK(m.tuning.order == c.order);
+    CHECK(m.tuning.stages == c.stages);
+    CHECK(m.source.find(c.order == 1 ? "bwd_joint_block<true>(" : "bwd_joint_block(") != std::string::npos);
+    CHECK(m.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, " + std::to_string(c.stages) + ">") !=
+          std::string::npos);
+    CHECK(m.kernels[1].smem_dynamic == geometry::bwd_wgmma_smem(c.stages, 64, true));
+    // The tuning's keys win over the defaults.
+    const BackwardModule t = generate_backward(p, acsr, parse_backward_tuning(c.order == 1 ? "order=0,stages=2" : "order=1,stages=3"), "sm_90a");
+    CHECK(t.tuning.order == 1 - c.order);
+    CHECK(t.tuning.stages == (c.order == 1 ? 2 : 3));
+    // The mma.sync engine (two launches) and the fast mode (no joint launch): order 0, two stages.
+    for (const BackwardModule& o : {generate_backward(p, acsr, BackwardTuning{}, "sm_80"),
+                                    generate_backward(p, acsr, parse_backward_tuning("joint=1"), "sm_80")}) {
+      CHECK(o.tuning.order == 0);
+      CHECK(o.tuning.stages == 2);
+    }
+    BackwardTuning fast;
+    fast.fast = true;
+    const BackwardModule f = generate_backward(p, acsr, fast, "sm_90a");
+    CHECK(f.tuning.order == 0);
+    CHECK(f.tuning.stages == 2);
+  }
+  // A split tile (Longformer's global rows): every head's dK/dV tiles first and two stages, though a
+  // head has few tiles and most tiles walk few key tiles.
+  const Problem g = parse_problem_text(R"({"seq_len": 4096, "head_dim": 64, "heads": 16, "dtype": "bf16", "pattern": )"
+                                       R"({"union": [{"window": {"left": 64, "right": 64}}, {"global": {"tokens": [0, 1, 2, 3]}}]}})",
+                                       "p.json");
+  const BackwardModule gm = generate_backward(g, analyze(g), BackwardTuning{}, "sm_90a");
+  const bool split = !gm.plans.rows.passes[0].splits.empty() || !gm.plans.cols.passes[0].splits.empty();
+  CHECK(split);
+  CHECK(gm.tuning.order == 0);
+  CHECK(gm.tuning.stages == 2);
 }
