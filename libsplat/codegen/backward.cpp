@@ -308,6 +308,55 @@ BackwardTuning resolve_launch(const Problem& p, const BackwardPlans& plans, Back
   return t;
 }
 
+// The module's notes (explain_backward): each value of the resolved tuning t, "(tuning)" where the
+// given tuning g set it, else why the default is what it is.
+std::vector<std::string> tuning_notes(const Problem& p, const BackwardPlans& plans, const BackwardTuning& g,
+                                      const BackwardTuning& t) {
+  const auto from = [](int given, const std::string& why) { return given >= 0 ? std::string(" (tuning)") : ": " + why; };
+  const bool joint = joint_launch(p, plans, t);
+  const bool plain = joint && unsplit(plans.rows, INT64_MAX) && unsplit(plans.cols, INT64_MAX);
+  const size_t tiles = joint ? plans.rows.passes[0].tiles.size() + plans.cols.passes[0].tiles.size() : 0;
+  std::vector<std::string> n;
+  n.push_back(std::string(t.wgmma == 1 ? "the wgmma engine" : "the mma.sync engine") +
+              from(g.wgmma, t.wgmma == 1     ? "sm_90a, bf16/fp16 at head_dim 64"
+                            : tf32_engine(p) ? "fp32 storage"
+                                             : "wgmma needs sm_90a, bf16/fp16 and head_dim 64"));
+  n.push_back(std::string(joint ? "dQ and dK/dV in one launch" : "a launch for each pass") +
+              from(g.joint, t.wgmma != 1  ? "one launch is the default on the wgmma engine only"
+                            : t.fast      ? "the fast mode has no dQ pass"
+                            : joint       ? "the wgmma engine, both plans of one pass"
+                                          : "a plan of several passes or column slices"));
+  if (joint)
+    n.push_back(std::string(t.order == 1 ? "blocks head by head (order 1)" : "every head's dK/dV blocks first (order 0)") +
+                from(g.order, !plain ? "a split tile"
+                                     : std::to_string(tiles) + " tiles a head (head by head up to " +
+                                           std::to_string(kByHeadTiles) + ")"));
+  n.push_back(std::to_string(t.stages) + " stages" +
+              from(g.stages == 0 ? -1 : g.stages,
+                   t.stages == 3 ? "every tile walks at most " + std::to_string(kShortWalk) + " key tiles, none split"
+                   : plain       ? "a tile walks more than " + std::to_string(kShortWalk) + " key tiles"
+                                 : "three only on the joint launch without split tiles"));
+  n.push_back("min blocks " + std::to_string(t.min_blocks) + from(g.min_blocks, t.wgmma == 1 ? "3 on the wgmma engine" : "none on the mma.sync engines"));
+  if (t.wgmma != 1 && !tf32_engine(p))
+    n.push_back(std::to_string(t.step) + " walked rows a step, row operands " + (t.a_regs ? "in registers" : "in shared memory") +
+                from(g.step > 0 || g.a_regs >= 0 ? 0 : -1, "by head_dim and mode"));
+  return n;
+}
+
+}  // namespace
+
+std::string explain_backward(const BackwardModule& m) {
+  std::ostringstream s;
+  s << "backward engine: " << m.engine << ", " << m.mode << " mode\n";
+  for (const std::string& n : m.notes) s << "  - " << n << "\n";
+  for (const KernelDesc& k : m.kernels)
+    s << k.name << ": grid " << k.grid_x << " x " << m.grid_y << ", block " << k.block << ", " << k.smem_dynamic
+      << " B shared memory" << (k.programmatic ? ", programmatic launch" : "") << "\n  " << k.role << "\n";
+  return s.str();
+}
+
+namespace {
+
 // splat_bwd_p0: the dK/dV pass and the dQ pass of one-pass plans in one launch, grid (NKV + NQ,
 // grid.y) (geometry::bwd_joint_block: the dK/dV tiles of every head first, then the dQ tiles; order=1:
 // bwd_joint_block_by_head, a head's dK/dV tiles then its dQ tiles, head by head). The two passes
@@ -483,6 +532,7 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   m.grid_y = std::string(m.varlen ? "sequences" : "batch") + (p.group_heads.empty() ? "*heads" : "*group_heads");
   m.plans = backward_plans(p, acsr);
   m.tuning = resolve_launch(p, m.plans, resolve(p, tuning, arch));
+  m.notes = tuning_notes(p, m.plans, tuning, m.tuning);
   m.engine = p.dtype == DType::FP32   ? "mma.sync 3xtf32"
              : p.dtype == DType::TF32 ? "mma.sync tf32"
              : m.tuning.wgmma == 1    ? "wgmma"

@@ -69,8 +69,14 @@ struct BackwardModule {
   bool shared_kv = false;
   std::string mode = "deterministic";
   BackwardTuning tuning;              // as generated (defaults resolved)
+  std::vector<std::string> notes;     // the engine, mode and each tuning value with why (explain_backward)
   BackwardPlans plans;
 };
+
+// The module's choices as text (splatc emit --pass backward --explain): the engine and mode, each
+// backward tuning value with where it came from (the tuning, or the measured default and why), then
+// each entry point with its launch and role, in launch order.
+std::string explain_backward(const BackwardModule& m);
 
 // The parameter layout shared by the backward entry points.
 const std::vector<ParamDesc>& backward_params();

@@ -150,6 +150,7 @@ ModuleOutput emit_backward(const Problem& p, const EmitOptions& o) {
   for (const auto& f : out.files) names.push_back(f.first);
   nlohmann::json& m = out.manifest;
   m = backward_manifest(mod, names);
+  out.selection = explain_backward(mod);
   m["table_file"] = mod.table.empty() ? nlohmann::json(nullptr) : nlohmann::json(name + ".table.bin");
   const std::vector<KernelResources> res = parse_ptxas_report(cubin.log);
   std::ostringstream text;
@@ -240,7 +241,7 @@ EmitResult emit_with_backward(const Problem& p, const EmitOptions& o, const std:
     groups.push_back(std::move(m));
     const std::string title = p.head_groups.empty() ? std::string() : group_title(parts, g);
     r.resources += title + (o.pass == "both" ? fwd[g].resources : std::string()) + bwd[g].resources;
-    r.selection += title + fwd[g].selection;
+    r.selection += title + (o.pass == "both" ? fwd[g].selection : std::string()) + bwd[g].selection;
   }
   std::vector<std::string> names;
   for (const auto& f : files) names.push_back(f.first);

@@ -67,6 +67,12 @@ trsplat_e2e(splatc_emit_backward OUTPUT "splat_bwd_delta: .*splat_bwd_p0: [0-9]+
 trsplat_e2e(splatc_emit_backward_only OUTPUT "strided-4k-bf16\\.bwd\\.ptx.*manifest\\.json"
             COMMAND splatc emit patterns/strided-4k-bf16.json --pass backward --target ptx --arch sm_80 --no-resources
                     -o ${_emit_dir}/bwd-only)
+# --explain with --pass backward: the backward's engine, mode and tuning with why (blocked-256 at 4k: blocks head
+# by head, three stages), then each entry point's launch.
+trsplat_e2e(splatc_emit_backward_explain
+            OUTPUT "backward engine: wgmma, deterministic mode.*blocks head by head \\(order 1\\): 128 tiles a head.*3 stages: every tile walks at most 4 key tiles.*splat_bwd_p0: grid 128 x batch\\*heads, block 128, 68096 B shared memory"
+            COMMAND splatc emit patterns/blocked-4k-bf16.json --pass backward --target ptx --arch sm_90a --explain --no-resources
+                    -o ${_emit_dir}/bwd-explain)
 # fp32 storage: the 3xTF32 engine (tf32: one tf32 product); a head_dim that is not a multiple of 4 is refused.
 trsplat_e2e(splatc_emit_backward_fp32 OUTPUT "splat_bwd_dq_p0: [0-9]+ registers.*window-4k-fp32\\.bwd\\.ptx.*manifest\\.json"
             COMMAND splatc emit patterns/window-4k-fp32.json --pass backward --target ptx --arch sm_90a -o ${_emit_dir}/bwd-fp32)

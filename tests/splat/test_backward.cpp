@@ -772,10 +772,21 @@ TEST_CASE("backward: the joint launch's block order and stages from the plans" *
     CHECK(m.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, " + std::to_string(c.stages) + ">") !=
           std::string::npos);
     CHECK(m.kernels[1].smem_dynamic == geometry::bwd_wgmma_smem(c.stages, 64, true));
+    // --explain: each choice and why.
+    const std::string why = explain_backward(m);
+    CHECK(why.find(c.order == 1 ? "blocks head by head (order 1): " + std::to_string(tiles) + " tiles a head"
+                                : "every head's dK/dV blocks first (order 0): " + std::to_string(tiles) + " tiles a head") !=
+          std::string::npos);
+    CHECK(why.find(c.stages == 3 ? "3 stages: every tile walks at most 4 key tiles" : "2 stages: a tile walks more than 4") !=
+          std::string::npos);
+    CHECK(why.find("splat_bwd_p0: grid " + std::to_string(tiles) + " x batch*heads, block 128, " +
+                   std::to_string(m.kernels[1].smem_dynamic) + " B shared memory, programmatic launch") != std::string::npos);
     // The tuning's keys win over the defaults.
     const BackwardModule t = generate_backward(p, acsr, parse_backward_tuning(c.order == 1 ? "order=0,stages=2" : "order=1,stages=3"), "sm_90a");
     CHECK(t.tuning.order == 1 - c.order);
     CHECK(t.tuning.stages == (c.order == 1 ? 2 : 3));
+    CHECK(explain_backward(t).find(std::to_string(t.tuning.stages) + " stages (tuning)") != std::string::npos);
+    CHECK(explain_backward(t).find("(order " + std::to_string(t.tuning.order) + ") (tuning)") != std::string::npos);
     // The mma.sync engine (two launches) and the fast mode (no joint launch): order 0, two stages.
     for (const BackwardModule& o : {generate_backward(p, acsr, BackwardTuning{}, "sm_80"),
                                     generate_backward(p, acsr, parse_backward_tuning("joint=1"), "sm_80")}) {
@@ -798,4 +809,5 @@ TEST_CASE("backward: the joint launch's block order and stages from the plans" *
   CHECK(split);
   CHECK(gm.tuning.order == 0);
   CHECK(gm.tuning.stages == 2);
+  CHECK(explain_backward(gm).find("every head's dK/dV blocks first (order 0): a split tile") != std::string::npos);
 }
