@@ -521,6 +521,17 @@ BackwardTuning parse_backward_tuning(const std::string& spec) {
   return t;
 }
 
+std::string format_backward_tuning(const BackwardTuning& t) {
+  const std::pair<const char*, int> keys[] = {{"stages", t.stages}, {"cw", t.step},     {"areg", t.a_regs}, {"minb", t.min_blocks},
+                                              {"wg", t.wgmma},      {"joint", t.joint}, {"order", t.order}};
+  std::string out;
+  for (const auto& [name, value] : keys) {
+    const bool unset = value < 0 || (value == 0 && (std::string(name) == "stages" || std::string(name) == "cw"));
+    if (!unset) out += (out.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(value);
+  }
+  return out;
+}
+
 BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const BackwardTuning& tuning, const std::string& arch) {
   if (acsr.seq_len != p.seq_len || acsr.kv_len != p.kv_len) throw std::invalid_argument("ACSR and problem sizes differ");
   if (!p.head_groups.empty())
@@ -614,6 +625,7 @@ nlohmann::json backward_manifest(const BackwardModule& mod, const std::vector<st
          {"layout", layout},
          {"mode", mod.mode},
          {"engine", mod.engine},
+         {"tuning", format_backward_tuning(mod.tuning)},
          {"parameters", params},
          {"kernels", kernels},
          {"launch_order", "every entry in order on one stream (each reads what the ones before wrote); an entry with "

@@ -49,6 +49,10 @@ struct BackwardTuning {
 // order (0|1), e.g.
 // `splatc bench --pass backward --tune-backward cw=32,minb=2`. Throws std::invalid_argument.
 BackwardTuning parse_backward_tuning(const std::string& spec);
+// A resolved tuning as parse_backward_tuning reads it back ("stages=3,cw=64,areg=0,minb=3,wg=1,joint=1,
+// order=1"): the manifest's backward "tuning" and `bench`'s backward note, so that a run can be repeated
+// with --tune-backward. Keys still unset (negative or 0) are left out.
+std::string format_backward_tuning(const BackwardTuning& t);
 
 struct BackwardModule {
   std::string name;                   // problem name

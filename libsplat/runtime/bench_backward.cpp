@@ -124,6 +124,17 @@ void rates(const ProblemResult& r, double flops_mul, double bytes_mul, KernelRes
   kr.pct_compute_floor = flops_mul * r.floor_compute_us * 1e-6 / sec * 100;
 }
 
+// The modules' resolved tuning (--tune-backward's form): "tuning K=V,...", or each head group's
+// ("tuning h0: ...; h1: ...") where the groups' differ.
+std::string tuning_note(const std::vector<BackwardPart>& parts) {
+  std::vector<std::string> t;
+  for (const BackwardPart& part : parts) t.push_back(format_backward_tuning(part.module->tuning));
+  if (std::all_of(t.begin(), t.end(), [&](const std::string& x) { return x == t.front(); })) return "tuning " + t.front();
+  std::string out = "tuning ";
+  for (size_t g = 0; g < t.size(); ++g) out += (g ? "; h" : "h") + std::to_string(g) + ": " + t[g];
+  return out;
+}
+
 }  // namespace
 
 std::vector<KernelResult> run_backward(const BackwardRun& b) {
@@ -187,6 +198,7 @@ std::vector<KernelResult> run_backward(const BackwardRun& b) {
     kr.note += "; the gradients changed between runs";
   }
   if (fast) kr.note += std::string("; fast mode (dQ by atomics): ") + (kr.deterministic ? "the same bits in this run" : "bits vary run to run");
+  kr.note += "; " + tuning_note(b.parts);
   rates(b.result, 2.5, 2.0, kr);
   std::vector<KernelResult> out{kr};
   if (b.both) {  // the training step's attention: forward (with the log-sum-exp), then backward

@@ -772,6 +772,11 @@ TEST_CASE("backward: the joint launch's block order and stages from the plans" *
     CHECK(m.source.find("BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, " + std::to_string(c.stages) + ">") !=
           std::string::npos);
     CHECK(m.kernels[1].smem_dynamic == geometry::bwd_wgmma_smem(c.stages, 64, true));
+    // The resolved tuning as --tune-backward reads it back, in the manifest too.
+    CHECK(format_backward_tuning(m.tuning) == "stages=" + std::to_string(c.stages) + ",cw=64,areg=0,minb=3,wg=1,joint=1,order=" +
+                                                  std::to_string(c.order));
+    CHECK(parse_backward_tuning(format_backward_tuning(m.tuning)) == m.tuning);
+    CHECK(backward_manifest(m, {})["tuning"] == format_backward_tuning(m.tuning));
     // --explain: each choice and why.
     const std::string why = explain_backward(m);
     CHECK(why.find(c.order == 1 ? "blocks head by head (order 1): " + std::to_string(tiles) + " tiles a head"
@@ -792,7 +797,10 @@ TEST_CASE("backward: the joint launch's block order and stages from the plans" *
                                     generate_backward(p, acsr, parse_backward_tuning("joint=1"), "sm_80")}) {
       CHECK(o.tuning.order == 0);
       CHECK(o.tuning.stages == 2);
+      CHECK(parse_backward_tuning(format_backward_tuning(o.tuning)) == o.tuning);
     }
+    CHECK(format_backward_tuning(BackwardTuning{}).empty());
+    CHECK(format_backward_tuning(parse_backward_tuning("order=1,minb=0")) == "minb=0,order=1");
     BackwardTuning fast;
     fast.fast = true;
     const BackwardModule f = generate_backward(p, acsr, fast, "sm_90a");
