@@ -291,20 +291,28 @@ bool joint_launch(const Problem& p, const BackwardPlans& plans, const BackwardTu
 // and three stages where every tile of both plans walks at most kShortWalk key tiles (blocked-256's
 // walks of 4). Split tiles (global rows) keep the dK/dV tiles of every head first and two stages.
 constexpr int64_t kByHeadTiles = 256, kShortWalk = 4;
-bool unsplit(const Plan& plan, int64_t longest) {
-  for (const PlanPass& pass : plan.passes) {
-    if (!pass.splits.empty()) return false;
-    for (const PlanTile& t : pass.tiles)
-      if (t.key_tiles > longest) return false;
-  }
-  return true;
+// What those defaults read off the plans: whether dQ and dK/dV run as one launch, whether it has no
+// split tile, whether every tile walks at most kShortWalk key tiles, and its tiles a head.
+struct JointShape {
+  bool joint = false, unsplit = false, short_walks = false;
+  int64_t tiles = 0;
+};
+JointShape joint_shape(const Problem& p, const BackwardPlans& plans, const BackwardTuning& t) {
+  JointShape j;
+  j.joint = joint_launch(p, plans, t);
+  if (!j.joint) return j;
+  j.tiles = static_cast<int64_t>(plans.rows.passes[0].tiles.size() + plans.cols.passes[0].tiles.size());
+  j.unsplit = plans.rows.passes[0].splits.empty() && plans.cols.passes[0].splits.empty();
+  j.short_walks = true;
+  for (const Plan* plan : {&plans.rows, &plans.cols})
+    for (const PlanTile& tile : plan->passes[0].tiles) j.short_walks = j.short_walks && tile.key_tiles <= kShortWalk;
+  return j;
 }
 BackwardTuning resolve_launch(const Problem& p, const BackwardPlans& plans, BackwardTuning t) {
-  const bool joint = t.wgmma == 1 && joint_launch(p, plans, t);
-  const bool plain = joint && unsplit(plans.rows, INT64_MAX) && unsplit(plans.cols, INT64_MAX);
-  const int64_t tiles = joint ? static_cast<int64_t>(plans.rows.passes[0].tiles.size() + plans.cols.passes[0].tiles.size()) : 0;
-  if (t.order < 0) t.order = plain && tiles <= kByHeadTiles ? 1 : 0;
-  if (t.stages == 0) t.stages = plain && unsplit(plans.rows, kShortWalk) && unsplit(plans.cols, kShortWalk) ? 3 : 2;
+  const JointShape j = joint_shape(p, plans, t);
+  const bool ruled = t.wgmma == 1 && j.unsplit;  // the wgmma engine's joint launch without split tiles
+  if (t.order < 0) t.order = ruled && j.tiles <= kByHeadTiles ? 1 : 0;
+  if (t.stages == 0) t.stages = ruled && j.short_walks ? 3 : 2;
   return t;
 }
 
@@ -313,9 +321,13 @@ BackwardTuning resolve_launch(const Problem& p, const BackwardPlans& plans, Back
 std::vector<std::string> tuning_notes(const Problem& p, const BackwardPlans& plans, const BackwardTuning& g,
                                       const BackwardTuning& t) {
   const auto from = [](int given, const std::string& why) { return given >= 0 ? std::string(" (tuning)") : ": " + why; };
-  const bool joint = joint_launch(p, plans, t);
-  const bool plain = joint && unsplit(plans.rows, INT64_MAX) && unsplit(plans.cols, INT64_MAX);
-  const size_t tiles = joint ? plans.rows.passes[0].tiles.size() + plans.cols.passes[0].tiles.size() : 0;
+  const JointShape j = joint_shape(p, plans, t);
+  const bool joint = j.joint;
+  // Why order and stages are the defaults they are (resolve_launch).
+  const std::string rule = t.wgmma != 1 ? "only the wgmma engine's joint launch differs"
+                           : !joint     ? "three only on the joint launch without split tiles"
+                           : !j.unsplit ? "a split tile"
+                                        : "";
   std::vector<std::string> n;
   n.push_back(std::string(t.wgmma == 1 ? "the wgmma engine" : "the mma.sync engine") +
               from(g.wgmma, t.wgmma == 1     ? "sm_90a, bf16/fp16 at head_dim 64"
@@ -328,14 +340,14 @@ std::vector<std::string> tuning_notes(const Problem& p, const BackwardPlans& pla
                                           : "a plan of several passes or column slices"));
   if (joint)
     n.push_back(std::string(t.order == 1 ? "blocks head by head (order 1)" : "every head's dK/dV blocks first (order 0)") +
-                from(g.order, !plain ? "a split tile"
-                                     : std::to_string(tiles) + " tiles a head (head by head up to " +
-                                           std::to_string(kByHeadTiles) + ")"));
+                from(g.order, !rule.empty() ? rule
+                                            : std::to_string(j.tiles) + " tiles a head (head by head up to " +
+                                                  std::to_string(kByHeadTiles) + ")"));
   n.push_back(std::to_string(t.stages) + " stages" +
               from(g.stages == 0 ? -1 : g.stages,
-                   t.stages == 3 ? "every tile walks at most " + std::to_string(kShortWalk) + " key tiles, none split"
-                   : plain       ? "a tile walks more than " + std::to_string(kShortWalk) + " key tiles"
-                                 : "three only on the joint launch without split tiles"));
+                   !rule.empty()  ? rule
+                   : j.short_walks ? "every tile walks at most " + std::to_string(kShortWalk) + " key tiles, none split"
+                                   : "a tile walks more than " + std::to_string(kShortWalk) + " key tiles"));
   n.push_back("min blocks " + std::to_string(t.min_blocks) + from(g.min_blocks, t.wgmma == 1 ? "3 on the wgmma engine" : "none on the mma.sync engines"));
   if (t.wgmma != 1 && !tf32_engine(p))
     n.push_back(std::to_string(t.step) + " walked rows a step, row operands " + (t.a_regs ? "in registers" : "in shared memory") +
@@ -522,13 +534,15 @@ BackwardTuning parse_backward_tuning(const std::string& spec) {
 }
 
 std::string format_backward_tuning(const BackwardTuning& t) {
-  const std::pair<const char*, int> keys[] = {{"stages", t.stages}, {"cw", t.step},     {"areg", t.a_regs}, {"minb", t.min_blocks},
-                                              {"wg", t.wgmma},      {"joint", t.joint}, {"order", t.order}};
+  struct Key {
+    const char* name;
+    int value, least;  // set from `least` on (stages and cw are unset at 0, the others below 0)
+  };
+  const Key keys[] = {{"stages", t.stages, 1}, {"cw", t.step, 1},  {"areg", t.a_regs, 0},  {"minb", t.min_blocks, 0},
+                      {"wg", t.wgmma, 0},      {"joint", t.joint, 0}, {"order", t.order, 0}};
   std::string out;
-  for (const auto& [name, value] : keys) {
-    const bool unset = value < 0 || (value == 0 && (std::string(name) == "stages" || std::string(name) == "cw"));
-    if (!unset) out += (out.empty() ? "" : ",") + std::string(name) + "=" + std::to_string(value);
-  }
+  for (const Key& k : keys)
+    if (k.value >= k.least) out += (out.empty() ? "" : ",") + std::string(k.name) + "=" + std::to_string(k.value);
   return out;
 }
 
