@@ -224,7 +224,15 @@ class LaunchPlanTest(unittest.TestCase):
             with self.assertRaisesRegex(splat.ManifestError, "not 16-byte aligned"):
                 _launch.map_arguments(tm, 0x10008)
         bwd = m.backward
-        self.assertEqual([p.name for p in bwd.parameters], ["q", "k", "v", "o", "dout", "lse", "dq", "dk", "dv", "ws", "table"])
+        self.assertEqual([p.name for p in bwd.parameters],
+                         ["q", "k", "v", "o", "dout", "lse", "dq", "dk", "dv", "ws", "table", "tmaps"])
+        # The backward's walked stages by TMA: the dK/dV pass's q and dout, the dQ pass's k and v, each as
+        # rows and (the window has unit steps only) as rows again.
+        self.assertEqual([tm.tensor for tm in bwd.tensor_maps], ["q", "dout", "q", "dout", "k", "v", "k", "v"])
+        q_bytes = 1 * 4 * 1024 * 64 * 2
+        for tm in bwd.tensor_maps:
+            self.assertEqual((tm.dims, tm.box), ((64, q_bytes // 128 if tm.tensor in ("q", "dout") else k_bytes // 128), (64, 64)))
+            self.assertEqual(_launch.map_span_bytes(tm), q_bytes if tm.tensor in ("q", "dout") else k_bytes)
         self.assertEqual(_launch.workspace_floats(bwd, 12), 12 * bwd.workspace_floats_per_bh)
         self.assertGreater(bwd.workspace_floats_per_bh, 0)
         # sm_90a: every backward launch after splat_bwd_delta is a programmatic dependent launch.
