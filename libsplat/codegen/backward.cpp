@@ -360,13 +360,13 @@ std::vector<TensorMapDesc> backward_tensor_maps(const Problem& p, const Backward
 }
 
 BackwardTuning resolve_launch(const Problem& p, const BackwardPlans& plans, BackwardTuning t) {
-  // TMA stages: the wgmma engine's deterministic mode, a plain batch (the passes whose walks allow
-  // it, generate_backward).
+  // TMA stages (tma=1): the wgmma engine's deterministic mode on a plain batch, in the passes whose
+  // walks allow it (generate_backward). Not yet timed on a GPU: cp.async stays the default.
   const bool tma_engine = t.wgmma == 1 && !t.fast && !p.varlen;
   if (t.tma == 1 && !tma_engine)
     throw Error(p.file, "--tune-backward",
                 "tma=1 (the walked stages by TMA) needs the wgmma engine, the deterministic mode and a plain batch");
-  if (t.tma < 0) t.tma = tma_engine ? 1 : 0;
+  if (t.tma < 0) t.tma = 0;
   const JointShape j = joint_shape(p, plans, t);
   const bool ruled = t.wgmma == 1 && j.unsplit;  // the wgmma engine's joint launch without split tiles
   if (t.order < 0) t.order = ruled && j.tiles <= kByHeadTiles ? 1 : 0;
@@ -412,6 +412,7 @@ std::vector<std::string> tuning_notes(const Problem& p, const BackwardPlans& pla
                 (rows && cols ? "TMA in both passes" : rows ? "TMA in the dQ pass, cp.async in dK/dV's" : cols ? "TMA in the dK/dV pass, cp.async in dQ's" : "cp.async") +
                 from(g.tma, t.fast       ? "the fast mode's reductions reuse the stages"
                             : p.varlen   ? "a packed batch"
+                            : t.tma == 0 ? "TMA stages (tma=1) are not yet timed on a GPU"
                             : rows && cols ? "every walk affine with step 1 or 2"
                                            : "TMA where every walk of a pass is affine with step 1 or 2"));
   }
