@@ -16,7 +16,7 @@ BackwardKernel::BackwardKernel(std::shared_ptr<const BackwardModule> gen, std::s
     table_->upload(gen_->table.data(), gen_->table.size() * sizeof(int32_t));
   }
   ws_ = std::make_shared<DeviceBuffer>(static_cast<size_t>(bh_ * gen_->workspace_floats_per_bh) * sizeof(float));
-  if (!gen_->tensor_maps.empty()) tmaps_ = std::make_shared<DeviceBuffer>(gen_->tensor_maps.size() * 128);
+  if (!gen_->tensor_maps.empty()) tmaps_ = std::make_shared<DeviceBuffer>(gen_->tensor_maps.size() * kTensorMapBytes);
 }
 
 const void* BackwardKernel::tensor_maps(const void* q, const void* k, const void* v, const void* dout, void* stream) const {

@@ -10,10 +10,6 @@
 
 namespace splat {
 
-namespace {
-constexpr size_t kTensorMapBytes = 128;  // sizeof(CUtensorMap)
-}
-
 std::vector<EntryLaunch> entry_launches(const Module& mod, const std::vector<KernelDesc>& kernels) {
   std::vector<EntryLaunch> out;
   for (const KernelDesc& d : kernels) {

@@ -122,8 +122,9 @@ void encode_tensor_map(void* out, const void* base, const std::vector<uint64_t>&
 
 void upload_tensor_maps(DeviceBuffer& dst, const std::vector<TensorMapDesc>& maps,
                         const std::function<const void*(const std::string&)>& base_of, void* stream) {
+  static_assert(sizeof(CUtensorMap) == kTensorMapBytes, "a map's bytes as the buffers count them");
   struct alignas(64) Map {
-    unsigned char bytes[sizeof(CUtensorMap)];
+    unsigned char bytes[kTensorMapBytes];
   };
   std::vector<Map> host(maps.size());
   if (dst.size() < host.size() * sizeof(Map)) throw std::invalid_argument("upload_tensor_maps: the buffer is too small");

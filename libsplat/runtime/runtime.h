@@ -103,6 +103,9 @@ class Module {
 void encode_tensor_map(void* out, const void* base, const std::vector<uint64_t>& dims,
                        const std::vector<uint64_t>& strides, const std::vector<uint32_t>& box);
 
+// Bytes of one encoded tensor map (sizeof(CUtensorMap)); a module's maps lie this far apart.
+inline constexpr size_t kTensorMapBytes = 128;
+
 // A module's tensor maps (GeneratedModule::tensor_maps, BackwardModule::tensor_maps) encoded over the
 // tensors base_of names ("q", "k", "v", "dout": each map's base address) and copied to dst (128 bytes
 // a map, in order) on stream, ordered before later launches on it.
