@@ -151,9 +151,7 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FA
       fence_proxy_async();
       __syncthreads();
     }
-    asm volatile("{\n.reg .pred p;\nLAB_WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra LAB_WAIT;\n}\n" ::"r"(bar(buf)), "r"(parity) : "memory");
+    mbarrier_wait_parity(bar(buf), parity);
   }
   // TMA: the walk's 64 rows from u0 as one box of X and one of Y (thread 0; rows past the walk are
   // the tensor's next rows, or zeros past its end, masked as every row outside the runs; their lse

@@ -36,6 +36,13 @@ __device__ __forceinline__ u64 wg_desc(u32 addr) {
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 // This thread's shared-memory writes (generic proxy) made visible to the async proxy (wgmma, bulk copies).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// Waits until the mbarrier at shared address bar has completed the phase of this parity (a stage's
+// use: its parity flips once per use).
+__device__ __forceinline__ void mbarrier_wait_parity(u32 bar, u32 parity) {
+  asm volatile("{\n.reg .pred p;\nLAB_WAIT:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+               "@!p bra LAB_WAIT;\n}\n" ::"r"(bar), "r"(parity) : "memory");
+}
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 // Every group but the last N committed ones has completed.
 template <int N> __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
@@ -211,9 +218,7 @@ struct WgmmaEngine : MmaEngine<T, HD, SEQ, KV, 1, NSTAGES, 64> {
       landed();
       __syncthreads();
     }
-    asm volatile("{\n.reg .pred p;\nLAB_WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-                 "@!p bra LAB_WAIT;\n}\n" ::"r"(bar(buf)), "r"(parity) : "memory");
+    mbarrier_wait_parity(bar(buf), parity);
   }
   __device__ __forceinline__ void tma_load(int buf, const WalkD& w, int u0) {
     if (threadIdx.x != 0) return;
