@@ -360,13 +360,11 @@ std::vector<TensorMapDesc> backward_tensor_maps(const Problem& p, const Backward
 }
 
 BackwardTuning resolve_launch(const Problem& p, const BackwardPlans& plans, BackwardTuning t) {
-  // TMA stages (tma=1): the wgmma engine's deterministic mode on a plain batch, in the passes whose
-  // walks allow it (generate_backward). Not yet timed on a GPU: cp.async stays the default.
+  // TMA stages (tma=1, as joint=1, where they can run): the wgmma engine's deterministic mode on a
+  // plain batch, in the passes whose walks allow it (generate_backward); elsewhere cp.async, and the
+  // explain notes say why. Not yet timed on a GPU: cp.async stays the default.
   const bool tma_engine = t.wgmma == 1 && !t.fast && !p.varlen;
-  if (t.tma == 1 && !tma_engine)
-    throw Error(p.file, "--tune-backward",
-                "tma=1 (the walked stages by TMA) needs the wgmma engine, the deterministic mode and a plain batch");
-  if (t.tma < 0) t.tma = 0;
+  if (t.tma < 0 || !tma_engine) t.tma = 0;
   const JointShape j = joint_shape(p, plans, t);
   const bool ruled = t.wgmma == 1 && j.unsplit;  // the wgmma engine's joint launch without split tiles
   if (t.order < 0) t.order = ruled && j.tiles <= kByHeadTiles ? 1 : 0;
@@ -406,11 +404,11 @@ std::vector<std::string> tuning_notes(const Problem& p, const BackwardPlans& pla
                    !rule.empty()  ? rule
                    : j.short_walks ? "every tile walks at most " + std::to_string(kShortWalk) + " key tiles, none split"
                                    : "a tile walks more than " + std::to_string(kShortWalk) + " key tiles"));
-  if (t.wgmma == 1) {
+  if (t.wgmma == 1) {  // g.tma: the tuning asked for TMA; t.tma: where it can run
     const bool rows = t.tma == 1 && tma_walks(plans.rows, kv_rows(p)) > 0, cols = t.tma == 1 && tma_walks(plans.cols, q_rows(p)) > 0;
     n.push_back(std::string("walked stages by ") +
                 (rows && cols ? "TMA in both passes" : rows ? "TMA in the dQ pass, cp.async in dK/dV's" : cols ? "TMA in the dK/dV pass, cp.async in dQ's" : "cp.async") +
-                from(g.tma, t.fast       ? "the fast mode's reductions reuse the stages"
+                from(g.tma == 0 || rows || cols ? g.tma : -1, t.fast ? "the fast mode's reductions reuse the stages"
                             : p.varlen   ? "a packed batch"
                             : t.tma == 0 ? "TMA stages (tma=1) are not yet timed on a GPU"
                             : rows && cols ? "every walk affine with step 1 or 2"

@@ -40,8 +40,8 @@ struct BackwardTuning {
                         // or head by head, each head's dK/dV tiles then its dQ tiles (1); unset, it and stages
                         // follow the plans (generate_backward: head by head and 3 stages where the plans allow)
   int tma = -1;         // tma: the wgmma engine's walked stages by TMA (1) where a pass's walks allow it (every
-                        // walk affine with step 1 or 2, not a packed batch; the deterministic mode), or by
-                        // cp.async (0); unset: cp.async (TMA stages are not yet timed on a GPU)
+                        // walk affine with step 1 or 2, not a packed batch; the deterministic mode; elsewhere
+                        // cp.async), or by cp.async (0); unset: cp.async (TMA stages not yet timed on a GPU)
   // The fast mode (`--backward-mode fast`): the dK/dV kernel also adds dS.K to dQ by fp32
   // atomics, so no dQ kernel recomputes S and dP (5 matrix products a kept tile instead of 7); dQ's
   // bits then vary run to run. Not a tuning key: it changes what the kernels guarantee.

@@ -494,8 +494,12 @@ TEST_CASE("backward of a packed variable-length batch: module, parameters and ma
   CHECK(j["parameters"][11]["name"] == "tmaps");
   CHECK(j["parameters"][12]["name"] == "cu_seqlens");
   CHECK(j["parameters"][12]["index"] == 12);
-  // A packed batch's stages are copied by cp.async (the maps view the tensors head by head).
+  // A packed batch's stages are copied by cp.async (the maps view the tensors head by head), tma=1 too.
   CHECK(m.tensor_maps.empty());
+  const BackwardModule mt = generate_backward(p, analyze(p), parse_backward_tuning("tma=1"), "sm_90a");
+  CHECK(mt.tensor_maps.empty());
+  CHECK(mt.source.find("false, true>") == std::string::npos);
+  CHECK(explain_backward(mt).find("walked stages by cp.async: a packed batch") != std::string::npos);
   CHECK(j["tensor_maps"].empty());
   CHECK(j["layout"].get<std::string>().find("[total_tokens, heads, head_dim]") != std::string::npos);
   // A plain batch's entries take twelve parameters, the last tmaps.
@@ -873,7 +877,7 @@ TEST_CASE("backward: the joint launch's block order and stages from the plans" *
 // The wgmma engine's walked stages by TMA (tma=1; cp.async stays the default until TMA is timed on
 // a GPU) where every walk of a pass is affine with step 1 or 2; the maps (q, dout for dK/dV; k, v
 // for dQ; rows, then row pairs or the rows again) in the module and the manifest; cp.async
-// elsewhere, and a located error where tma=1 cannot run.
+// elsewhere (the fast mode, a packed batch, the mma.sync engine, other walks).
 TEST_CASE("backward: the walked stages by TMA where the walks allow, and their tensor maps" * doctest::test_suite("unit")) {
   const auto problem = [](const std::string& pattern, int64_t seq_len, int heads = 16, const std::string& extra = "") {
     return parse_problem_text(R"({"seq_len": )" + std::to_string(seq_len) + R"(, "head_dim": 64, "heads": )" +
@@ -941,7 +945,7 @@ TEST_CASE("backward: the walked stages by TMA where the walks allow, and their t
   CHECK_FALSE(om.tma_rows);
   CHECK_FALSE(om.tma_cols);
   CHECK(om.tensor_maps.empty());
-  CHECK(explain_backward(om).find("walked stages by cp.async (tuning)") != std::string::npos);
+  CHECK(explain_backward(om).find("walked stages by cp.async: TMA where every walk of a pass is affine") != std::string::npos);
   // Lattice walks (stride 4): cp.async.
   const Problem s = problem(R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64, "offset": 0}}]})", 4096);
   CHECK(generate_backward(s, analyze(s), tma, "sm_90a").tensor_maps.empty());
@@ -953,10 +957,13 @@ TEST_CASE("backward: the walked stages by TMA where the walks allow, and their t
   CHECK(fm.tuning.tma == 0);
   CHECK(fm.tensor_maps.empty());
   CHECK(explain_backward(fm).find("walked stages by cp.async: the fast mode's reductions reuse the stages") != std::string::npos);
+  // tma=1 where TMA cannot run (as joint=1): cp.async, and the notes say why.
   BackwardTuning fast_tma = parse_backward_tuning("tma=1");
   fast_tma.fast = true;
-  CHECK_THROWS_WITH_AS(generate_backward(w, wa, fast_tma, "sm_90a"),
-                       doctest::Contains("tma=1 (the walked stages by TMA) needs the wgmma engine, the deterministic mode"), Error);
-  CHECK_THROWS_AS(generate_backward(w, wa, parse_backward_tuning("tma=1"), "sm_80"), Error);
+  const BackwardModule ft = generate_backward(w, wa, fast_tma, "sm_90a");
+  CHECK(ft.tuning.tma == 0);
+  CHECK(ft.tensor_maps.empty());
+  CHECK(explain_backward(ft).find("walked stages by cp.async: the fast mode's reductions reuse the stages") != std::string::npos);
+  CHECK(generate_backward(w, wa, tma, "sm_80").tensor_maps.empty());
   CHECK_THROWS_WITH_AS(parse_backward_tuning("tma=2"), "backward tuning: tma must be 0..1, got '2'", std::invalid_argument);
 }
