@@ -54,9 +54,8 @@ constexpr const char* kTuneBackwardHelp =
     "Backward-kernel tuning, key=value,...: stages 2|3, cw 32|64 (walked rows per product step), areg 0|1 (row "
     "operands in registers), minb 0..8 (min blocks per SM), wg 0|1 (bf16/fp16 on wgmma: sm_90a, head_dim 64, the "
     "default there), joint 0|1 (dQ and dK/dV in one launch where both plans have one pass, the default on "
-    "wgmma), order 0|1 (the joint launch's blocks: dK/dV of every head first, or head by head), tma 0|1 (the wgmma "
-    "engine's walked stages by TMA where every walk of a pass has step 1 or 2, in the deterministic mode, or by "
-    "cp.async, the default); unset keys keep the defaults";
+    "wgmma), order 0|1 (the joint launch's blocks: dK/dV of every head first, or head by head); unset keys keep "
+    "the defaults";
 constexpr const char* kPassHelp =
     "forward, backward (dQ, dK, dV) or both";
 

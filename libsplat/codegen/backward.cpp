@@ -82,15 +82,14 @@ int backward_smem(const Problem& p, const BackwardTuning& tu, bool dkv) {
 }
 
 // co: the first output column of the slice (BwdMmaEngine's column slices; 0 for the fp32 engine).
-// tma: the wgmma engine's walked stages by TMA (BackwardModule::tma_rows / tma_cols).
-std::string engine_type(const Problem& p, const BackwardTuning& tu, bool dkv, int co, bool tma = false) {
+std::string engine_type(const Problem& p, const BackwardTuning& tu, bool dkv, int co) {
   const std::string k = dkv ? "true" : "false";
   if (tf32_engine(p))
     return "BwdTf32Engine<SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " + std::to_string(tu.stages) + ", " +
            (p.dtype == DType::FP32 ? "true" : "false") + ", " + std::to_string(tu.step) + (tu.fast && dkv ? ", true>" : ">");
   if (tu.wgmma == 1)
     return "BwdWgmmaEngine<" + std::string(elt_type(p.dtype)) + ", SPLAT_HD, SPLAT_SEQ, SPLAT_KV, " + k + ", " +
-           std::to_string(tu.stages) + (tu.fast && dkv ? ", true>" : tma ? ", false, true>" : ">");
+           std::to_string(tu.stages) + (tu.fast && dkv ? ", true>" : ">");
   // The trailing template arguments FAST and CO, written only where they differ from the defaults.
   std::string tail = tu.fast && dkv ? ", true" : co > 0 ? ", false" : "";
   if (co > 0) tail += ", " + std::to_string(co);
@@ -107,8 +106,8 @@ std::string entry(const Problem& p, const std::string& name, int min_blocks, boo
   return "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(kBlock) +
          (min_blocks > 0 ? ", " + std::to_string(min_blocks) : std::string()) + ") " + name +
          "(const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse, void* dq, "
-         "void* dk, void* dv, float* ws, const int* table, const void* tmaps" + (p.varlen ? ", const int* cu_seqlens" : "") +
-         ") {\n  (void)tmaps;\n" + (pdl ? "  pdl_wait();\n  pdl_launch_dependents();\n" : "");
+         "void* dk, void* dv, float* ws, const int* table" + (p.varlen ? ", const int* cu_seqlens" : "") + ") {\n" +
+         (pdl ? "  pdl_wait();\n  pdl_launch_dependents();\n" : "");
 }
 // What the device functions take for cu_seqlens.
 const char* cu_arg(const Problem& p) { return p.varlen ? "cu_seqlens" : "nullptr"; }
@@ -128,7 +127,6 @@ struct Layout {
   int64_t shared_words = 0;
   bool fast = false;  // the fast mode: dq_acc holds dQ's fp32 sums (atomics of the dK/dV kernel)
   bool pdl = false;   // every entry after the first a programmatic dependent launch (entry())
-  bool tma_rows = false, tma_cols = false;  // the dQ / dK/dV passes' walked stages by TMA (BackwardModule)
   // The joint launch (joint_entry): the dK/dV pass's split partials start split_kv_at words per bh after
   // the dQ pass's (its blocks run beside the dQ pass's); launched apart, the passes share the region.
   int64_t split_kv_at = 0;
@@ -220,7 +218,7 @@ bool unmasked_pass(const Problem& p, const PlanPass& pass) { return !p.varlen &&
 // A pass's fused_pass call (pass pi of the row plan, or of the column plan for dK/dV), for the
 // column slice from output column co; tix, bhx: the block's tile and head ("-1": blockIdx).
 std::string pass_call(const Problem& p, const Plan& plan, size_t pi, bool dkv, const BackwardTuning& tu, const std::string& T,
-                      int co, bool tma, const std::string& tix = "-1", const std::string& bhx = "-1") {
+                      int co, const std::string& tix = "-1", const std::string& bhx = "-1") {
   const PlanPass& pass = plan.passes[pi];
   const bool unmasked = unmasked_pass(p, pass);
   const std::string k = dkv ? "kCol" : "k", n = std::to_string(pi);
@@ -231,14 +229,14 @@ std::string pass_call(const Problem& p, const Plan& plan, size_t pi, bool dkv, c
   }
   const bool first = pi == 0, last = pi + 1 == plan.passes.size();
   std::ostringstream s;
-  s << "fused_pass<" << engine_type(p, tu, dkv, co, tma) << ", " << T << ", " << (dkv ? "SPLAT_KV" : "SPLAT_SEQ") << ", SPLAT_HD, "
+  s << "fused_pass<" << engine_type(p, tu, dkv, co) << ", " << T << ", " << (dkv ? "SPLAT_KV" : "SPLAT_SEQ") << ", SPLAT_HD, "
     << pass.period << ", " << (unmasked ? 1 : pass.max_runs) << ", " << pass.slots << ", " << (first ? "true" : "false") << ", "
     << (last ? "true" : "false") << ", " << (unmasked ? "true" : "false") << gkeys << ">(" << k << "Items, " << k << "Tiles" << n
     << ", " << k << "Groups" << n << ", " << k << "Walks" << n << ", " << k << "GroupItems" << n << ", " << k << "GroupRowBegin"
     << n << ", " << k << "GroupRowEndMax" << n << ", " << emit::f32_literal(p.scale * 1.4426950408889634)
     << ", static_cast<const " << T << "*>(" << (dkv ? "k" : "q") << "), static_cast<const " << T << "*>("
     << (dkv ? "q" : "k") << "), nullptr, nullptr, ws, nullptr, " << (dkv ? "table + kColTableWord" : "table")
-    << ", " << (tma ? "tmaps" : "nullptr") << ", " << cu_arg(p) << ", " << tix << ", " << bhx << ", &args);\n";
+    << ", nullptr, " << cu_arg(p) << ", " << tix << ", " << bhx << ", &args);\n";
   return s.str();
 }
 
@@ -273,7 +271,7 @@ void pass_entry(std::ostream& s, const Problem& p, const Plan& plan, size_t pi, 
     s << entry(p, d.name, tu.min_blocks, lay.pdl) << "  (void)o;\n"
       << "  static_assert(" << engine_type(p, tu, dkv, co) << "::SMEM == " << d.smem_dynamic
       << ", \"shared memory as the manifest says\");\n"
-      << args_decl(p, dkv, lay) << "  " << pass_call(p, plan, pi, dkv, tu, elt, co, dkv ? lay.tma_cols : lay.tma_rows) << "}\n";
+      << args_decl(p, dkv, lay) << "  " << pass_call(p, plan, pi, dkv, tu, elt, co) << "}\n";
     kernels.push_back(d);
   }
   if (!pass.splits.empty()) combine_entry(s, p, plan, pi, dkv, lay, elt, kernels);
@@ -310,61 +308,7 @@ JointShape joint_shape(const Problem& p, const BackwardPlans& plans, const Backw
     for (const PlanTile& tile : plan->passes[0].tiles) j.short_walks = j.short_walks && tile.key_tiles <= kShortWalk;
   return j;
 }
-// Whether a plan's walked stages can be loaded by TMA (BwdWgmmaEngine's TMA): 0 no, 1 every walk
-// affine with step 1, 2 some with step 2 (the maps' row pairs: an even number of rows in the walked
-// tensor). Every row coordinate a 32-bit int (rows: the walked tensor's, every head's).
-int tma_walks(const Plan& plan, int64_t rows) {
-  if (rows >= (int64_t{1} << 31)) return 0;
-  int steps = 1;
-  for (const PlanPass& pass : plan.passes)
-    for (const PlanTile& t : pass.tiles)
-      for (const PlanGroup& g : t.groups)
-        for (const KeyWalk& w : g.walks) {
-          if (w.count <= 0) continue;
-          if (w.indexed || (w.step != 1 && w.step != 2) || (w.step == 2 && rows % 2 != 0)) return 0;
-          steps = std::max<int>(steps, static_cast<int>(w.step));
-        }
-  return steps;
-}
-// Rows of the walked tensors: the dK/dV pass walks Q and dO, the dQ pass K and V.
-int64_t q_rows(const Problem& p) { return p.batch * p.heads * p.seq_len; }
-int64_t kv_rows(const Problem& p) { return p.batch * p.kv_heads * p.kv_len; }
-
-// The TMA maps (BackwardModule::tensor_maps): per pass, its two walked tensors as rows, then as row
-// pairs (step-2 walks) or the rows again (unused), boxes of 64 rows x 64 head columns (128 bytes,
-// the stages' swizzle).
-std::vector<TensorMapDesc> backward_tensor_maps(const Problem& p, const BackwardPlans& plans) {
-  const uint64_t pitch = static_cast<uint64_t>(p.head_dim) * 2, hd = static_cast<uint64_t>(p.head_dim);
-  std::vector<TensorMapDesc> maps;
-  for (int pass = 0; pass < 2; ++pass) {
-    const int64_t rows = pass == 0 ? q_rows(p) : kv_rows(p);
-    const bool pairs = tma_walks(pass == 0 ? plans.cols : plans.rows, rows) == 2;
-    for (int view = 0; view < 2; ++view)
-      for (const char* t : {pass == 0 ? "q" : "k", pass == 0 ? "dout" : "v"}) {
-        TensorMapDesc m;
-        m.tensor = t;
-        const uint64_t n = static_cast<uint64_t>(rows);
-        if (view == 1 && pairs) {
-          m.dims = {hd, 2, n / 2};
-          m.strides = {pitch, 2 * pitch};
-          m.box = {64, 1, 64};
-        } else {
-          m.dims = {hd, n};
-          m.strides = {pitch};
-          m.box = {64, 64};
-        }
-        maps.push_back(m);
-      }
-  }
-  return maps;
-}
-
 BackwardTuning resolve_launch(const Problem& p, const BackwardPlans& plans, BackwardTuning t) {
-  // TMA stages (tma=1, as joint=1, where they can run): the wgmma engine's deterministic mode on a
-  // plain batch, in the passes whose walks allow it (generate_backward); elsewhere cp.async, and the
-  // explain notes say why. Not yet timed on a GPU: cp.async stays the default.
-  const bool tma_engine = t.wgmma == 1 && !t.fast && !p.varlen;
-  if (t.tma < 0 || !tma_engine) t.tma = 0;
   const JointShape j = joint_shape(p, plans, t);
   const bool ruled = t.wgmma == 1 && j.unsplit;  // the wgmma engine's joint launch without split tiles
   if (t.order < 0) t.order = ruled && j.tiles <= kByHeadTiles ? 1 : 0;
@@ -404,16 +348,6 @@ std::vector<std::string> tuning_notes(const Problem& p, const BackwardPlans& pla
                    !rule.empty()  ? rule
                    : j.short_walks ? "every tile walks at most " + std::to_string(kShortWalk) + " key tiles, none split"
                                    : "a tile walks more than " + std::to_string(kShortWalk) + " key tiles"));
-  if (t.wgmma == 1) {  // g.tma: the tuning asked for TMA; t.tma: where it can run
-    const bool rows = t.tma == 1 && tma_walks(plans.rows, kv_rows(p)) > 0, cols = t.tma == 1 && tma_walks(plans.cols, q_rows(p)) > 0;
-    n.push_back(std::string("walked stages by ") +
-                (rows && cols ? "TMA in both passes" : rows ? "TMA in the dQ pass, cp.async in dK/dV's" : cols ? "TMA in the dK/dV pass, cp.async in dQ's" : "cp.async") +
-                from(g.tma == 0 || rows || cols ? g.tma : -1, t.fast ? "the fast mode's reductions reuse the stages"
-                            : p.varlen   ? "a packed batch"
-                            : t.tma == 0 ? "TMA stages (tma=1) are not yet timed on a GPU"
-                            : rows && cols ? "every walk affine with step 1 or 2"
-                                           : "TMA where every walk of a pass is affine with step 1 or 2"));
-  }
   n.push_back("min blocks " + std::to_string(t.min_blocks) + from(g.min_blocks, t.wgmma == 1 ? "3 on the wgmma engine" : "none on the mma.sync engines"));
   if (t.wgmma != 1 && !tf32_engine(p))
     n.push_back(std::to_string(t.step) + " walked rows a step, row operands " + (t.a_regs ? "in registers" : "in shared memory") +
@@ -458,10 +392,8 @@ void joint_entry(std::ostream& s, const Problem& p, const BackwardPlans& plans, 
     << "  static_assert(" << engine_type(p, tu, true, 0) << "::SMEM <= " << d.smem_dynamic << " && " << engine_type(p, tu, false, 0)
     << "::SMEM <= " << d.smem_dynamic << ", \"shared memory as the manifest says\");\n"
     << "  const splat::geometry::JointBlock<i64> jb = bwd_joint_block" << (tu.order == 1 ? "<true>(" : "(") << nkv << ", " << nq << ");\n  if (jb.dkv) {\n"
-    << args_decl(p, true, lay) << "  " << pass_call(p, plans.cols, 0, true, tu, elt, 0, lay.tma_cols, "(int)jb.tile", "jb.head")
-    << "  } else {\n"
-    << args_decl(p, false, lay) << "  " << pass_call(p, plans.rows, 0, false, tu, elt, 0, lay.tma_rows, "(int)jb.tile", "jb.head")
-    << "  }\n}\n";
+    << args_decl(p, true, lay) << "  " << pass_call(p, plans.cols, 0, true, tu, elt, 0, "(int)jb.tile", "jb.head") << "  } else {\n"
+    << args_decl(p, false, lay) << "  " << pass_call(p, plans.rows, 0, false, tu, elt, 0, "(int)jb.tile", "jb.head") << "  }\n}\n";
   kernels.push_back(d);
   if (!plans.rows.passes[0].splits.empty()) combine_entry(s, p, plans.rows, 0, false, lay, elt, kernels);
   if (!plans.cols.passes[0].splits.empty()) combine_entry(s, p, plans.cols, 0, true, lay, elt, kernels);
@@ -556,9 +488,6 @@ const std::vector<ParamDesc>& backward_params() {
       {"dv", "void*", "dV [batch, kv_heads, kv_len, head_dim] (written)"},
       {"ws", "float*", "workspace: batch*heads*workspace_floats_per_bh floats (a head group's: batch*group_heads*...)"},
       {"table", "const int*", "device table (table words; null when there are none)"},
-      {"tmaps", "const void*",
-       "tensor maps (CUtensorMap, 128 bytes each, 64-byte aligned) of q, dout, k and v for the TMA loads (manifest "
-       "tensor_maps; null when it is empty)"},
   };
   return params;
 }
@@ -576,8 +505,7 @@ BackwardTuning parse_backward_tuning(const std::string& spec) {
                              {"minb", &BackwardTuning::min_blocks, 0, 8, false},
                              {"wg", &BackwardTuning::wgmma, 0, 1, false},
                              {"joint", &BackwardTuning::joint, 0, 1, false},
-                             {"order", &BackwardTuning::order, 0, 1, false},
-                             {"tma", &BackwardTuning::tma, 0, 1, false}};
+                             {"order", &BackwardTuning::order, 0, 1, false}};
   BackwardTuning t;
   std::istringstream in(spec);
   for (std::string kv; std::getline(in, kv, ',');) {
@@ -587,7 +515,7 @@ BackwardTuning parse_backward_tuning(const std::string& spec) {
     const Key* k = nullptr;
     for (const Key& c : keys)
       if (key == c.name) k = &c;
-    if (!k) throw std::invalid_argument("backward tuning: unknown key '" + key + "' (stages, cw, areg, minb, wg, joint, order, tma)");
+    if (!k) throw std::invalid_argument("backward tuning: unknown key '" + key + "' (stages, cw, areg, minb, wg, joint, order)");
     int v = 0;
     size_t used = 0;
     try {
@@ -611,7 +539,7 @@ std::string format_backward_tuning(const BackwardTuning& t) {
     int value, least;  // set from `least` on (stages and cw are unset at 0, the others below 0)
   };
   const Key keys[] = {{"stages", t.stages, 1}, {"cw", t.step, 1},  {"areg", t.a_regs, 0},  {"minb", t.min_blocks, 0},
-                      {"wg", t.wgmma, 0},      {"joint", t.joint, 0}, {"order", t.order, 0}, {"tma", t.tma, 0}};
+                      {"wg", t.wgmma, 0},      {"joint", t.joint, 0}, {"order", t.order, 0}};
   std::string out;
   for (const Key& k : keys)
     if (k.value >= k.least) out += (out.empty() ? "" : ",") + std::string(k.name) + "=" + std::to_string(k.value);
@@ -625,7 +553,6 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   check_backward(p);
   BackwardModule m;
   m.name = p.name;
-  m.dtype = p.dtype;
   m.varlen = p.varlen.has_value();
   m.grid_y = std::string(m.varlen ? "sequences" : "batch") + (p.group_heads.empty() ? "*heads" : "*group_heads");
   m.plans = backward_plans(p, acsr);
@@ -654,9 +581,6 @@ BackwardModule generate_backward(const Problem& p, const Acsr& acsr, const Backw
   // sm_90a (the wgmma engine's modules): programmatic dependent launches, each entry's blocks ready
   // as the previous entry's leave the SMs.
   lay.pdl = m.tuning.wgmma == 1;
-  lay.tma_rows = m.tma_rows = m.tuning.tma == 1 && tma_walks(m.plans.rows, kv_rows(p)) > 0;
-  lay.tma_cols = m.tma_cols = m.tuning.tma == 1 && tma_walks(m.plans.cols, q_rows(p)) > 0;
-  if (m.tma_rows || m.tma_cols) m.tensor_maps = backward_tensor_maps(p, m.plans);
   m.shared_kv = lay.shared;
   m.workspace_floats_per_bh = lay.shared_words + lay.delta + lay.dq_acc + lay.kv_acc + lay.split;
   const std::string elt = elt_type(p.dtype);
@@ -722,8 +646,7 @@ nlohmann::json backward_manifest(const BackwardModule& mod, const std::vector<st
                           "programmatic_launch may be launched with programmatic stream serialization "
                           "(cudaLaunchAttributeProgrammaticStreamSerialization) to start while the previous one ends"},
          {"workspace_floats_per_bh", mod.workspace_floats_per_bh},
-         {"table_words", mod.table.size()},
-         {"tensor_maps", tensor_maps_json(mod.tensor_maps, mod.dtype)}};
+         {"table_words", mod.table.size()}};
   if (mod.shared_kv) {
     j["workspace_shared"] = true;
     j["launch_order"] = "the head groups' backward entries group after group, each group's in order, on one stream and "

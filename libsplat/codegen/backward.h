@@ -11,7 +11,7 @@
 //
 // Every entry point takes the same parameters (backward_params()):
 //   (const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse,
-//    void* dq, void* dk, void* dv, float* ws, const int* table, const void* tmaps)
+//    void* dq, void* dk, void* dv, float* ws, const int* table)
 // q, o, dout, dq [batch, heads, seq_len, head_dim]; k, v, dk, dv [batch, kv_heads, kv_len, head_dim];
 // lse [batch, heads, seq_len] fp32 (the forward's, CodegenOptions::save_lse). Launch in order, grid
 // (grid_x, batch*heads) (a head group's module: batch*group_heads), block and dynamic shared memory
@@ -39,9 +39,6 @@ struct BackwardTuning {
   int order = -1;       // order: the joint launch's blocks, the dK/dV tiles of every head before the dQ tiles (0)
                         // or head by head, each head's dK/dV tiles then its dQ tiles (1); unset, it and stages
                         // follow the plans (generate_backward: head by head and 3 stages where the plans allow)
-  int tma = -1;         // tma: the wgmma engine's walked stages by TMA (1) where a pass's walks allow it (every
-                        // walk affine with step 1 or 2, not a packed batch; the deterministic mode; elsewhere
-                        // cp.async), or by cp.async (0); unset: cp.async (TMA stages not yet timed on a GPU)
   // The fast mode (`--backward-mode fast`): the dK/dV kernel also adds dS.K to dQ by fp32
   // atomics, so no dQ kernel recomputes S and dP (5 matrix products a kept tile instead of 7); dQ's
   // bits then vary run to run. Not a tuning key: it changes what the kernels guarantee.
@@ -49,7 +46,7 @@ struct BackwardTuning {
   bool operator==(const BackwardTuning&) const = default;
 };
 // Parses "key=value,..." with keys stages (2|3), cw (32|64), areg (0|1), minb (0..8), wg (0|1), joint (0|1),
-// order (0|1), tma (0|1), e.g.
+// order (0|1), e.g.
 // `splatc bench --pass backward --tune-backward cw=32,minb=2`. Throws std::invalid_argument.
 BackwardTuning parse_backward_tuning(const std::string& spec);
 // A resolved tuning as parse_backward_tuning reads it back ("stages=3,cw=64,areg=0,minb=3,wg=1,joint=1,
@@ -69,7 +66,7 @@ struct BackwardModule {
   std::string engine;                 // "wgmma" or "mma.sync" (bf16/fp16), "mma.sync 3xtf32" (fp32), "mma.sync tf32"
   std::string grid_y = "batch*heads";  // grid.y: "batch*group_heads" for a head group's module;
                                        // a packed batch: "sequences*heads" ("sequences*group_heads")
-  bool varlen = false;                 // a packed variable-length batch: the entries take cu_seqlens (parameter 12)
+  bool varlen = false;                 // a packed variable-length batch: the entries take cu_seqlens (parameter 11)
   // Per-head patterns over grouped K/V heads: the head groups' modules share one workspace (its
   // first region holds every query head's dK/dV accumulators); the last group's splat_bwd_reduce
   // writes dK and dV. Launch the groups in order with one ws of the largest group's size.
@@ -77,12 +74,6 @@ struct BackwardModule {
   std::string mode = "deterministic";
   BackwardTuning tuning;              // as generated (defaults resolved)
   std::vector<std::string> notes;     // the engine, mode and each tuning value with why (explain_backward)
-  // The TMA loads' tensor maps (parameter tmaps): the dK/dV pass's Q and dO as rows, then as row pairs,
-  // then the dQ pass's K and V likewise (8 maps; a pass without TMA or step-2 walks repeats its row maps
-  // there); empty when no pass loads by TMA.
-  std::vector<TensorMapDesc> tensor_maps;
-  DType dtype = DType::BF16;  // the problem's (the maps' elements)
-  bool tma_rows = false, tma_cols = false;  // the dQ pass (row plan) / dK/dV pass (column plan) loads by TMA
   BackwardPlans plans;
 };
 

@@ -134,8 +134,6 @@ const ParamDesc& varlen_param();
 // Every entry point's last parameter when the module saves the softmax statistics (save_lse).
 const ParamDesc& lse_param();
 
-// A module's TMA maps as manifest.json lists them (16-bit elements of the dtype, 128-byte swizzle).
-nlohmann::json tensor_maps_json(const std::vector<TensorMapDesc>& maps, DType dtype);
 // manifest.json content. target: "cuda" or "ptx"; arch e.g. "sm_90"; files: emitted file names.
 nlohmann::json manifest(const Problem& problem, const GeneratedModule& mod, const std::string& target,
                         const std::string& arch, const std::vector<std::string>& files);

@@ -87,19 +87,22 @@ const ParamDesc& lse_param() {
   return param;
 }
 
-nlohmann::json tensor_maps_json(const std::vector<TensorMapDesc>& maps, DType dtype) {
+namespace {
+
+nlohmann::json tensor_maps_json(const Problem& p, const GeneratedModule& mod) {
   nlohmann::json a = nlohmann::json::array();
-  for (const TensorMapDesc& m : maps)
+  for (const TensorMapDesc& m : mod.tensor_maps)
     a.push_back({{"tensor", m.tensor},
                  {"dims", m.dims},
                  {"strides_bytes", m.strides},
                  {"box", m.box},
-                 {"element", dtype_name(dtype)},
+                 {"element", dtype_name(p.dtype)},
                  {"swizzle", "128B"},
                  {"interleave", "none"},
                  {"oob_fill", "zero"}});
   return a;
 }
+}  // namespace
 
 nlohmann::json manifest(const Problem& p, const GeneratedModule& mod, const std::string& target, const std::string& arch,
                         const std::vector<std::string>& files) {
@@ -171,7 +174,7 @@ nlohmann::json manifest(const Problem& p, const GeneratedModule& mod, const std:
               {"workspace_floats_per_bh", mod.workspace_floats_per_bh},
               {"scores_floats_per_bh", mod.scores_floats_per_bh},
               {"table_words", mod.table.size()},
-              {"tensor_maps", tensor_maps_json(mod.tensor_maps, p.dtype)},
+              {"tensor_maps", tensor_maps_json(p, mod)},
               {"tensor_cores", mod.tensor_cores},
               {"engine", mod.engine},
               {"tile", {{"rows", mod.plan.shape.br}, {"keys", mod.plan.shape.bc}, {"fill", mod.plan.tile_fill()}}}};

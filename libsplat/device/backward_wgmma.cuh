@@ -37,14 +37,6 @@
 //    the deterministic mode's 7 over two passes. The bulk reductions took 2-11% off the fast mode
 //    against red.global.add.v2.f32 from the registers (H100), and v4 reductions (lanes swapping
 //    halves) 0.5-2.6%.
-//  * TMA (the deterministic mode, where every walk of the pass is affine with step 1 or 2): thread 0
-//    loads a key tile's X and Y as two 64 x 64 boxes through tensor maps the host builds (q and dO
-//    for dK/dV, k and v for dQ; rows, or row pairs for step-2 walks) with the stages' swizzle; they
-//    complete on the stage's mbarrier, which in the dK/dV pass also takes every thread's arrival once
-//    its cp.async of the walked rows' lse and D has landed. The warps wait on the barrier instead of
-//    a cp.async wait, a proxy fence and a block barrier per key tile. A stage is refilled after the
-//    tile computed from it: a thread past that tile's last wgmma wait has seen every warp issue it,
-//    after their reads of the stage's statistics (as the forward's TMA stages, engine_wgmma.cuh).
 // Codegen selects this engine only when compiling for sm_90a (wgmma is an arch-specific feature).
 #pragma once
 #include "splat/backward.cuh"
@@ -58,13 +50,10 @@
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Derived from BwdMmaEngine for its arguments, statistics, accumulators and ends (its own stages and
 // row operands unused).
-template <class T, int HD, int SEQ, int KV, bool DKV, int NSTAGES, bool FAST = false, bool TMA = false>
+template <class T, int HD, int SEQ, int KV, bool DKV, int NSTAGES, bool FAST = false>
 struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FAST> {
   using Base = BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FAST>;
   static_assert(HD == 64, "the wgmma backward engine's stages hold one 64-column block");
-  static_assert(!(TMA && FAST), "TMA stages in the deterministic mode only (the fast mode's reductions reuse the stages)");
-  static_assert(!(TMA && SPLAT_VARLEN), "TMA maps view the tensors head by head, not a packed batch");
-  static constexpr bool USES_TMA = TMA;
   static constexpr int BC = 64, TILE = splat::geometry::wgmma_tile_bytes(HD);
   static constexpr bool FAST_DQ = Base::FAST_DQ;
   static constexpr int SMEM = splat::geometry::bwd_wgmma_smem(NSTAGES, HD, DKV, FAST);
@@ -76,8 +65,6 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FA
   u32 sdst;        // this thread's byte offset in a stage: row t / 8, 16-byte chunk t % 8, swizzled
   u32 dsbase;      // FAST_DQ: dS^T of the key tile, [key][walked row], swizzled like a stage
   float* wstats;   // dK/dV: per stage, the walked rows' lse (64) and D (64); FAST_DQ: then their indices
-  const char* tmap;  // TMA: this pass's maps of X and Y, rows (step 1), then row pairs (step 2)
-  int xrow0;         // TMA: the head's first row of X and Y in the maps (head_q0 or head_k0)
 
   // Shared memory: the stages (aligned up from the dynamic base), the row operands, (FAST_DQ: dS^T's
   // tile), the statistics (FAST_DQ: then the walked rows' indices).
@@ -119,67 +106,6 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FA
     cp_async_commit();
   }
 
-  // TMA: stage i's mbarrier. Each use completes on thread 0's arrival (with the two boxes' bytes)
-  // and, in the dK/dV pass, on every thread's arrival once its cp.async of the walked rows' lse and
-  // D has landed (cp.async.mbarrier.arrive.noinc): 1 + 128 arrivals a use.
-  static constexpr int kStageArrivals = 1 + (DKV ? 128 : 0);
-  __device__ __forceinline__ static u32 bar(int i) {
-    __shared__ __align__(8) u64 bars[NSTAGES];
-    return smem_addr(&bars[i]);
-  }
-  // TMA: maps 0-3 are the dK/dV pass's (Q, dO as rows; Q, dO as row pairs), 4-7 the dQ pass's (K, V
-  // likewise), over every head's rows ([batch*heads*seq_len] and [batch*kv_heads*kv_len]). The
-  // barriers are initialised before any thread's first copies arrive on them (the block barrier).
-  __device__ __forceinline__ void tma_setup(const void* maps, const Head& hv) {
-    tmap = static_cast<const char*>(maps) + (DKV ? 0 : 4 * 128);
-    xrow0 = (int)(DKV ? Base::q_rows(hv) : Base::k_rows(hv));
-    if (threadIdx.x == 0) {
-#pragma unroll
-      for (int i = 0; i < NSTAGES; ++i)
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar(i)), "n"(kStageArrivals) : "memory");
-      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#pragma unroll
-      for (int j = 0; j < 4; ++j) asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap + 128 * j) : "memory");
-    }
-    __syncthreads();
-  }
-  // TMA: waits until stage buf holds its key tile (parity: the use's, flipping once per use); before
-  // the first, the tile's row operands (stage_rows: cp.async) are published to the async proxy.
-  __device__ __forceinline__ void wait_stage(int buf, u32 parity, bool first) {
-    if (first) {
-      cp_async_wait<0>();
-      fence_proxy_async();
-      __syncthreads();
-    }
-    mbarrier_wait_parity(bar(buf), parity);
-  }
-  // TMA: the walk's 64 rows from u0 as one box of X and one of Y (thread 0; rows past the walk are
-  // the tensor's next rows, or zeros past its end, masked as every row outside the runs; their lse
-  // and D are zeros), the 128-byte swizzle the descriptors name. Step 2: rows of one parity.
-  __device__ __forceinline__ void tma_load(int buf, const WalkD& w, int u0) {
-    const u32 b = bar(buf);
-    if (threadIdx.x == 0) {
-      const u32 xd = xbase + buf * TILE, yd = xd + NSTAGES * TILE;
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "n"(2 * TILE) : "memory");
-      const int r = xrow0 + w.base + u0 * w.step;
-      if (w.step == 1) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-          asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
-                       ::"r"(j ? yd : xd), "l"(tmap + 128 * j), "r"(0), "r"(r), "r"(b) : "memory");
-      } else {
-#pragma unroll
-        for (int j = 0; j < 2; ++j)
-          asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
-                       ::"r"(j ? yd : xd), "l"(tmap + 256 + 128 * j), "r"(0), "r"(r & 1), "r"(r >> 1), "r"(b) : "memory");
-      }
-    }
-    if constexpr (DKV) {
-      bwd_load_stats<BC, LSE2 ? 1 : kQStep>(wstats + buf * 2 * BC, this->lse_g, this->delta_g, w, u0, nullptr);
-      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(b) : "memory");
-    }
-  }
-
   // Walked rows base + u*step (or the table's), u in [u0, u0 + 64), of X and Y into stage buf:
   // thread t copies chunk t % 8 of rows t / 8 + 16 k; zeros past the walk. dK/dV: their lse and D.
   // An affine walk (key base + u * step): the thread's rows are 16 * step keys apart, so one 64-bit
@@ -187,10 +113,6 @@ struct BwdWgmmaEngine : BwdMmaEngine<T, HD, SEQ, KV, DKV, NSTAGES, false, 64, FA
   // about 110 instructions a key tile); rows past the walk copy nothing (src-size 0, the pointer not
   // read).
   __device__ __forceinline__ void load(int buf, const WalkD& w, int u0, const int* table = nullptr) {
-    if constexpr (TMA) {
-      (void)table;
-      return tma_load(buf, w, u0);
-    }
     const int r0 = (int)(threadIdx.x >> 3), c = (int)(threadIdx.x & 7);
     const u32 xd = xbase + buf * TILE + sdst, yd = xd + NSTAGES * TILE;
     constexpr i64 ROW = (i64)Base::XSTEP * HD;  // elements from one key's row to the next's

@@ -16,18 +16,6 @@ BackwardKernel::BackwardKernel(std::shared_ptr<const BackwardModule> gen, std::s
     table_->upload(gen_->table.data(), gen_->table.size() * sizeof(int32_t));
   }
   ws_ = std::make_shared<DeviceBuffer>(static_cast<size_t>(bh_ * gen_->workspace_floats_per_bh) * sizeof(float));
-  if (!gen_->tensor_maps.empty()) tmaps_ = std::make_shared<DeviceBuffer>(gen_->tensor_maps.size() * kTensorMapBytes);
-}
-
-const void* BackwardKernel::tensor_maps(const void* q, const void* k, const void* v, const void* dout, void* stream) const {
-  if (!tmaps_) return nullptr;
-  const std::array<const void*, 4> at = {q, k, v, dout};
-  if (at != maps_at_) {
-    upload_tensor_maps(*tmaps_, gen_->tensor_maps, [&](const std::string& t) { return t == "q" ? q : t == "k" ? k : t == "v" ? v : dout; },
-                       stream);
-    maps_at_ = at;
-  }
-  return tmaps_->get();
 }
 
 BackwardKernel BackwardKernel::of_head_groups(std::vector<BackwardKernel> groups) {
@@ -60,8 +48,7 @@ void BackwardKernel::launch(const void* q, const void* k, const void* v, const v
   if (gen_->varlen) throw std::invalid_argument("a packed variable-length batch's backward: launch_varlen gives its cu_seqlens");
   void* ws = ws_->get();
   const void* table = table_ ? table_->get() : nullptr;
-  const void* tmaps = tensor_maps(q, k, v, dout, stream);
-  void* args[] = {&q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, &ws, &table, &tmaps};
+  void* args[] = {&q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, &ws, &table};
   launch_entries(launches_, bh_, args, stream);
 }
 
@@ -81,8 +68,7 @@ void BackwardKernel::launch_varlen(const void* q, const void* k, const void* v, 
   if (!ws_ || ws_->size() < ws_bytes) ws_ = std::make_shared<DeviceBuffer>(ws_bytes);
   void* ws = ws_->get();
   const void* table = table_ ? table_->get() : nullptr;
-  const void* tmaps = nullptr;  // a packed batch's stages are copied by cp.async
-  void* args[] = {&q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, &ws, &table, &tmaps, &cu_seqlens};
+  void* args[] = {&q, &k, &v, &o, &dout, &lse, &dq, &dk, &dv, &ws, &table, &cu_seqlens};
   launch_entries(launches_, grid_y, args, stream);
 }
 

@@ -10,7 +10,6 @@
 //   bwd.launch(q, k, v, o, dout, lse, dq, dk, dv, stream);
 //
 // Every output row is written by one block: the gradients are the same bits run to run.
-#include <array>
 #include <memory>
 
 #include "libsplat/analysis/acsr.h"
@@ -46,15 +45,11 @@ class BackwardKernel {
 
  private:
   void share_workspace(int64_t units) const;
-  // The module's tensor maps for these tensors in device memory (encoded and copied when they are not
-  // the last launch's), or null when it has none.
-  const void* tensor_maps(const void* q, const void* k, const void* v, const void* dout, void* stream) const;
   std::shared_ptr<const BackwardModule> gen_;
   std::shared_ptr<Module> mod_;
   int64_t bh_;
   std::vector<EntryLaunch> launches_;
-  std::shared_ptr<DeviceBuffer> table_, tmaps_;
-  mutable std::array<const void*, 4> maps_at_{};  // the q, k, v and dout the maps in tmaps_ were encoded for
+  std::shared_ptr<DeviceBuffer> table_;
   mutable std::shared_ptr<DeviceBuffer> ws_;  // grown by launch_varlen
   std::vector<BackwardKernel> groups_;
 };

@@ -105,16 +105,12 @@ class MapArgs:
     box: Tuple[int, ...]
 
 
-# The tensors a module's maps may be over: the forward's k and v, the backward's q, k, v and dout.
-MAPPED_TENSORS = ("q", "k", "v", "dout")
-
-
 def map_arguments(tmap: TensorMap, address: int) -> MapArgs:
     """Checks one manifest tensor map as the driver would (its own errors are only a code) and
     against the base address it is encoded for."""
     rank = len(tmap.dims)
-    if tmap.tensor not in MAPPED_TENSORS:
-        raise ManifestError("tensor map of %r: the kernels map only q, k, v and dout" % tmap.tensor)
+    if tmap.tensor not in ("k", "v"):
+        raise ManifestError("tensor map of %r: the kernels map only k and v" % tmap.tensor)
     if not 2 <= rank <= 5 or len(tmap.strides_bytes) != rank - 1 or len(tmap.box) != rank:
         raise ManifestError("tensor map of %s: rank %d with %d strides and a box of rank %d (rank 2..5, rank - 1 strides)"
                             % (tmap.tensor, rank, len(tmap.strides_bytes), len(tmap.box)))

@@ -144,22 +144,15 @@ class _Loaded:
             self.devices[index] = table
         return table
 
-    def tensor_maps(self, tensors: Dict[str, torch.Tensor]) -> int:
-        """The device address of the module's tensor maps for these tensors (the forward's k and v; the
-        backward's q, k, v and dout), 0 when it has none."""
+    def tensor_maps(self, k: torch.Tensor, v: torch.Tensor) -> int:
+        """The device address of the module's tensor maps for these k and v (0 when it has none)."""
         if not self.map_args:
             return 0
-        k = tensors["k"]
-        names = sorted(set(m.tensor for m in self.map_args))
-        missing = [n for n in names if n not in tensors]
-        if missing:
-            raise SplatError("module %s: tensor maps over %s, which this launch does not pass"
-                             % (self.module.name, ", ".join(missing)))
+        tensors = {"k": k, "v": v}
         packed = bool(self.manifest.problem.get("varlen"))
         # A packed batch's maps span its tensors' tokens: the same addresses with another token
         # count are other maps.
-        key = ((k.device.index,) + tuple(tensors[n].data_ptr() for n in names)
-               + (tuple(tensors[n].shape[0] for n in names) if packed else ()))
+        key = (k.device.index, k.data_ptr(), v.data_ptr()) + ((k.shape[0], v.shape[0]) if packed else ())
         capturing = torch.cuda.is_current_stream_capturing()
         stream = torch.cuda.current_stream(k.device)
         with self.lock:
@@ -254,7 +247,7 @@ class Entry:
                 mod = self._module(g, "forward")
                 sizes = _launch.grid_sizes(m, b, h)
                 values = dict(q=q.data_ptr(), k=k.data_ptr(), v=v.data_ptr(), o=out.data_ptr(),
-                              tmaps=mod.tensor_maps(dict(k=k, v=v)), lse=lse.data_ptr() if lse is not None else 0,
+                              tmaps=mod.tensor_maps(k, v), lse=lse.data_ptr() if lse is not None else 0,
                               cu_seqlens=cu_seqlens.data_ptr() if cu_seqlens is not None else 0)
                 mod.run(sizes, b * sizes["group_heads"], values, q.device)
 
@@ -275,8 +268,7 @@ class Entry:
                 n = max(_launch.workspace_floats(mod.module, b * s["group_heads"]) for mod, s in groups)
                 ws = torch.empty(n, dtype=torch.float32, device=q.device)
             for mod, sizes in groups:  # the groups write disjoint heads of dq (and of dk, dv without a shared ws)
-                tmaps = mod.tensor_maps(dict(q=q, k=k, v=v, dout=dout))
-                mod.run(sizes, b * sizes["group_heads"], dict(values, tmaps=tmaps), q.device, ws)
+                mod.run(sizes, b * sizes["group_heads"], values, q.device, ws)
 
 
 _entries: Dict[str, Entry] = {}

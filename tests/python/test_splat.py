@@ -224,9 +224,7 @@ class LaunchPlanTest(unittest.TestCase):
             with self.assertRaisesRegex(splat.ManifestError, "not 16-byte aligned"):
                 _launch.map_arguments(tm, 0x10008)
         bwd = m.backward
-        self.assertEqual([p.name for p in bwd.parameters],
-                         ["q", "k", "v", "o", "dout", "lse", "dq", "dk", "dv", "ws", "table", "tmaps"])
-        self.assertEqual(bwd.tensor_maps, ())  # the backward's stages by cp.async (its default)
+        self.assertEqual([p.name for p in bwd.parameters], ["q", "k", "v", "o", "dout", "lse", "dq", "dk", "dv", "ws", "table"])
         self.assertEqual(_launch.workspace_floats(bwd, 12), 12 * bwd.workspace_floats_per_bh)
         self.assertGreater(bwd.workspace_floats_per_bh, 0)
         # sm_90a: every backward launch after splat_bwd_delta is a programmatic dependent launch.
@@ -276,29 +274,6 @@ class LaunchPlanTest(unittest.TestCase):
         self.assertEqual((mod.kind, [k.name for k in mod.kernels]), ("pipeline", ["splat_sddmm", "splat_softmax", "splat_spmm"]))
         self.assertEqual(_launch.scores_floats(mod, 2), 2 * mod.scores_floats_per_bh)
         self.assertEqual(_launch.scores_floats(m.forward, 2), 0)
-
-    def test_a_backward_with_tma_stages_lists_maps_of_q_dout_k_and_v(self):
-        import subprocess
-        from splat import _launch
-        out = os.path.join(self.cache, "bwd-tma")
-        # --tune-backward tma=1: the wgmma engine's walked stages by TMA (dilation: step-2 walks, so each
-        # pass's second pair of maps views its tensors as row pairs).
-        doc = dict(SIZES, heads=4, kv_heads=2, seq_len=1024, pattern={"dilated": {"left": 64, "right": 64, "dilation": 2}})
-        path = os.path.join(self.cache, "dilated.json")
-        os.makedirs(self.cache, exist_ok=True)
-        with open(path, "w") as f:
-            json.dump(doc, f)
-        subprocess.run([os.environ["SPLATC"], "-q", "emit", path, "--pass", "backward", "--target", "ptx", "--arch", "sm_90a",
-                        "--tune-backward", "tma=1", "--no-resources", "-o", out], check=True)
-        bwd = splat.load_manifest(out).backward
-        self.assertEqual(bwd.parameters[11].name, "tmaps")
-        self.assertEqual([tm.tensor for tm in bwd.tensor_maps], ["q", "dout", "q", "dout", "k", "v", "k", "v"])
-        q_bytes, k_bytes = 1 * 4 * 1024 * 64 * 2, 1 * 2 * 1024 * 64 * 2
-        for i, tm in enumerate(bwd.tensor_maps):
-            rows = (q_bytes if i < 4 else k_bytes) // 128
-            self.assertEqual((tm.dims, tm.box), ((64, rows), (64, 64)) if i % 4 < 2 else ((64, 2, rows // 2), (64, 1, 64)))
-            self.assertEqual(_launch.map_span_bytes(tm), q_bytes if i < 4 else k_bytes)
-            self.assertEqual(_launch.map_arguments(tm, 0x10000).tensor, tm.tensor)
 
     def test_a_backward_only_manifest_of_head_groups_loads(self):
         import subprocess

@@ -122,51 +122,6 @@ TEST_CASE("backward, fast mode: modules compile for sm_80 and sm_90a (tests/gpu,
   CHECK(wg >= 7);
 }
 
-// The wgmma engine's stages by TMA (tma=1): its modules compile to machine code for sm_90a with the
-// copies as tensor-map boxes completing on mbarriers, no wgmma serialised and 3 blocks an SM, on
-// problems that cover unit and step-2 walks, split tiles, global rows, tables, grouped K/V heads,
-// per-head patterns and a pass that keeps cp.async (BigBird-ragged's dK/dV, fixed-causal's dQ).
-TEST_CASE("backward, TMA stages: modules compile for sm_90a (tests/gpu and patterns/)" * doctest::test_suite("nvrtc")) {
-  const BackwardTuning tma = parse_backward_tuning("tma=1");
-  int n = 0;
-  for (const char* name : {"tests/gpu/window-ragged-bf16", "tests/gpu/band-dilated-fp16", "tests/gpu/longformer-ragged-bf16",
-                           "tests/gpu/bigbird-ragged-bf16", "tests/gpu/gqa-band-ragged-bf16", "tests/gpu/head-windows-ragged-bf16",
-                           "tests/gpu/fixed-causal-bf16", "patterns/blocked-16k-bf16", "patterns/dilated-16k-bf16"}) {
-    const Problem whole = load_problem(std::string(TRSPLAT_SOURCE_DIR) + "/" + name + ".json");
-    for (const Problem& p : head_group_problems(whole)) {
-      CAPTURE(p.name);
-      const Acsr acsr = analyze(p);
-      const BackwardModule m = generate_backward(p, acsr, tma, "sm_90a");
-      REQUIRE(m.engine == "wgmma");
-      if (!m.tma_rows && !m.tma_cols) {  // a head group whose walks TMA does not take: the module of tma=0
-        CHECK(m.tensor_maps.empty());
-        continue;
-      }
-      CHECK(m.tensor_maps.size() == 8);
-      const std::string ptx = test_compile(m.source, p.name + ".bwd.cu", "sm_90a", CompileTarget::Ptx).image;
-      CHECK(ptx.find("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes") != std::string::npos);
-      if (m.tma_cols) CHECK(ptx.find("cp.async.mbarrier.arrive.noinc.shared::cta.b64") != std::string::npos);
-      const CompileResult c = nvrtc_compile(m.source, p.name + ".bwd.cu", "sm_90a", CompileTarget::Cubin, TRSPLAT_NVRTC_CACHE, true);
-      CHECK(!c.image.empty());
-      CHECK(c.log.find("are serialized") == std::string::npos);
-      // At most 64 B more spills than the cp.async module (a guard against blow-ups; head-windows h4: 248
-      // against 208), 3 blocks an SM.
-      const CompileResult c0 = nvrtc_compile(generate_backward(p, acsr, BackwardTuning{}, "sm_90a").source, p.name + ".bwd.cu",
-                                             "sm_90a", CompileTarget::Cubin, TRSPLAT_NVRTC_CACHE, true);
-      const std::vector<KernelResources> with = parse_ptxas_report(c.log), without = parse_ptxas_report(c0.log);
-      REQUIRE(with.size() == without.size());
-      for (size_t i = 0; i < with.size(); ++i) {
-        CAPTURE(with[i].name);
-        CHECK(with[i].name == without[i].name);
-        CHECK(with[i].registers <= 168);
-        CHECK(with[i].spill_stores_bytes <= without[i].spill_stores_bytes + 64);
-      }
-      ++n;
-    }
-  }
-  CHECK(n >= 10);
-}
-
 // ptxas on the backward kernels (sm_90a): every entry point the module lists, and at most 64 bytes of
 // spills per thread (a guard against register blow-ups: the kernels run at 168-255 registers, and
 // strided's, head_dim 128's and BigBird's spill 4-32 bytes; the variants that spill none, areg=0 or
@@ -480,7 +435,7 @@ TEST_CASE("backward of a packed variable-length batch: module, parameters and ma
   CHECK(m.varlen);
   CHECK(m.grid_y == "sequences*heads");
   CHECK(m.source.find("#define SPLAT_VARLEN 1") != std::string::npos);
-  CHECK(m.source.find("const int* table, const void* tmaps, const int* cu_seqlens) {") != std::string::npos);
+  CHECK(m.source.find("const int* table, const int* cu_seqlens) {") != std::string::npos);
   CHECK(m.source.find("ws, cu_seqlens);") != std::string::npos);  // bwd_delta
   CHECK(m.source.find(", cu_seqlens, -1, -1, &args);") != std::string::npos);  // fused_pass
   // On wgmma (sm_90a) dQ and dK/dV in one launch, its blocks' tiles and heads from bwd_joint_block.
@@ -490,26 +445,18 @@ TEST_CASE("backward of a packed variable-length batch: module, parameters and ma
   CHECK(m.source.find("true, true, true") == std::string::npos);  // no NOMASK pass (FIRST, LAST, NOMASK)
   for (const KernelDesc& k : m.kernels) CHECK(k.name.find("combine") == std::string::npos);
   const nlohmann::json j = backward_manifest(m, {"vb.bwd.ptx"});
-  REQUIRE(j["parameters"].size() == 13);
-  CHECK(j["parameters"][11]["name"] == "tmaps");
-  CHECK(j["parameters"][12]["name"] == "cu_seqlens");
-  CHECK(j["parameters"][12]["index"] == 12);
-  // A packed batch's stages are copied by cp.async (the maps view the tensors head by head), tma=1 too.
-  CHECK(m.tensor_maps.empty());
-  const BackwardModule mt = generate_backward(p, analyze(p), parse_backward_tuning("tma=1"), "sm_90a");
-  CHECK(mt.tensor_maps.empty());
-  CHECK(mt.source.find("false, true>") == std::string::npos);
-  CHECK(explain_backward(mt).find("walked stages by cp.async: a packed batch") != std::string::npos);
-  CHECK(j["tensor_maps"].empty());
+  REQUIRE(j["parameters"].size() == 12);
+  CHECK(j["parameters"][11]["name"] == "cu_seqlens");
+  CHECK(j["parameters"][11]["index"] == 11);
   CHECK(j["layout"].get<std::string>().find("[total_tokens, heads, head_dim]") != std::string::npos);
-  // A plain batch's entries take twelve parameters, the last tmaps.
+  // A plain batch's entries keep their eleven parameters.
   Problem plain = p;
   plain.varlen.reset();
   const BackwardModule pm = generate_backward(plain, analyze(plain));
   CHECK_FALSE(pm.varlen);
   CHECK(pm.grid_y == "batch*heads");
   CHECK(pm.source.find("cu_seqlens") == std::string::npos);
-  CHECK(backward_manifest(pm, {"p.bwd.ptx"})["parameters"].size() == 12);
+  CHECK(backward_manifest(pm, {"p.bwd.ptx"})["parameters"].size() == 11);
 }
 
 // Decode: one query row, batch*heads = 6. D takes 6 floats, so the regions after it would start 24
@@ -617,8 +564,7 @@ TEST_CASE("backward: the wgmma engine, where it runs and its tuning" * doctest::
   CHECK(backward_manifest(w, {})["kernels"][1]["programmatic_launch"] == true);
   CHECK(backward_manifest(w, {})["kernels"][0]["programmatic_launch"] == false);
   CHECK(w.source.find("splat_bwd_p0(const void* q, const void* k, const void* v, const void* o, const void* dout, const float* lse, "
-                      "void* dq, void* dk, void* dv, float* ws, const int* table, const void* tmaps) {\n  (void)tmaps;\n  pdl_wait();\n"
-                      "  pdl_launch_dependents();\n") !=
+                      "void* dq, void* dk, void* dv, float* ws, const int* table) {\n  pdl_wait();\n  pdl_launch_dependents();\n") !=
         std::string::npos);
   // Any other target, and wg=0: the mma.sync engine.
   for (const char* arch : {"", "sm_80", "sm_90"}) CHECK(generate_backward(p, acsr, BackwardTuning{}, arch).engine == "mma.sync");
@@ -828,7 +774,7 @@ TEST_CASE("backward: the joint launch's block order and stages from the plans" *
     CHECK(m.kernels[1].smem_dynamic == geometry::bwd_wgmma_smem(c.stages, 64, true));
     // The resolved tuning as --tune-backward reads it back, in the manifest too.
     CHECK(format_backward_tuning(m.tuning) == "stages=" + std::to_string(c.stages) + ",cw=64,areg=0,minb=3,wg=1,joint=1,order=" +
-                                                  std::to_string(c.order) + ",tma=0");
+                                                  std::to_string(c.order));
     CHECK(parse_backward_tuning(format_backward_tuning(m.tuning)) == m.tuning);
     CHECK(backward_manifest(m, {})["tuning"] == format_backward_tuning(m.tuning));
     // --explain: each choice and why.
@@ -872,98 +818,4 @@ TEST_CASE("backward: the joint launch's block order and stages from the plans" *
   CHECK(gm.tuning.order == 0);
   CHECK(gm.tuning.stages == 2);
   CHECK(explain_backward(gm).find("every head's dK/dV blocks first (order 0): a split tile") != std::string::npos);
-}
-
-// The wgmma engine's walked stages by TMA (tma=1; cp.async stays the default until TMA is timed on
-// a GPU) where every walk of a pass is affine with step 1 or 2; the maps (q, dout for dK/dV; k, v
-// for dQ; rows, then row pairs or the rows again) in the module and the manifest; cp.async
-// elsewhere (the fast mode, a packed batch, the mma.sync engine, other walks).
-TEST_CASE("backward: the walked stages by TMA where the walks allow, and their tensor maps" * doctest::test_suite("unit")) {
-  const auto problem = [](const std::string& pattern, int64_t seq_len, int heads = 16, const std::string& extra = "") {
-    return parse_problem_text(R"({"seq_len": )" + std::to_string(seq_len) + R"(, "head_dim": 64, "heads": )" +
-                                  std::to_string(heads) + R"(, "dtype": "bf16")" + extra + R"(, "pattern": )" + pattern + "}",
-                              "p.json");
-  };
-  const std::string tma_kv = "BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, true, 2, false, true>";
-  const std::string tma_q = "BwdWgmmaEngine<bf16_t, SPLAT_HD, SPLAT_SEQ, SPLAT_KV, false, 2, false, true>";
-  // A window: unit steps in both plans.
-  const Problem w = problem(R"({"window": {"left": 256, "right": 256}})", 16384);
-  const Acsr wa = analyze(w);
-  const BackwardTuning tma = parse_backward_tuning("tma=1");
-  const BackwardModule m = generate_backward(w, wa, tma, "sm_90a");
-  CHECK(m.tuning.tma == 1);
-  CHECK(m.tma_rows);
-  CHECK(m.tma_cols);
-  CHECK(m.source.find(tma_kv) != std::string::npos);
-  CHECK(m.source.find(tma_q) != std::string::npos);
-  CHECK(m.source.find("table + kColTableWord, tmaps, nullptr, (int)jb.tile") != std::string::npos);
-  CHECK(m.source.find("table, tmaps, nullptr, (int)jb.tile") != std::string::npos);
-  const uint64_t rows = 16 * 16384;
-  REQUIRE(m.tensor_maps.size() == 8);
-  const char* names[] = {"q", "dout", "q", "dout", "k", "v", "k", "v"};
-  for (size_t i = 0; i < 8; ++i) {
-    CAPTURE(i);
-    CHECK(m.tensor_maps[i].tensor == names[i]);
-    CHECK(m.tensor_maps[i].dims == std::vector<uint64_t>{64, rows});
-    CHECK(m.tensor_maps[i].strides == std::vector<uint64_t>{128});
-    CHECK(m.tensor_maps[i].box == std::vector<uint32_t>{64, 64});
-  }
-  const nlohmann::json j = backward_manifest(m, {});
-  REQUIRE(j["tensor_maps"].size() == 8);
-  CHECK(j["tensor_maps"][1]["tensor"] == "dout");
-  CHECK(j["tensor_maps"][1]["element"] == "bf16");
-  CHECK(j["parameters"][11]["name"] == "tmaps");
-  CHECK(explain_backward(m).find("walked stages by TMA in both passes (tuning)") != std::string::npos);
-  CHECK(format_backward_tuning(m.tuning).find(",tma=1") != std::string::npos);
-  // The default and tma=0: cp.async, no maps, the engines of before.
-  const BackwardModule def = generate_backward(w, wa, BackwardTuning{}, "sm_90a");
-  CHECK(def.tuning.tma == 0);
-  CHECK(def.tensor_maps.empty());
-  CHECK(def.source == generate_backward(w, wa, parse_backward_tuning("tma=0"), "sm_90a").source);
-  CHECK(explain_backward(def).find("walked stages by cp.async: TMA stages (tma=1) are not yet timed on a GPU") != std::string::npos);
-  const BackwardModule c = generate_backward(w, wa, parse_backward_tuning("tma=0"), "sm_90a");
-  CHECK_FALSE(c.tma_rows);
-  CHECK_FALSE(c.tma_cols);
-  CHECK(c.tensor_maps.empty());
-  CHECK(c.source.find("false, true>") == std::string::npos);
-  CHECK(c.source.find("table, nullptr, nullptr, (int)jb.tile") != std::string::npos);
-  CHECK(explain_backward(c).find("walked stages by cp.async (tuning)") != std::string::npos);
-  CHECK(format_backward_tuning(c.tuning).find(",tma=0") != std::string::npos);
-  // Dilation: step-2 walks, so the second map of each pass views its tensor as row pairs.
-  const Problem d = problem(R"({"dilated": {"left": 256, "right": 256, "dilation": 2}})", 4096);
-  const BackwardModule dm = generate_backward(d, analyze(d), tma, "sm_90a");
-  REQUIRE(dm.tensor_maps.size() == 8);
-  for (size_t i : {2, 3, 6, 7}) {
-    CAPTURE(i);
-    CHECK(dm.tensor_maps[i].dims == std::vector<uint64_t>{64, 2, 16 * 4096 / 2});
-    CHECK(dm.tensor_maps[i].strides == std::vector<uint64_t>{128, 256});
-    CHECK(dm.tensor_maps[i].box == std::vector<uint32_t>{64, 1, 64});
-  }
-  // An odd number of rows cannot be viewed as pairs: step-2 walks then copy by cp.async.
-  const Problem odd = problem(R"({"dilated": {"left": 256, "right": 256, "dilation": 2}})", 4095, 1);
-  const BackwardModule om = generate_backward(odd, analyze(odd), tma, "sm_90a");
-  CHECK_FALSE(om.tma_rows);
-  CHECK_FALSE(om.tma_cols);
-  CHECK(om.tensor_maps.empty());
-  CHECK(explain_backward(om).find("walked stages by cp.async: TMA where every walk of a pass is affine") != std::string::npos);
-  // Lattice walks (stride 4): cp.async.
-  const Problem s = problem(R"({"union": [{"window": {"left": 63, "right": 63}}, {"strided": {"stride": 64, "offset": 0}}]})", 4096);
-  CHECK(generate_backward(s, analyze(s), tma, "sm_90a").tensor_maps.empty());
-  // The mma.sync engine and the fast mode take no TMA; asked for, it is a located error.
-  CHECK(generate_backward(w, wa, BackwardTuning{}, "sm_80").tuning.tma == 0);
-  BackwardTuning fast;
-  fast.fast = true;
-  const BackwardModule fm = generate_backward(w, wa, fast, "sm_90a");
-  CHECK(fm.tuning.tma == 0);
-  CHECK(fm.tensor_maps.empty());
-  CHECK(explain_backward(fm).find("walked stages by cp.async: the fast mode's reductions reuse the stages") != std::string::npos);
-  // tma=1 where TMA cannot run (as joint=1): cp.async, and the notes say why.
-  BackwardTuning fast_tma = parse_backward_tuning("tma=1");
-  fast_tma.fast = true;
-  const BackwardModule ft = generate_backward(w, wa, fast_tma, "sm_90a");
-  CHECK(ft.tuning.tma == 0);
-  CHECK(ft.tensor_maps.empty());
-  CHECK(explain_backward(ft).find("walked stages by cp.async: the fast mode's reductions reuse the stages") != std::string::npos);
-  CHECK(generate_backward(w, wa, tma, "sm_80").tensor_maps.empty());
-  CHECK_THROWS_WITH_AS(parse_backward_tuning("tma=2"), "backward tuning: tma must be 0..1, got '2'", std::invalid_argument);
 }
