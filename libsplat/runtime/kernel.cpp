@@ -10,6 +10,10 @@
 
 namespace splat {
 
+namespace {
+constexpr size_t kTensorMapBytes = 128;  // sizeof(CUtensorMap)
+}
+
 std::vector<EntryLaunch> entry_launches(const Module& mod, const std::vector<KernelDesc>& kernels) {
   std::vector<EntryLaunch> out;
   for (const KernelDesc& d : kernels) {
@@ -94,7 +98,16 @@ Kernel Kernel::of_head_groups(std::vector<Kernel> groups) {
 const void* Kernel::tensor_maps(const void* k, const void* v, void* stream) const {
   if (!tmaps_) return nullptr;
   if (k != maps_k_ || v != maps_v_) {
-    upload_tensor_maps(*tmaps_, gen_->tensor_maps, [&](const std::string& t) { return t == "k" ? k : v; }, stream);
+    struct alignas(64) Map { unsigned char bytes[kTensorMapBytes]; };
+    std::vector<Map> host(gen_->tensor_maps.size());
+    for (size_t i = 0; i < host.size(); ++i) {
+      const TensorMapDesc& d = gen_->tensor_maps[i];
+      encode_tensor_map(host[i].bytes, d.tensor == "k" ? k : v, d.dims, d.strides, d.box);
+    }
+    // Pageable source: the copy is staged before this returns, and ordered before the launches.
+    cuda_check(cudaMemcpyAsync(tmaps_->get(), host.data(), host.size() * sizeof(Map), cudaMemcpyHostToDevice,
+                               static_cast<cudaStream_t>(stream)),
+               "cudaMemcpyAsync (tensor maps)");
     maps_k_ = k;
     maps_v_ = v;
   }

@@ -120,24 +120,6 @@ void encode_tensor_map(void* out, const void* base, const std::vector<uint64_t>&
   if (r != CUDA_SUCCESS) throw CudaError("cuTensorMapEncodeTiled failed (error " + std::to_string(static_cast<int>(r)) + ")");
 }
 
-void upload_tensor_maps(DeviceBuffer& dst, const std::vector<TensorMapDesc>& maps,
-                        const std::function<const void*(const std::string&)>& base_of, void* stream) {
-  static_assert(sizeof(CUtensorMap) == kTensorMapBytes, "a map's bytes as the buffers count them");
-  struct alignas(64) Map {
-    unsigned char bytes[kTensorMapBytes];
-  };
-  std::vector<Map> host(maps.size());
-  if (dst.size() < host.size() * sizeof(Map)) throw std::invalid_argument("upload_tensor_maps: the buffer is too small");
-  for (size_t i = 0; i < host.size(); ++i) {
-    const TensorMapDesc& d = maps[i];
-    encode_tensor_map(host[i].bytes, base_of(d.tensor), d.dims, d.strides, d.box);
-  }
-  // Pageable source: the copy is staged before this returns, and ordered before the launches.
-  cuda_check(cudaMemcpyAsync(dst.get(), host.data(), host.size() * sizeof(Map), cudaMemcpyHostToDevice,
-                             static_cast<cudaStream_t>(stream)),
-             "cudaMemcpyAsync (tensor maps)");
-}
-
 void launch_kernel(const void* kernel, int64_t grid_x, int64_t grid_y, int block, size_t smem, void** args,
                    void* stream, bool programmatic) {
   if (grid_x <= 0 || grid_y <= 0) return;

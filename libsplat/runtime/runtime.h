@@ -5,13 +5,11 @@
 // cudaLaunchKernel on the cudaKernel_t handles.
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "libsplat/codegen/codegen.h"
 #include "libsplat/compile/nvrtc.h"
 
 namespace splat {
@@ -102,15 +100,6 @@ class Module {
 // lacks the encoder or rejects the map.
 void encode_tensor_map(void* out, const void* base, const std::vector<uint64_t>& dims,
                        const std::vector<uint64_t>& strides, const std::vector<uint32_t>& box);
-
-// Bytes of one encoded tensor map (sizeof(CUtensorMap)); a module's maps lie this far apart.
-inline constexpr size_t kTensorMapBytes = 128;
-
-// A module's tensor maps (GeneratedModule::tensor_maps, BackwardModule::tensor_maps) encoded over the
-// tensors base_of names ("q", "k", "v", "dout": each map's base address) and copied to dst (128 bytes
-// a map, in order) on stream, ordered before later launches on it.
-void upload_tensor_maps(DeviceBuffer& dst, const std::vector<TensorMapDesc>& maps,
-                        const std::function<const void*(const std::string&)>& base_of, void* stream);
 
 // cudaLaunchKernel; stream is a cudaStream_t (nullptr: the default stream). programmatic: launched
 // with programmatic stream serialization (KernelDesc::programmatic), so that it may start while the
